@@ -1,0 +1,246 @@
+"""Contrastive loss in the similarity form of the General Pair Weighting view, and its distance forms.
+
+Wang et al. 2019, Eq. 4, for one pair ``(i, j)`` with ``I_ij = 1`` when the labels agree:
+
+    L_ij = (1 - I_ij) [S_ij - lambda]_+  -  I_ij S_ij
+
+A positive pair is pulled together with a constant weight; a negative pair is pushed apart only
+while its similarity exceeds the margin ``lambda``.
+
+Liu et al. review the same loss on Euclidean distances ``D`` of the embeddings, in three variants
+(``m1`` a positive margin, ``m2`` a negative margin):
+
+* Eq. 11 (``variant="hinge"``): ``I_ij [D_ij - m1]_+ + (1 - I_ij) [m2 - D_ij]_+`` (printed with
+  ``m1 = 0``; the positive margin is the one pytorch-metric-learning's ``ContrastiveLoss`` adds);
+* Eq. 35 (``variant="squared_hinge"``, Hadsell et al.'s original): the same hinges squared;
+* Eq. 36 (``variant="squared_distance"``): hinges on ``D^2`` instead of ``D``.
+
+On unit vectors ``D = sqrt(2 - 2 S)``, so every variant is still a function of ``S``
+(:func:`contrastive_distance_loss`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .base import (
+    PairLoss,
+    check_choice,
+    check_similarity,
+    dissimilarity,
+    masked_mean,
+    resolve_masks,
+)
+
+__all__ = [
+    "contrastive_loss",
+    "ContrastiveLoss",
+    "contrastive_distance_loss",
+    "ContrastiveDistanceLoss",
+    "CONTRASTIVE_VARIANTS",
+]
+
+#: Distance variants of the contrastive loss, by Liu et al.'s equation number.
+CONTRASTIVE_VARIANTS: dict[str, str] = {
+    "hinge": "Liu et al. Eq. 11: [D - m1]_+ and [m2 - D]_+",
+    "squared_hinge": "Liu et al. Eq. 35: [D - m1]_+^2 and [m2 - D]_+^2",
+    "squared_distance": "Liu et al. Eq. 36: [D^2 - m1]_+ and [m2 - D^2]_+",
+}
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def contrastive_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float = 0.5,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Mean of Wang et al. 2019, Eq. 4 over the batch's ordered pairs ``i != j``.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarity matrix of the batch.
+    labels : Tensor of shape (B,)
+    margin : float
+        ``lambda`` of Eq. 4: negative pairs with ``S_ij <= margin`` contribute nothing.
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Pairs kept by a miner; they narrow the label masks.
+
+    Returns
+    -------
+    Tensor
+        A scalar. For a batch with no pair at all (``B = 1``) it is ``0`` with a zero gradient.
+
+    Notes
+    -----
+    The GPW weight (``dL/dS_ij``) is ``-1/n`` for every kept positive pair and ``1/n`` for a kept
+    negative pair with ``S_ij > margin`` (``n`` the number of kept pairs): equal weights on the
+    selected pairs, as Wang et al. note below Eq. 4.
+    """
+    labels = check_similarity(S, labels)
+    pos, neg = resolve_masks(labels, pos_mask, neg_mask, tuple(S.shape))
+    per_pair = torch.where(pos, -S, torch.zeros_like(S)) + torch.where(
+        neg, torch.relu(S - margin), torch.zeros_like(S)
+    )
+    n_pairs = (pos | neg).sum().clamp_min(1)
+    return per_pair.sum() / n_pairs
+
+
+class ContrastiveLoss(PairLoss):
+    """Module form of :func:`contrastive_loss`: ``ContrastiveLoss(margin)(embeddings, labels)``.
+
+    Embeddings are L2-normalised before ``S`` is formed.
+    """
+
+    def __init__(self, margin: float = 0.5) -> None:
+        super().__init__()
+        if not -1.0 <= margin <= 1.0:
+            raise ValueError(
+                f"margin is a cosine similarity and must lie in [-1, 1], got {margin}."
+            )
+        self.margin = float(margin)
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return contrastive_loss(S, labels, self.margin, pos_mask=pos_mask, neg_mask=neg_mask)
+
+    def extra_repr(self) -> str:
+        return f"margin={self.margin}"
+
+
+def contrastive_distance_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    pos_margin: float = 0.0,
+    neg_margin: float = 1.0,
+    *,
+    variant: str = "hinge",
+    reduction: str = "mean",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Contrastive loss on Euclidean distances of unit vectors (Liu et al., Eq. 11, 35, 36).
+
+    With ``D_ij = sqrt(2 - 2 S_ij)`` and ``I_ij = 1`` for a positive pair, the per-pair term is
+
+    * ``variant="hinge"`` (Eq. 11): ``I_ij [D_ij - m1]_+ + (1 - I_ij) [m2 - D_ij]_+``;
+    * ``variant="squared_hinge"`` (Eq. 35): ``I_ij [D_ij - m1]_+^2 + (1 - I_ij) [m2 - D_ij]_+^2``;
+    * ``variant="squared_distance"`` (Eq. 36): ``I_ij [D_ij^2 - m1]_+ + (1 - I_ij) [m2 - D_ij^2]_+``.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarity matrix of the batch (rows are unit vectors, so ``D^2 = 2 - 2 S``).
+    labels : Tensor of shape (B,)
+    pos_margin : float
+        ``m1``: positive pairs closer than this are left alone (0 in Liu et al.'s Eq. 11).
+    neg_margin : float
+        ``m2``: negative pairs farther apart than this are left alone. For ``variant=
+        "squared_distance"`` both margins are on ``D^2``.
+    variant : {"hinge", "squared_hinge", "squared_distance"}
+    reduction : {"mean", "sum", "none"}
+        ``"mean"``: average over the kept ordered pairs ``i != j`` (each unordered pair counted
+        twice, as in :func:`contrastive_loss`; Liu et al. write a sum, which ``"sum"`` gives);
+        ``"none"``: the (B, B) matrix of per-pair terms, zero outside the kept pairs.
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Pairs kept by a miner; they narrow the label masks.
+
+    Returns
+    -------
+    Tensor
+        A scalar (or the (B, B) matrix for ``reduction="none"``). With no pair at all it is ``0``
+        with a zero gradient. The square root has a finite gradient at ``S = 1`` (a positive pair
+        at distance 0 gets gradient 0 from its ``[D - m1]_+`` term).
+
+    Notes
+    -----
+    pytorch-metric-learning's ``ContrastiveLoss(pos_margin, neg_margin)`` computes the ``"hinge"``
+    terms but averages the positive and negative terms separately over the *non-zero* ones and
+    adds the two means (``AvgNonZeroReducer``); ``reduction="none"`` gives what is needed to
+    reproduce that (see ``tests/test_pml_crosscheck.py``).
+    """
+    check_choice(variant, tuple(CONTRASTIVE_VARIANTS), "variant")
+    check_choice(reduction, _REDUCTIONS, "reduction")
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    d = dissimilarity(S, "squared_distance" if variant == "squared_distance" else "distance")
+    pos_term = torch.relu(d - pos_margin)
+    neg_term = torch.relu(neg_margin - d)
+    if variant == "squared_hinge":
+        pos_term, neg_term = pos_term.square(), neg_term.square()
+    zero = torch.zeros_like(S)
+    per_pair = torch.where(pos, pos_term, zero) + torch.where(neg, neg_term, zero)
+    if reduction == "none":
+        return per_pair
+    if reduction == "sum":
+        return per_pair.sum()
+    return masked_mean(per_pair, pos | neg)
+
+
+class ContrastiveDistanceLoss(PairLoss):
+    """Module form of :func:`contrastive_distance_loss` (Liu et al., Eq. 11, 35, 36).
+
+    Parameters
+    ----------
+    pos_margin, neg_margin : float
+        ``m1`` and ``m2``; ``0 <= m1 < m2`` (distances of unit vectors lie in [0, 2], squared
+        distances in [0, 4]).
+    variant : {"hinge", "squared_hinge", "squared_distance"}
+    reduction : {"mean", "sum"}
+    """
+
+    def __init__(
+        self,
+        pos_margin: float = 0.0,
+        neg_margin: float = 1.0,
+        *,
+        variant: str = "hinge",
+        reduction: str = "mean",
+    ) -> None:
+        super().__init__()
+        check_choice(variant, tuple(CONTRASTIVE_VARIANTS), "variant")
+        check_choice(reduction, ("mean", "sum"), "reduction")
+        if not 0.0 <= pos_margin < neg_margin:
+            raise ValueError(
+                "margins are distances and need 0 <= pos_margin < neg_margin, "
+                f"got pos_margin={pos_margin}, neg_margin={neg_margin}."
+            )
+        self.pos_margin = float(pos_margin)
+        self.neg_margin = float(neg_margin)
+        self.variant = variant
+        self.reduction = reduction
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return contrastive_distance_loss(
+            S,
+            labels,
+            self.pos_margin,
+            self.neg_margin,
+            variant=self.variant,
+            reduction=self.reduction,
+            pos_mask=pos_mask,
+            neg_mask=neg_mask,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"pos_margin={self.pos_margin}, neg_margin={self.neg_margin}, "
+            f"variant={self.variant!r}, reduction={self.reduction!r}"
+        )

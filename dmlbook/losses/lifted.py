@@ -1,0 +1,355 @@
+"""Lifted structure losses: the per-anchor form, the original pairwise form, and LiftedStruct*.
+
+Three members of one family, all log-sum-exp "soft maxima" over a batch's pairs:
+
+* :func:`lifted_loss`, Wang et al. 2019, Eq. 6 (the generalised lifted structure loss, per anchor):
+
+      L_i = [ log sum_{P_i} e^{lambda - S_ik} + log sum_{N_i} e^{S_ik} ]_+
+
+  with GPW weights Eq. 7 (positives, ``e^{-S_ij} / sum_{P_i} e^{-S_ik}``) and Eq. 8 (negatives,
+  ``e^{S_ij} / sum_{N_i} e^{S_ik}``) wherever the hinge is active.
+* :func:`lifted_structure_loss`, the original pairwise form of Song et al. as reviewed by Liu et
+  al., Eq. 14: for every positive pair ``(i, j)``
+
+      J_ij = D_ij + log( sum_{N_i} e^{m - D_ik} + sum_{N_j} e^{m - D_jl} ),   loss  [J_ij]_+^2 / 2
+
+  (Song et al.'s squared hinge and joint log-sum-exp; Liu et al.'s Eq. 14 as printed takes two
+  separate logs and a plain hinge, available with ``joint_negatives=False, squared_hinge=False``).
+* :func:`lifted_star_loss`, LiftedStruct* of Wang et al. 2019, Eq. 16, used in their ablation
+  (Table 2): no hinge, and temperatures ``alpha``, ``beta`` that sharpen the soft maxima:
+
+      L_i = (1/alpha) log sum_{P_i} e^{-alpha S_ik} + (1/beta) log sum_{N_i} e^{beta S_ik}.
+
+Every log-sum-exp goes through :func:`dmlbook.losses.base.masked_logsumexp` (max-shifted), so no
+value or gradient overflows, even at ``beta = 50`` in float32.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .base import (
+    FORMS,
+    PairLoss,
+    check_choice,
+    check_positive,
+    check_similarity,
+    dissimilarity,
+    masked_logsumexp,
+    masked_mean,
+    resolve_masks,
+)
+
+__all__ = [
+    "lifted_loss",
+    "LiftedLoss",
+    "lifted_structure_loss",
+    "LiftedStructureLoss",
+    "lifted_star_loss",
+    "LiftedStarLoss",
+]
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _finish(per: torch.Tensor, valid: torch.Tensor, reduction: str) -> torch.Tensor:
+    per = torch.where(valid, per, torch.zeros_like(per))
+    if reduction == "none":
+        return per
+    if reduction == "sum":
+        return per.sum()
+    return masked_mean(per, valid)
+
+
+def lifted_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float = 1.0,
+    *,
+    form: str = "similarity",
+    reduction: str = "mean",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Lifted structure loss per anchor, Wang et al. 2019, Eq. 6 (and its distance form).
+
+    For a dissimilarity ``d`` (``-S``, ``D`` or ``D^2``, see ``form``) the anchor term is
+    ``[log sum_{P_i} e^{d_ik} + log sum_{N_i} e^{-d_ik} + margin]_+``. With ``d = -S`` this is
+    exactly Eq. 6 (``lambda = margin``); with ``d = D`` it is ``[log sum_P e^{D - m_p} +
+    log sum_N e^{m_n - D}]_+`` (the "generalised lifted structure" of pytorch-metric-learning)
+    for ``margin = m_n - m_p``: only the difference of the two margins matters.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+    labels : Tensor of shape (B,)
+    margin : float
+        ``lambda`` of Eq. 6.
+    form : {"similarity", "distance", "squared_distance"}
+    reduction : {"mean", "sum", "none"}
+        ``"sum"``: Eq. 6 as printed (a sum over anchors). ``"mean"``: the average over the
+        anchors that have at least one positive *and* one negative. ``"none"``: the (B,) vector
+        of anchor terms.
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+
+    Returns
+    -------
+    Tensor
+        A scalar (or (B,)). An anchor without a positive or without a negative has an empty
+        log-sum-exp (``log 0 = -inf``), so its hinge is 0: it contributes 0 with gradient 0 and
+        is not counted in the mean. A single-class batch or a batch of one gives 0.
+
+    Notes
+    -----
+    With cosine similarities the hinge of Eq. 6 can only switch off when ``lambda < 2 -
+    log(|P_i| |N_i|)``: ``log sum_P e^{-S} >= -1 + log |P_i|`` and ``log sum_N e^{S} >= -1 +
+    log |N_i|``. At ``lambda = 1`` every anchor with ``|P_i| |N_i| >= 3`` is always active, and
+    its negative weights are exactly Eq. 8.
+    """
+    check_choice(form, FORMS, "form")
+    check_choice(reduction, _REDUCTIONS, "reduction")
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    d = dissimilarity(S, form)
+    lse_pos, has_pos = masked_logsumexp(d, pos, dim=1)
+    lse_neg, has_neg = masked_logsumexp(-d, neg, dim=1)
+    valid = has_pos & has_neg
+    per = torch.relu(lse_pos + lse_neg + margin)
+    return _finish(per, valid, reduction)
+
+
+def lifted_structure_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float = 1.0,
+    *,
+    form: str = "distance",
+    squared_hinge: bool = True,
+    joint_negatives: bool = True,
+    reduction: str = "mean",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The original, pairwise lifted structure loss (Song et al.; Liu et al., Eq. 14).
+
+    For every kept ordered positive pair ``(i, j)`` and a dissimilarity ``d`` (``D`` by default):
+
+    * ``joint_negatives=True`` (Song et al.): ``J_ij = d_ij + log(sum_{N_i} e^{m - d_ik} +
+      sum_{N_j} e^{m - d_jl})``, one log over the negatives of both ends of the pair;
+    * ``joint_negatives=False`` (Liu et al.'s Eq. 14 as printed): ``J_ij = d_ij + log sum_{N_i}
+      e^{m - d_ik} + log sum_{N_j} e^{m - d_jl}``.
+
+    The pair's term is ``[J_ij]_+^2 / 2`` (``squared_hinge=True``, Song et al.) or ``[J_ij]_+``.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+    labels : Tensor of shape (B,)
+    margin : float
+        ``m``. In pytorch-metric-learning's ``LiftedStructureLoss(neg_margin, pos_margin)`` the
+        pair term is ``J - pos_margin`` with ``m = neg_margin``; only ``neg_margin - pos_margin``
+        matters, and it is this ``margin``.
+    form : {"distance", "similarity", "squared_distance"}
+        Song et al. and Liu et al. use the Euclidean distance ``D``.
+    squared_hinge, joint_negatives : bool
+        Defaults reproduce Song et al. (and pytorch-metric-learning).
+    reduction : {"mean", "sum", "none"}
+        ``"mean"``: the average over the kept ordered positive pairs that have a negative term
+        (each unordered pair appears twice with the same ``J``, so this is Song et al.'s
+        ``1 / (2 |P|) sum_P [J]_+^2`` for ``squared_hinge``). ``"sum"``: the sum over ordered
+        pairs. ``"none"``: the (B, B) matrix of pair terms.
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+
+    Returns
+    -------
+    Tensor
+        A scalar (or (B, B)). A positive pair with no negative to compare with (an empty log,
+        ``-inf``; for ``joint_negatives=False`` either end without negatives) contributes 0 with
+        gradient 0 and is not counted. A single-class batch or a batch of one gives 0.
+    """
+    check_choice(form, FORMS, "form")
+    check_choice(reduction, _REDUCTIONS, "reduction")
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    d = dissimilarity(S, form)
+    r, has_neg = masked_logsumexp(margin - d, neg, dim=1)  # r_i = log sum_{N_i} e^{m - d_ik}
+    r_i, r_j = r[:, None], r[None, :]
+    h_i, h_j = has_neg[:, None], has_neg[None, :]
+    if joint_negatives:
+        has_terms = h_i | h_j
+        # An end without negatives enters as log 0 = -inf; where neither end has any, both enter
+        # as 0 (a finite placeholder, masked below) so that logaddexp's gradient stays finite.
+        neg_inf = torch.tensor(float("-inf"), dtype=d.dtype, device=d.device)
+        zero = torch.zeros((), dtype=d.dtype, device=d.device)
+        a = torch.where(h_i, r_i, torch.where(has_terms, neg_inf, zero))
+        b = torch.where(h_j, r_j, torch.where(has_terms, neg_inf, zero))
+        both = torch.logaddexp(a, b)
+        neg_term = torch.where(has_terms, both, torch.zeros_like(d))
+    else:
+        has_terms = h_i & h_j
+        neg_term = r_i + r_j
+    J = d + neg_term
+    per = torch.relu(J)
+    if squared_hinge:
+        per = per.square() / 2
+    return _finish(per, pos & has_terms, reduction)
+
+
+def lifted_star_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    alpha: float = 2.0,
+    beta: float = 50.0,
+    *,
+    reduction: str = "mean",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """LiftedStruct*, Wang et al. 2019, Eq. 16.
+
+    Anchor term ``(1/alpha) log sum_{P_i} e^{-alpha S_ik} + (1/beta) log sum_{N_i} e^{beta S_ik}``.
+    Its GPW weights are soft-max weights within the anchor's positives and within its negatives:
+    ``w_ij^- = e^{beta S_ij} / sum_{N_i} e^{beta S_ik}`` (Eq. 8 at temperature ``1/beta``),
+    ``w_ij^+ = e^{-alpha S_ij} / sum_{P_i} e^{-alpha S_ik}`` (Eq. 7 likewise).
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+    labels : Tensor of shape (B,)
+    alpha, beta : float
+        Positive temperatures; Wang et al. use ``alpha = 2``, ``beta = 50``.
+    reduction : {"mean", "sum", "none"}
+        ``"mean"``: Eq. 16's ``1/m`` average over anchors, taken over the anchors that have at
+        least one pair. ``"sum"``, ``"none"`` (the (B,) anchor terms).
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+
+    Returns
+    -------
+    Tensor
+        A scalar (or (B,)). The two halves are independent (there is no hinge), so an anchor
+        without positives keeps its negative half and vice versa; an empty half is 0 with
+        gradient 0. A batch without any pair gives 0.
+    """
+    alpha = check_positive(alpha, "alpha")
+    beta = check_positive(beta, "beta")
+    check_choice(reduction, _REDUCTIONS, "reduction")
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    lse_pos, has_pos = masked_logsumexp(-alpha * S, pos, dim=1)
+    lse_neg, has_neg = masked_logsumexp(beta * S, neg, dim=1)
+    per = lse_pos / alpha + lse_neg / beta  # an empty half is exactly 0 already
+    return _finish(per, has_pos | has_neg, reduction)
+
+
+class LiftedLoss(PairLoss):
+    """Module form of :func:`lifted_loss` (Wang et al. 2019, Eq. 6)."""
+
+    def __init__(
+        self, margin: float = 1.0, *, form: str = "similarity", reduction: str = "mean"
+    ) -> None:
+        super().__init__()
+        check_choice(form, FORMS, "form")
+        check_choice(reduction, ("mean", "sum"), "reduction")
+        self.margin = float(margin)
+        self.form = form
+        self.reduction = reduction
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return lifted_loss(
+            S,
+            labels,
+            self.margin,
+            form=self.form,
+            reduction=self.reduction,
+            pos_mask=pos_mask,
+            neg_mask=neg_mask,
+        )
+
+    def extra_repr(self) -> str:
+        return f"margin={self.margin}, form={self.form!r}, reduction={self.reduction!r}"
+
+
+class LiftedStructureLoss(PairLoss):
+    """Module form of :func:`lifted_structure_loss` (Song et al.; Liu et al., Eq. 14)."""
+
+    def __init__(
+        self,
+        margin: float = 1.0,
+        *,
+        form: str = "distance",
+        squared_hinge: bool = True,
+        joint_negatives: bool = True,
+        reduction: str = "mean",
+    ) -> None:
+        super().__init__()
+        check_choice(form, FORMS, "form")
+        check_choice(reduction, ("mean", "sum"), "reduction")
+        self.margin = float(margin)
+        self.form = form
+        self.squared_hinge = bool(squared_hinge)
+        self.joint_negatives = bool(joint_negatives)
+        self.reduction = reduction
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return lifted_structure_loss(
+            S,
+            labels,
+            self.margin,
+            form=self.form,
+            squared_hinge=self.squared_hinge,
+            joint_negatives=self.joint_negatives,
+            reduction=self.reduction,
+            pos_mask=pos_mask,
+            neg_mask=neg_mask,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"margin={self.margin}, form={self.form!r}, squared_hinge={self.squared_hinge}, "
+            f"joint_negatives={self.joint_negatives}, reduction={self.reduction!r}"
+        )
+
+
+class LiftedStarLoss(PairLoss):
+    """Module form of :func:`lifted_star_loss` (LiftedStruct*, Wang et al. 2019, Eq. 16)."""
+
+    def __init__(self, alpha: float = 2.0, beta: float = 50.0, *, reduction: str = "mean") -> None:
+        super().__init__()
+        self.alpha = check_positive(alpha, "alpha")
+        self.beta = check_positive(beta, "beta")
+        self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return lifted_star_loss(
+            S,
+            labels,
+            self.alpha,
+            self.beta,
+            reduction=self.reduction,
+            pos_mask=pos_mask,
+            neg_mask=neg_mask,
+        )
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}, beta={self.beta}, reduction={self.reduction!r}"

@@ -1,0 +1,136 @@
+"""N-pair loss (Sohn; Liu et al., Eq. 13).
+
+A batch of ``N`` pairs ``(x_i, x_i^+)`` from ``N`` different classes; anchor ``x_i`` must pick its
+own positive out of all ``N`` positives, a soft-max over one positive and ``N - 1`` negatives:
+
+    L_i = log(1 + sum_{k != i} exp(D_ii+ - D_ik+))            (Liu et al., Eq. 13, distances)
+        = log(1 + sum_{k != i} exp(S_ik+ - S_ii+))            (Sohn's similarity form)
+
+Both are ``log(1 + sum_{k in N_i} exp(d_ij - d_ik))`` for a dissimilarity ``d`` and a positive
+pair ``(i, j)``, which is how :func:`npair_loss` computes it, as
+``softplus(d_ij + log sum_{N_i} e^{-d_ik})`` in ``O(B^2)``.
+
+The GPW weight of a negative pair (similarity form) is
+``e^{S_ik} / (e^{S_ij} + sum_{N_i} e^{S_il})``: a soft-max over the anchor's negatives *and its
+positive*, like NCA's (Wang et al., supplement Eq. 2).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .base import (
+    FORMS,
+    PairLoss,
+    check_choice,
+    check_similarity,
+    dissimilarity,
+    masked_logsumexp,
+    masked_mean,
+    resolve_masks,
+)
+
+__all__ = ["npair_loss", "NPairLoss", "NPAIR_SAMPLING"]
+
+#: How :func:`npair_loss` picks its pairs before any masks narrow them.
+NPAIR_SAMPLING: dict[str, str] = {
+    "npair": "one (anchor, positive) pair per class, negatives = the other classes' positives",
+    "all": "every positive pair (i, j), negatives = every negative pair of the anchor i",
+}
+
+
+def npair_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    form: str = "similarity",
+    sampling: str = "npair",
+    reduction: str = "mean",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """N-pair loss, Liu et al. Eq. 13, averaged over its positive pairs.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+    labels : Tensor of shape (B,)
+    form : {"similarity", "distance", "squared_distance"}
+        ``"similarity"``: Sohn's form on cosine similarities (what pytorch-metric-learning's
+        ``NPairsLoss`` computes by default); ``"distance"``: Liu et al.'s Eq. 13 on ``D``.
+    sampling : {"npair", "all"}
+        ``"npair"`` (default): the N-pair construction of
+        :func:`dmlbook.mining.npair_masks` (first two samples of each class as anchor and
+        positive; an anchor's negatives are the other classes' positives). ``"all"``: every
+        positive pair, each against all the anchor's negatives (a multi-positive extension).
+    reduction : {"mean", "sum", "none"}
+        ``"mean"``: average over the selected positive pairs (Eq. 13 sums; Sohn averages).
+        ``"none"``: the (B, B) matrix of pair terms.
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Narrow the sampled pairs further.
+
+    Returns
+    -------
+    Tensor
+        A scalar (or (B, B)). A positive pair whose anchor has no negative has the term
+        ``log(1 + 0) = 0`` (with gradient 0) and still counts in the mean, as in Eq. 13. A batch
+        with no positive pair (every class a singleton, or ``B = 1``) gives 0.
+    """
+    check_choice(form, FORMS, "form")
+    check_choice(sampling, tuple(NPAIR_SAMPLING), "sampling")
+    check_choice(reduction, ("mean", "sum", "none"), "reduction")
+    y = check_similarity(S, labels)
+    B = S.shape[0]
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
+    if sampling == "npair":
+        from ..mining import npair_masks  # deferred: dmlbook.mining imports dmlbook.losses.base
+
+        sp, sn = npair_masks(y)
+        pos, neg = pos & sp, neg & sn
+    d = dissimilarity(S, form)
+    r, has_neg = masked_logsumexp(-d, neg, dim=1)  # r_i = log sum_{N_i} e^{-d_ik}
+    per = torch.where(has_neg[:, None], F.softplus(d + r[:, None]), torch.zeros_like(d))
+    per = torch.where(pos, per, torch.zeros_like(d))
+    if reduction == "none":
+        return per
+    if reduction == "sum":
+        return per.sum()
+    return masked_mean(per, pos)
+
+
+class NPairLoss(PairLoss):
+    """Module form of :func:`npair_loss` (Liu et al., Eq. 13).
+
+    Sohn's original also adds an L2 penalty on unnormalised embeddings; this module, like every
+    dmlbook loss module, normalises the embeddings instead, so there is nothing to penalise.
+    """
+
+    def __init__(
+        self, *, form: str = "similarity", sampling: str = "npair", reduction: str = "mean"
+    ) -> None:
+        super().__init__()
+        self.form = check_choice(form, FORMS, "form")
+        self.sampling = check_choice(sampling, tuple(NPAIR_SAMPLING), "sampling")
+        self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return npair_loss(
+            S,
+            labels,
+            form=self.form,
+            sampling=self.sampling,
+            reduction=self.reduction,
+            pos_mask=pos_mask,
+            neg_mask=neg_mask,
+        )
+
+    def extra_repr(self) -> str:
+        return f"form={self.form!r}, sampling={self.sampling!r}, reduction={self.reduction!r}"

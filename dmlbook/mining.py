@@ -1,0 +1,227 @@
+"""Mining: which pairs (or triplets) of a batch a loss is allowed to see, as boolean masks.
+
+Every miner here returns masks, never index lists, so that its output composes with the
+losses of :mod:`dmlbook.losses` (which take ``pos_mask``/``neg_mask``) by logical and.
+
+Pair masks, shape (B, B), are enough for every selection that is made *per pair* or *per anchor*:
+all pairs, batch-hard (one hardest positive and one hardest negative per anchor, Hermans et al.
+as implemented by pytorch-metric-learning's ``BatchHardMiner``) and the N-pair construction
+(Liu et al., Eq. 13). A triplet loss fed pair masks uses every triplet ``(a, p, n)`` with
+``pos[a, p]`` and ``neg[a, n]``.
+
+Selections that depend on the *triplet* (semi-hard negatives: ``d_ap < d_an < d_ap + m``; the
+margin-violating triplets of Wang et al.'s Eq. 5 discussion) cannot be written as pair masks: a
+negative can be semi-hard for one positive of its anchor and not for another. For those this
+module returns a (B, B, B) bool *triplet mask* ``T[a, p, n]``, which
+:func:`dmlbook.losses.triplet_loss` accepts as ``triplet_mask``. Its memory grows as ``B^3``
+(16 M entries, 16 MB, at B = 256), the same as the all-triplets loss itself.
+
+Miners never carry gradients: they read ``S`` detached.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .losses.base import FORMS, check_choice, check_similarity, dissimilarity, resolve_masks
+from .similarity import pair_masks
+from .validation import as_labels
+
+__all__ = [
+    "TRIPLET_KINDS",
+    "all_pair_masks",
+    "all_triplet_mask",
+    "batch_hard_masks",
+    "margin_triplet_mask",
+    "npair_masks",
+    "semihard_triplet_mask",
+]
+
+#: Triplet selections by the margin ``t = d_an - d_ap`` of a triplet (``d`` the dissimilarity of
+#: the loss's form). pytorch-metric-learning's ``TripletMarginMiner`` calls ``"violating"`` "all".
+TRIPLET_KINDS: dict[str, str] = {
+    "violating": "t <= margin (the triplet's hinge [d_ap - d_an + margin]_+ is active or at 0)",
+    "hard": "t <= 0 (the negative is at least as close as the positive)",
+    "semihard": "0 < t <= margin (farther than the positive, but inside the margin)",
+    "easy": "t > margin (already satisfied)",
+}
+
+
+def all_pair_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """All positive pairs ``i != j`` and all negative pairs of a batch (no mining).
+
+    Returns
+    -------
+    pos, neg : bool Tensor of shape (B, B)
+    """
+    return pair_masks(as_labels(labels))
+
+
+def all_triplet_mask(
+    labels: torch.Tensor,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Every valid triplet: ``T[a, p, n] = pos[a, p] and neg[a, n]``.
+
+    Parameters
+    ----------
+    labels : Tensor of shape (B,)
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Narrow the label masks first (as the losses do).
+
+    Returns
+    -------
+    bool Tensor of shape (B, B, B)
+    """
+    y = as_labels(labels)
+    B = y.shape[0]
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
+    return pos[:, :, None] & neg[:, None, :]
+
+
+def batch_hard_masks(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch-hard mining: per anchor, its least similar positive and its most similar negative.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarities. The hardest pairs are the same for every form of a loss, since the
+        distance ``D = sqrt(2 - 2 S)`` is a decreasing function of ``S``.
+    labels : Tensor of shape (B,)
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Candidates to choose from (narrowing the label masks).
+
+    Returns
+    -------
+    pos, neg : bool Tensor of shape (B, B)
+        At most one ``True`` per row in each. An anchor that lacks a positive or a negative gets
+        neither (an empty row in both), so a triplet loss fed these masks sees exactly one
+        triplet ``(a, hardest p, hardest n)`` per anchor that has both, as pytorch-metric-learning's
+        ``BatchHardMiner`` does. Ties go to the lowest column index.
+    """
+    y = check_similarity(S, labels)
+    B = S.shape[0]
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
+    s = S.detach()
+    inf = torch.tensor(float("inf"), dtype=s.dtype, device=s.device)
+    hardest_p = torch.where(pos, s, inf).argmin(dim=1)
+    hardest_n = torch.where(neg, s, -inf).argmax(dim=1)
+    keep = pos.any(dim=1) & neg.any(dim=1)
+    rows = torch.arange(B, device=S.device)
+    out_p = torch.zeros_like(pos)
+    out_n = torch.zeros_like(neg)
+    out_p[rows[keep], hardest_p[keep]] = True
+    out_n[rows[keep], hardest_n[keep]] = True
+    return out_p, out_n
+
+
+def margin_triplet_mask(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float,
+    kind: str = "violating",
+    *,
+    form: str = "similarity",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Triplets selected by their margin ``t = d_an - d_ap`` (see :data:`TRIPLET_KINDS`).
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+    labels : Tensor of shape (B,)
+    margin : float
+        The triplet loss's margin, in the units of ``form``.
+    kind : {"violating", "hard", "semihard", "easy"}
+        ``"violating"`` keeps the triplets that Wang et al. (below Eq. 5) call valid,
+        ``S_an + lambda > S_ap`` (here with ``>=``, as pytorch-metric-learning does);
+        ``"semihard"`` the semi-hard ones of Schroff et al. (FaceNet), ``d_ap < d_an <= d_ap + m``.
+    form : {"similarity", "distance", "squared_distance"}
+        What ``d`` is: ``-S``, ``D`` or ``D^2`` (the kinds are not the same in every form: a
+        margin on ``S`` is not a margin on ``D``).
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+
+    Returns
+    -------
+    bool Tensor of shape (B, B, B)
+        ``T[a, p, n]``; only valid triplets (``pos[a, p]`` and ``neg[a, n]``) can be ``True``.
+    """
+    check_choice(kind, tuple(TRIPLET_KINDS), "kind")
+    check_choice(form, FORMS, "form")
+    y = check_similarity(S, labels)
+    valid = all_triplet_mask(y, pos_mask=pos_mask, neg_mask=neg_mask)
+    d = dissimilarity(S.detach(), form)
+    t = d[:, None, :] - d[:, :, None]  # t[a, p, n] = d_an - d_ap
+    if kind == "violating":
+        chosen = t <= margin
+    elif kind == "hard":
+        chosen = t <= 0
+    elif kind == "semihard":
+        chosen = (t > 0) & (t <= margin)
+    else:
+        chosen = t > margin
+    return valid & chosen
+
+
+def semihard_triplet_mask(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float,
+    *,
+    form: str = "similarity",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Semi-hard triplets, ``0 < d_an - d_ap <= margin`` (Schroff et al.; see :func:`margin_triplet_mask`)."""
+    return margin_triplet_mask(
+        S, labels, margin, "semihard", form=form, pos_mask=pos_mask, neg_mask=neg_mask
+    )
+
+
+def npair_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The N-pair construction (Sohn; Liu et al., Eq. 13) as pair masks.
+
+    From every class with at least two samples, its first sample (lowest index) is the anchor
+    ``a_c`` and its second sample the positive ``p_c``. Anchor ``a_c`` is contrasted with the
+    positives of the other classes, ``p_k`` for ``k != c`` (one negative per other class).
+    Classes with one sample take no part. This is the pair choice of pytorch-metric-learning's
+    ``NPairsLoss`` (first positive pair per label in index order).
+
+    Returns
+    -------
+    pos, neg : bool Tensor of shape (B, B)
+        ``pos[a_c, p_c]`` for every class ``c``; ``neg[a_c, p_k]`` for every pair of classes
+        ``c != k``. Every other entry is ``False``.
+    """
+    y = as_labels(labels)
+    B = y.shape[0]
+    pos = torch.zeros(B, B, dtype=torch.bool, device=y.device)
+    neg = torch.zeros_like(pos)
+    if B < 2:
+        return pos, neg
+    order = torch.sort(y, stable=True).indices
+    ys = y[order]
+    starts = torch.ones(B, dtype=torch.bool, device=y.device)
+    starts[1:] = ys[1:] != ys[:-1]
+    idx = torch.arange(B, device=y.device)
+    start_of = torch.cummax(torch.where(starts, idx, torch.zeros_like(idx)), dim=0).values
+    rank = idx - start_of  # position of each sorted sample within its class
+    second = rank == 1
+    anchors = order[torch.nonzero(second).flatten() - 1]
+    positives = order[second]
+    pos[anchors, positives] = True
+    chosen = torch.zeros(B, dtype=torch.bool, device=y.device)
+    chosen[positives] = True
+    is_anchor = torch.zeros(B, dtype=torch.bool, device=y.device)
+    is_anchor[anchors] = True
+    neg = is_anchor[:, None] & chosen[None, :] & (y[:, None] != y[None, :])
+    return pos, neg

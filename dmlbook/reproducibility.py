@@ -1,0 +1,26 @@
+"""Seeding, so that a chapter prints the same numbers every time it runs."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+__all__ = ["seed_everything"]
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and torch, and return a fresh ``torch.Generator`` seeded with ``seed``.
+
+    Passing the returned generator explicitly (to samplers, ``torch.randn`` ...) keeps random
+    streams independent of how many other random draws happened before.
+    """
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}.")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    os.environ.setdefault("PYTHONHASHSEED", str(seed))
+    return torch.Generator().manual_seed(seed)

@@ -1,0 +1,90 @@
+"""Symbolic derivation and verification: no gradient in the book is taken on faith.
+
+Four steps take a loss chapter from a paper's equation to a checked implementation:
+
+1. write the loss of one anchor on :func:`anchor_similarities` (``P`` positives, ``N``
+   negatives) or, for every batch size at once, on :func:`indexed_anchor`;
+2. take its pair weights ``w_ij = dL/dS_ij`` with :func:`pair_weights`;
+3. :func:`prove_equal` them to the paper's closed form (``True`` only for an exact proof;
+   :func:`spot_check_equal` is numeric evidence, never a proof);
+4. evaluate them on a real batch (:func:`weights_from_loss`, :func:`to_torch`,
+   :func:`batch_weights`) and compare with autograd of the dmlbook loss
+   (:func:`check_against_autograd`), with :func:`gradcheck_witness` as an independent
+   finite-difference witness.
+"""
+
+from .autograd_check import check_against_autograd, gradcheck_witness
+from .embeddings import (
+    embedding_gradient_closed_form,
+    embedding_symbols,
+    normalization_jacobian,
+    normalization_jacobian_closed_form,
+    similarity_from_embeddings,
+    unit_rows,
+    weight_symbols,
+)
+from .proofs import SpotCheck, gpw_identity, pair_weights, prove_equal, residual, spot_check_equal
+from .symbols import (
+    AnchorSimilarities,
+    Hinge,
+    HingeActive,
+    IndexedAnchor,
+    anchor_similarities,
+    batch_similarities,
+    distance_symbols,
+    hinge,
+    hinge_branch,
+    hinge_conditions,
+    hyperparameters,
+    indexed_anchor,
+    log1p_sum_exp,
+    log_sum_exp,
+    unit_sphere_distance,
+    unit_sphere_similarity,
+)
+from .torch_bridge import (
+    AnchorWeightFunction,
+    batch_weights,
+    to_torch,
+    weights_from_closed_form,
+    weights_from_loss,
+)
+
+__all__ = [
+    "AnchorSimilarities",
+    "AnchorWeightFunction",
+    "Hinge",
+    "HingeActive",
+    "IndexedAnchor",
+    "SpotCheck",
+    "anchor_similarities",
+    "batch_similarities",
+    "batch_weights",
+    "check_against_autograd",
+    "distance_symbols",
+    "embedding_gradient_closed_form",
+    "embedding_symbols",
+    "gpw_identity",
+    "gradcheck_witness",
+    "hinge",
+    "hinge_branch",
+    "hinge_conditions",
+    "hyperparameters",
+    "indexed_anchor",
+    "log1p_sum_exp",
+    "log_sum_exp",
+    "normalization_jacobian",
+    "normalization_jacobian_closed_form",
+    "pair_weights",
+    "prove_equal",
+    "residual",
+    "similarity_from_embeddings",
+    "spot_check_equal",
+    "to_torch",
+    "unit_rows",
+    "unit_sphere_distance",
+    "unit_sphere_similarity",
+    "weight_symbols",
+    "weights_from_closed_form",
+    "weights_from_loss",
+]

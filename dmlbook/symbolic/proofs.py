@@ -1,0 +1,411 @@
+"""Exact derivatives and exact equality: ``pair_weights``, ``prove_equal`` and friends.
+
+``prove_equal`` is the only function here that may be quoted as a proof. It returns ``True`` only
+when a chain of SymPy rewrites reduces ``a - b`` to the exact number ``0``; every rewrite it uses
+is an identity for the declared assumptions (nothing is forced). When it fails it prints the
+simplest residual it reached and returns ``False``: SymPy could not decide, which is not the
+same as ``a != b``.
+
+``spot_check_equal`` evaluates both sides at random points. It is numeric evidence, never a
+proof: two different expressions can agree at every sampled point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from .symbols import AnchorSimilarities
+
+__all__ = [
+    "SpotCheck",
+    "gpw_identity",
+    "pair_weights",
+    "prove_equal",
+    "residual",
+    "spot_check_equal",
+]
+
+PairTarget = sp.Symbol | sp.Indexed
+
+
+def _index_range_resolved(expr: sp.Expr, target: sp.Indexed, loss: sp.Expr) -> sp.Expr:
+    """Drop the ``Piecewise`` guards ``1 <= j <= P`` that differentiating a sum leaves behind.
+
+    Differentiating ``sum_{k=1}^{P} f(s_k)`` by ``s_j`` gives ``f'(s_j)`` guarded by ``j <= P``
+    (SymPy cannot know that ``j`` indexes an existing pair). For every sum of ``loss`` over the
+    base of ``target`` we assume ``lower <= j <= upper``: writing ``j = lower + u`` and
+    ``upper = j + v`` with integers ``u, v >= 0`` decides each guard by assumptions alone.
+    """
+    (j,) = target.indices
+    base = target.base
+    ranges = []
+    for s in loss.atoms(sp.Sum):
+        if any(ix.base == base for ix in s.function.atoms(sp.Indexed)):
+            for _, lower, upper in s.limits:
+                ranges.append((lower, upper))
+    if not ranges:
+        return expr
+    u, v = (
+        sp.Dummy("u", integer=True, nonnegative=True),
+        sp.Dummy("v", integer=True, nonnegative=True),
+    )
+
+    def decide(cond: sp.Basic) -> sp.Basic:
+        for lower, upper in ranges:
+            put = {j: lower + u}
+            if isinstance(upper, sp.Symbol):
+                put[upper] = lower + u + v
+            decided = cond.subs(put)
+            if decided in (sp.true, sp.false):
+                return decided
+        return cond
+
+    def resolve(pw: sp.Piecewise) -> sp.Expr:
+        kept = []
+        for value, cond in pw.args:
+            c = decide(cond)
+            if c == sp.false:
+                continue
+            kept.append((value, c))
+            if c == sp.true:
+                break
+        return sp.Piecewise(*kept) if kept else sp.S.Zero
+
+    return expr.replace(lambda e: isinstance(e, sp.Piecewise), resolve)
+
+
+def _derivative(L: sp.Expr, target: sp.Basic) -> sp.Expr:
+    if isinstance(target, sp.Indexed):
+        d = sp.diff(L, target).doit()
+        return _index_range_resolved(d, target, L)
+    if isinstance(target, sp.Symbol):
+        return sp.diff(L, target)
+    if target.is_number:
+        return sp.S.Zero  # a fixed entry such as the unit diagonal of S
+    raise TypeError(
+        f"pair_weights differentiates by pair symbols (Symbol or Indexed), got {target!r} "
+        f"of type {type(target).__name__}."
+    )
+
+
+def pair_weights(
+    L: sp.Expr, wrt: AnchorSimilarities | sp.MatrixBase | PairTarget | Sequence[PairTarget]
+) -> dict[sp.Basic, sp.Expr] | sp.Matrix:
+    """The pair weights ``w_ij = dL / dS_ij`` of a symbolic loss (Wang et al. 2019, Eq. 1-2).
+
+    These are the *signed* partial derivatives. In the GPW convention (Eq. 3) a positive pair
+    has ``dL/dS_ij <= 0`` and a negative pair ``dL/dS_ij >= 0``; the weight of Eq. 3 is the
+    absolute value.
+
+    Parameters
+    ----------
+    L : Expr
+        The loss, written on pair symbols.
+    wrt : AnchorSimilarities, Matrix, Symbol, Indexed or sequence of them
+        The pair symbols to differentiate by. For an indexed symbol ``s[j]`` of the general-``n``
+        form the guard ``1 <= j <= P`` left by differentiating a sum is discharged. For a
+        :func:`batch_similarities` matrix a matrix of the same shape is returned (fixed entries
+        such as the unit diagonal get weight 0).
+
+    Returns
+    -------
+    dict or Matrix
+        ``{symbol: dL/dsymbol}`` in the order of ``wrt`` (positives first for an anchor), or a
+        Matrix for a Matrix.
+    """
+    L = sp.sympify(L)
+    if isinstance(wrt, sp.MatrixBase):
+        return wrt.applyfunc(lambda s: _derivative(L, s))
+    if isinstance(wrt, AnchorSimilarities):
+        targets: Sequence[sp.Basic] = wrt.all
+    elif isinstance(wrt, sp.Symbol | sp.Indexed):
+        targets = (wrt,)
+    else:
+        targets = tuple(wrt)
+    return {t: _derivative(L, t) for t in targets}
+
+
+# --------------------------------------------------------------------------------------------
+# prove_equal
+
+
+def _expand_exp_args(e: sp.Expr) -> sp.Expr:
+    """Expand every exponent and merge products of exponentials: ``e^a e^b -> e^(a+b)``."""
+    e = e.replace(lambda x: isinstance(x, sp.exp), lambda x: sp.exp(sp.expand(x.args[0])))
+    return sp.powsimp(e)
+
+
+def _rewrites() -> list[tuple[str, Callable[[sp.Expr], sp.Expr]]]:
+    """Targeted rewrites tried after ``simplify``; each is an identity under the assumptions."""
+    return [
+        ("piecewise_fold", lambda e: sp.simplify(sp.piecewise_fold(e))),
+        ("hinge as Piecewise", lambda e: sp.simplify(sp.piecewise_fold(e.rewrite(sp.Piecewise)))),
+        ("doit", lambda e: sp.simplify(e.doit())),
+        ("together/cancel", lambda e: sp.cancel(sp.together(sp.expand(e)))),
+        ("exponents expanded", lambda e: sp.cancel(sp.together(_expand_exp_args(sp.expand(e))))),
+        ("expand_log", lambda e: sp.simplify(sp.expand_log(e))),
+        ("logcombine", lambda e: sp.simplify(sp.logcombine(e))),
+        ("powsimp", lambda e: sp.simplify(sp.powsimp(sp.expand_power_exp(sp.expand(e))))),
+        ("rewrite(exp)", lambda e: sp.simplify(e.rewrite(sp.exp))),
+        ("factor_terms(expand)", lambda e: sp.simplify(sp.factor_terms(sp.expand(e)))),
+        ("radsimp", lambda e: sp.simplify(sp.radsimp(sp.together(e)))),
+    ]
+
+
+def _candidates(d: sp.Expr) -> Iterator[sp.Expr]:
+    yield d
+    s = sp.simplify(d)
+    yield s
+    for _, rewrite in _rewrites():
+        for start in (s, d) if s != d else (s,):
+            try:
+                yield rewrite(start)
+            except (TypeError, ValueError, NotImplementedError, sp.PolynomialError):
+                continue
+
+
+def _is_exact_zero(e: sp.Basic) -> bool:
+    return e == sp.S.Zero or (isinstance(e, sp.MatrixBase) and all(x == sp.S.Zero for x in e))
+
+
+def _entrywise(a: sp.Basic, b: sp.Basic) -> list[tuple[sp.Expr, sp.Expr]]:
+    if isinstance(a, sp.MatrixBase) or isinstance(b, sp.MatrixBase):
+        A, B = sp.Matrix(a), sp.Matrix(b)
+        if A.shape != B.shape:
+            raise ValueError(f"cannot compare matrices of shapes {A.shape} and {B.shape}.")
+        return list(zip(A, B, strict=True))
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        if not (isinstance(a, Mapping) and isinstance(b, Mapping)) or set(a) != set(b):
+            raise ValueError(
+                "compare two dicts with the same keys (e.g. two pair_weights results)."
+            )
+        return [(a[k], b[k]) for k in a]
+    if isinstance(a, list | tuple) or isinstance(b, list | tuple):
+        if len(a) != len(b):
+            raise ValueError(f"cannot compare sequences of lengths {len(a)} and {len(b)}.")
+        return list(zip(a, b, strict=True))
+    return [(a, b)]
+
+
+def _clearly_different(x: sp.Expr, y: sp.Expr) -> bool:
+    """Whether ``x`` and ``y`` differ far beyond rounding at some random point.
+
+    Then no exact rewrite of ``x - y`` can reach 0, and the search may stop. This is used only
+    to give up early; it never contributes to a proof.
+    """
+    try:
+        d = x - y
+        if d.has(sp.Indexed, sp.Sum, sp.Subs, sp.Derivative, sp.core.function.AppliedUndef):
+            return False
+        symbols = sorted(d.free_symbols, key=sp.default_sort_key)
+        if any(not isinstance(v, sp.Symbol) or v.is_integer for v in symbols):
+            return False
+        rng = np.random.default_rng(12345)
+        cols = [
+            rng.uniform(0.1, 3.0, 8) if v.is_positive else rng.uniform(-1.0, 1.0, 8)
+            for v in symbols
+        ]
+        with np.errstate(all="ignore"):
+            fx, fy = (
+                np.broadcast_to(np.asarray(_numpy_function(symbols, e)(*cols), dtype=float), (8,))
+                for e in (x, y)
+            )
+        finite = np.isfinite(fx) & np.isfinite(fy)
+        scale = np.maximum(1.0, np.maximum(np.abs(fx), np.abs(fy)))
+        return bool(np.any(finite & (np.abs(fx - fy) > 1e-6 * scale)))
+    except Exception:  # any failure to evaluate only means: no shortcut
+        return False
+
+
+def residual(a: sp.Basic, b: sp.Basic) -> sp.Expr | list[sp.Expr]:
+    """The simplest form of ``a - b`` that :func:`prove_equal`'s rewrites reach.
+
+    ``0`` (or a list of zeros, entrywise for matrices, sequences and dicts) means proved.
+    """
+    out = []
+    for x, y in _entrywise(a, b):
+        x, y = sp.sympify(x), sp.sympify(y)
+        best = None
+        for n, c in enumerate(_candidates(x - y)):
+            if _is_exact_zero(c):
+                best = sp.S.Zero
+                break
+            if best is None or sp.count_ops(c) < sp.count_ops(best):
+                best = c
+            if n == 1 and _clearly_different(x, y):
+                break  # every rewrite keeps the value, so none of them can reach 0
+        out.append(best)
+    return out[0] if len(out) == 1 else out
+
+
+def prove_equal(a: sp.Basic, b: sp.Basic, *, verbose: bool = True) -> bool:
+    """``True`` only if SymPy proves ``a - b == 0`` exactly.
+
+    The difference is simplified, then passed through targeted rewrites (``piecewise_fold``,
+    hinge as ``Piecewise``, ``doit`` for sums, ``together``/``cancel``, exponent expansion,
+    ``expand_log``, ``logcombine``, ``powsimp``, ``rewrite(exp)``, ``factor_terms``,
+    ``radsimp``). None of them is forced, so each is valid under the symbols' assumptions, and
+    only the exact number ``0`` counts: no numeric test is ever involved.
+
+    Parameters
+    ----------
+    a, b : Expr, Matrix, sequence or dict
+        The two sides. Matrices, sequences and dicts (e.g. two :func:`pair_weights` results)
+        are compared entry by entry; all entries must be proved.
+    verbose : bool
+        When the proof fails, print the simplest residual reached.
+
+    Returns
+    -------
+    bool
+        ``True`` if proved; ``False`` if not proved (which does not show ``a != b``; a
+        :func:`spot_check_equal` can then say whether the two even agree numerically).
+    """
+    pairs = _entrywise(a, b)
+    for n, (x, y) in enumerate(pairs):
+        r = residual(x, y)
+        if r != sp.S.Zero:
+            if verbose:
+                where = f" (entry {n})" if len(pairs) > 1 else ""
+                print(f"prove_equal: not proved{where}; residual a - b = {sp.sstr(r)}")
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# spot_check_equal
+
+
+@dataclass(frozen=True)
+class SpotCheck:
+    """The outcome of :func:`spot_check_equal`: numeric evidence, not a proof.
+
+    Attributes
+    ----------
+    agrees : bool
+        Both sides agree within tolerance at every sampled point.
+    max_abs_diff : float
+        Largest ``|a - b|`` over the samples.
+    samples : int
+        Number of random points evaluated.
+    """
+
+    agrees: bool
+    max_abs_diff: float
+    samples: int
+
+    def __bool__(self) -> bool:
+        return self.agrees
+
+
+def _numpy_function(args: list[sp.Symbol], expr: sp.Expr) -> Callable[..., np.ndarray]:
+    names = {"Hinge": lambda x: np.maximum(x, 0.0)}
+    return sp.lambdify(args, expr, modules=[names, "numpy"])
+
+
+def spot_check_equal(
+    a: sp.Expr,
+    b: sp.Expr,
+    *,
+    n: int = 64,
+    seed: int = 0,
+    ranges: Mapping[sp.Symbol, tuple[float, float]] | None = None,
+    rtol: float = 1e-9,
+) -> SpotCheck:
+    """Compare ``a`` and ``b`` at ``n`` random points. A spot check, **not a proof**.
+
+    Use it to see whether an unproved identity is even numerically plausible, or to show a
+    wrong closed form failing. Free symbols are drawn uniformly: positive symbols from
+    ``[0.1, 3]``, other real symbols from ``[-1, 1]`` (the range of a cosine similarity),
+    unless ``ranges`` says otherwise.
+
+    Parameters
+    ----------
+    a, b : Expr
+        Scalar expressions whose free symbols are plain ``Symbol``s (substitute ``P``, ``N``
+        and call ``doit()`` first for a general-``n`` form).
+    n : int
+        Number of sample points.
+    seed : int
+        Seed of the NumPy generator that draws them.
+    ranges : mapping, optional
+        ``{symbol: (low, high)}`` overriding the default range of a symbol.
+    rtol : float
+        Tolerance relative to ``max(1, |a|)`` at each point. A point where either side is not
+        finite counts as a disagreement.
+    """
+    d_free = sp.sympify(a).free_symbols | sp.sympify(b).free_symbols
+    bad = [s for s in d_free if not isinstance(s, sp.Symbol)]
+    if bad or sp.sympify(a).has(sp.Indexed) or sp.sympify(b).has(sp.Indexed):
+        raise ValueError(
+            "spot_check_equal needs plain symbols; substitute the pair counts of a general-n "
+            "form (e.g. expr.subs({P: 3}).doit()) and replace indexed symbols first."
+        )
+    ranges = dict(ranges or {})
+    symbols = sorted(d_free, key=sp.default_sort_key)
+    rng = np.random.default_rng(seed)
+    cols = []
+    for s in symbols:
+        if s in ranges:
+            lo, hi = ranges[s]
+        elif s.is_integer:
+            raise ValueError(f"give a range for the integer symbol {s} in ranges=.")
+        elif s.is_positive:
+            lo, hi = 0.1, 3.0
+        else:
+            lo, hi = -1.0, 1.0
+        cols.append(rng.uniform(lo, hi, size=n))
+    with np.errstate(all="ignore"):
+        fa = _numpy_function(symbols, a)(*cols)
+        fb = _numpy_function(symbols, b)(*cols)
+    fa = np.broadcast_to(np.asarray(fa, dtype=float), (n,))
+    fb = np.broadcast_to(np.asarray(fb, dtype=float), (n,))
+    diff = np.abs(fa - fb)
+    ok = bool(np.all(diff <= rtol * np.maximum(1.0, np.abs(fa))))
+    return SpotCheck(agrees=ok, max_abs_diff=float(diff.max()), samples=n)
+
+
+# --------------------------------------------------------------------------------------------
+# GPW, symbolically
+
+
+def gpw_identity(
+    L: sp.Expr,
+    pairs: AnchorSimilarities | Sequence[sp.Symbol],
+    theta: sp.Symbol | None = None,
+) -> tuple[sp.Expr, sp.Expr]:
+    """Both sides of Wang et al. 2019, Eq. 1-2 for a loss written on pair symbols.
+
+    Every pair symbol ``s`` is made an unspecified function ``s(theta)`` of one model parameter
+    (any network, any normalisation). The first value returned is ``dL/dtheta`` of the composed
+    loss; the second is ``dF/dtheta`` of the GPW surrogate ``F = sum_s w_s s(theta)``, with the
+    weights ``w_s = dL/ds`` held constant while differentiating and evaluated at ``s(theta)``
+    afterwards. Eq. 1 says the two are
+    equal; :func:`prove_equal` proves it for the given loss.
+
+    Parameters
+    ----------
+    L : Expr
+    pairs : AnchorSimilarities or sequence of Symbol
+    theta : Symbol, optional
+        The parameter (default: a real symbol ``theta``).
+
+    Returns
+    -------
+    (dL_dtheta, dF_dtheta) : tuple of Expr
+    """
+    theta = sp.Symbol("theta", real=True) if theta is None else theta
+    symbols = list(pairs.all if isinstance(pairs, AnchorSimilarities) else pairs)
+    curves = {s: sp.Function(str(s), real=True)(theta) for s in symbols}
+    loss_gradient = sp.diff(sp.sympify(L).subs(curves), theta)
+    weights = pair_weights(L, symbols)
+    frozen = {s: sp.Dummy(f"w_{s}") for s in symbols}
+    F = sp.Add(*[frozen[s] * curves[s] for s in symbols])
+    surrogate_gradient = sp.diff(F, theta).subs(
+        {frozen[s]: weights[s].subs(curves) for s in symbols}
+    )
+    return loss_gradient, surrogate_gradient

@@ -1,0 +1,177 @@
+"""Miners return boolean masks that agree with per-anchor loops."""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+import pytest
+import torch
+from hypothesis import given, settings
+
+from dmlbook.losses import TripletLoss, triplet_loss
+from dmlbook.losses.base import dissimilarity
+from dmlbook.mining import (
+    TRIPLET_KINDS,
+    all_pair_masks,
+    all_triplet_mask,
+    batch_hard_masks,
+    margin_triplet_mask,
+    npair_masks,
+    semihard_triplet_mask,
+)
+from dmlbook.similarity import cosine_similarity
+
+FAST = settings(max_examples=40, deadline=None)
+
+
+@st.composite
+def batches(draw, max_b: int = 8):
+    B = draw(st.integers(1, max_b))
+    labels = draw(st.lists(st.integers(0, 3), min_size=B, max_size=B))
+    seed = draw(st.integers(0, 2**31 - 1))
+    x = torch.randn(B, 3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return cosine_similarity(x), torch.tensor(labels)
+
+
+def loops(y):
+    B = len(y)
+    P = [[k for k in range(B) if k != i and y[k] == y[i]] for i in range(B)]
+    N = [[k for k in range(B) if y[k] != y[i]] for i in range(B)]
+    return P, N
+
+
+@FAST
+@given(batches())
+def test_all_pairs_and_triplets(batch):
+    S, y = batch
+    P, N = loops(y.tolist())
+    pos, neg = all_pair_masks(y)
+    T = all_triplet_mask(y)
+    assert T.dtype == torch.bool and T.shape == (len(y),) * 3
+    for a in range(len(y)):
+        assert pos[a].nonzero().flatten().tolist() == P[a]
+        assert neg[a].nonzero().flatten().tolist() == N[a]
+        for p in range(len(y)):
+            assert T[a, p].nonzero().flatten().tolist() == (N[a] if p in P[a] else [])
+
+
+@FAST
+@given(batches())
+def test_batch_hard_picks_hardest_positive_and_negative(batch):
+    S, y = batch
+    P, N = loops(y.tolist())
+    pos, neg = batch_hard_masks(S, y)
+    assert pos.dtype == torch.bool and neg.dtype == torch.bool
+    for a in range(len(y)):
+        if P[a] and N[a]:
+            hp = min(P[a], key=lambda k: float(S[a, k]))
+            hn = max(N[a], key=lambda k: float(S[a, k]))
+            assert pos[a].nonzero().flatten().tolist() == [hp]
+            assert neg[a].nonzero().flatten().tolist() == [hn]
+        else:  # an anchor without a positive or a negative gets nothing at all
+            assert not pos[a].any() and not neg[a].any()
+
+
+def test_batch_hard_respects_candidate_masks_and_breaks_ties_low():
+    S = torch.zeros(4, 4, dtype=torch.float64)
+    y = torch.tensor([0, 0, 1, 1])
+    pos, neg = batch_hard_masks(S, y)
+    assert neg[0].nonzero().flatten().tolist() == [2]  # tie between 2 and 3: lowest index
+    allowed = torch.ones(4, 4, dtype=torch.bool)
+    allowed[0, 2] = False
+    _, neg = batch_hard_masks(S, y, neg_mask=allowed)
+    assert neg[0].nonzero().flatten().tolist() == [3]
+
+
+def test_batch_hard_is_one_triplet_per_anchor_and_matches_the_dense_path():
+    g = torch.Generator().manual_seed(0)
+    S = cosine_similarity(torch.randn(12, 4, generator=g, dtype=torch.float64))
+    y = torch.arange(4).repeat_interleave(3)
+    pos, neg = batch_hard_masks(S, y)
+    everything = torch.ones(12, 12, 12, dtype=torch.bool)
+    for form in ("similarity", "distance", "squared_distance"):
+        fast = triplet_loss(S, y, 0.3, form=form, pos_mask=pos, neg_mask=neg)
+        dense = triplet_loss(
+            S, y, 0.3, form=form, pos_mask=pos, neg_mask=neg, triplet_mask=everything
+        )
+        assert float(fast) == pytest.approx(float(dense), rel=1e-12)
+        d = dissimilarity(S, form)
+        same = y[:, None] == y[None, :]
+        not_pos = ~same | torch.eye(12, dtype=torch.bool)
+        hardest_pos = d.masked_fill(not_pos, -9).amax(1)  # largest dissimilarity among positives
+        hardest_neg = d.masked_fill(same, 9).amin(1)  # smallest among negatives
+        want = torch.relu(hardest_pos - hardest_neg + 0.3).mean()
+        assert float(fast) == pytest.approx(float(want), rel=1e-12)
+    module = TripletLoss(0.3, mining="batch_hard")
+    assert float(module.loss_on_similarity(S, y)) == pytest.approx(
+        float(triplet_loss(S, y, 0.3, pos_mask=pos, neg_mask=neg)), rel=1e-12
+    )
+
+
+@FAST
+@given(
+    batches(), st.floats(0.0, 0.8), st.sampled_from(["similarity", "distance", "squared_distance"])
+)
+def test_margin_kinds_partition_the_valid_triplets(batch, margin, form):
+    S, y = batch
+    valid = all_triplet_mask(y)
+    m = {k: margin_triplet_mask(S, y, margin, k, form=form) for k in TRIPLET_KINDS}
+    assert torch.equal(m["violating"] | m["easy"], valid)
+    assert not (m["violating"] & m["easy"]).any()
+    assert torch.equal(m["hard"] | m["semihard"], m["violating"])
+    assert not (m["hard"] & m["semihard"]).any()
+    assert torch.equal(semihard_triplet_mask(S, y, margin, form=form), m["semihard"])
+
+
+@FAST
+@given(batches(), st.floats(0.01, 0.5))
+def test_semihard_matches_a_loop(batch, margin):
+    S, y = batch
+    P, N = loops(y.tolist())
+    T = semihard_triplet_mask(S, y, margin, form="distance")
+    D = (2 - 2 * S).clamp_min(0).sqrt()
+    for a in range(len(y)):
+        for p in range(len(y)):
+            for n in range(len(y)):
+                t = float(D[a, n] - D[a, p])
+                want = p in P[a] and n in N[a] and 0 < t <= margin
+                assert bool(T[a, p, n]) == want
+
+
+def test_semihard_loss_uses_only_semihard_triplets():
+    g = torch.Generator().manual_seed(1)
+    S = cosine_similarity(torch.randn(10, 3, generator=g, dtype=torch.float64))
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3, 3])
+    T = semihard_triplet_mask(S, y, 0.2)
+    per = triplet_loss(S, y, 0.2, reduction="none", triplet_mask=T)
+    assert bool((per[~T] == 0).all()) and bool((per[T] > 0).all())
+    module = TripletLoss(0.2, mining="semihard")
+    assert float(module.loss_on_similarity(S, y)) == pytest.approx(float(per[T].mean()))
+
+
+@FAST
+@given(st.lists(st.integers(0, 4), min_size=0, max_size=12))
+def test_npair_masks_take_the_first_two_of_each_class(labels):
+    y = torch.tensor(labels, dtype=torch.long)
+    pos, neg = npair_masks(y)
+    first: dict[int, list[int]] = {}
+    for i, c in enumerate(labels):
+        first.setdefault(c, []).append(i)
+    pairs = [(m[0], m[1]) for m in first.values() if len(m) >= 2]
+    assert sorted(map(tuple, pos.nonzero().tolist())) == sorted(pairs)
+    want_neg = sorted((a, q) for a, _ in pairs for b, q in pairs if labels[b] != labels[a])
+    assert sorted(map(tuple, neg.nonzero().tolist())) == want_neg
+
+
+def test_miners_do_not_track_gradients():
+    S = cosine_similarity(torch.randn(6, 3, dtype=torch.float64)).requires_grad_(True)
+    y = torch.tensor([0, 0, 1, 1, 2, 2])
+    for m in (*batch_hard_masks(S, y), margin_triplet_mask(S, y, 0.1), *npair_masks(y)):
+        assert m.dtype == torch.bool and not m.requires_grad
+
+
+def test_miner_input_errors():
+    S = torch.zeros(3, 3)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        margin_triplet_mask(S, torch.tensor([0, 0, 1]), 0.1, "medium")
+    with pytest.raises(ValueError, match="one label per row"):
+        batch_hard_masks(S, torch.tensor([0, 1]))
