@@ -69,7 +69,9 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - t0, out
 
 
-def bench_size(n: int, d: int, chunk_size: int, repeats: int, seed: int) -> dict[str, object]:
+def bench_size(
+    n: int, d: int, chunk_size: int, repeats: int, min_seconds: float, seed: int
+) -> dict[str, object]:
     gen = torch.Generator().manual_seed(seed)
     x = torch.nn.functional.normalize(torch.randn(n, d, generator=gen), dim=1)
     labels = torch.arange(n) % (n // 5)  # 5 items per class, as in Stanford Online Products
@@ -81,12 +83,15 @@ def bench_size(n: int, d: int, chunk_size: int, repeats: int, seed: int) -> dict
     }
     best = {name: float("inf") for name in tasks}
     values: dict[str, object] = {}
-    for _ in range(repeats):
+    rounds, started = 0, time.perf_counter()
+    # At least `repeats` rounds, and more for small N until `min_seconds` have been spent.
+    while rounds < repeats or (time.perf_counter() - started < min_seconds and rounds < 50):
         for name, fn in tasks.items():  # interleaved, so that a busy spell hits all alike
             seconds, out = timed(fn)
             best[name] = min(best[name], seconds)
             values[name] = out
-    return {"n": n, "best": best, "values": values}
+        rounds += 1
+    return {"n": n, "best": best, "values": values, "rounds": rounds}
 
 
 def render(rows: list[dict[str, object]], args: argparse.Namespace, load: str) -> str:
@@ -100,20 +105,23 @@ def render(rows: list[dict[str, object]], args: argparse.Namespace, load: str) -
         f"Python {platform.python_version()}",
         f"- Data: N random unit vectors, d = {args.dim}, 5 items per class (SOP-like), "
         f"float32, chunk_size = {args.chunk_size}",
-        f"- Timing: best of {args.repeats} interleaved rounds; load average at start: {load}",
+        "- Timing: best of interleaved rounds (at least "
+        f"{args.repeats}, more for small N, see the table); load average (1, 5, 15 min) at start: "
+        f"{load}, at end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}",
         f"- Peak resident memory of the whole run: {peak_mb:,.0f} MB "
         f"(the full N x N float32 matrix at N = {max(r['n'] for r in rows):,} would be "
         f"{max(r['n'] for r in rows) ** 2 * 4 / 2**30:,.1f} GiB)",
         "",
-        "| N | bare `X Q^T` (s) | bare, `out=` (s) | `recall_at_k` (s) | ratio | "
+        "| N | rounds | bare `X Q^T` (s) | bare, `out=` (s) | `recall_at_k` (s) | ratio | "
         "`retrieval_metrics` (s) | ratio | R@1 | MAP@R |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         b = r["best"]
         all_metrics = r["values"]["all"]
         lines.append(
-            f"| {r['n']:,} | {b['bare']:.2f} | {b['bare_out']:.2f} | {b['recall']:.2f} | "
+            f"| {r['n']:,} | {r['rounds']} | {b['bare']:.2f} | {b['bare_out']:.2f} | "
+            f"{b['recall']:.2f} | "
             f"{b['recall'] / b['bare']:.2f} | {b['all']:.2f} | {b['all'] / b['bare']:.2f} | "
             f"{all_metrics['R@1']:.4f} | {all_metrics['MAP@R']:.4f} |"
         )
@@ -135,6 +143,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--chunk-size", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--min-seconds", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -143,7 +152,9 @@ def main() -> None:
     rows = []
     for n in args.sizes:
         print(f"N = {n:,} ...", flush=True)
-        rows.append(bench_size(n, args.dim, args.chunk_size, args.repeats, args.seed))
+        rows.append(
+            bench_size(n, args.dim, args.chunk_size, args.repeats, args.min_seconds, args.seed)
+        )
     table = render(rows, args, load)
     print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -35,11 +35,13 @@ Cost
 ----
 The full N x M similarity matrix is never built. Queries are processed ``chunk_size`` rows at a
 time: one matrix product ``S = Q_chunk G^T``, a gather of each query's positive scores, and one
-``topk`` over the negatives. Only counts below ``max(ks)`` (Recall@K) or below ``R`` (MAP@R,
-R-precision) matter, so the top ``m = max(max(ks), R_max)`` negatives of each query suffice: a count
-that reaches ``m`` is already too large to matter. The memory is ``O(chunk_size * (M + R_max))``
-(one chunk of scores, 245 MB for 1024 x 60,000 in float32), and the time is dominated by the
-matrix product. Scores are computed in float32 (float64 if an input is float64).
+top-m search over the negatives (a max over blocks of columns, then ``topk`` within the best
+blocks; see ``_top_values``); no full sort and no N x M mask. Only counts below ``max(ks)``
+(Recall@K) or below ``R`` (MAP@R, R-precision) matter, so the top ``m = max(max(ks), R_max)``
+negatives of each query suffice: a count that reaches ``m`` is already too large to matter.
+The memory is ``O(chunk_size * (M + R_max))`` (one chunk of scores, 245 MB for 1024 x 60,000
+in float32), and the time is dominated by the matrix product. Scores are computed in float32
+(float64 if an input is float64).
 
 A zero embedding row has cosine similarity 0 with everything (it is not an error).
 """
@@ -52,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .similarity import l2_normalize
 from .validation import as_embeddings, as_labels, check_same_length
@@ -363,7 +365,7 @@ def _prepare(
 
 
 def _normalize_rows(x: torch.Tensor) -> torch.Tensor:
-    """L2-normalise rows, first dividing by the largest entry so that huge values cannot overflow."""
+    """L2-normalise rows, dividing by the largest entry first so that no square overflows."""
     scale = x.abs().amax(dim=1, keepdim=True)
     return l2_normalize(x / torch.where(scale > 0, scale, torch.ones_like(scale)))
 

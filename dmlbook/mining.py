@@ -38,7 +38,8 @@ __all__ = [
 ]
 
 #: Triplet selections by the margin ``t = d_an - d_ap`` of a triplet (``d`` the dissimilarity of
-#: the loss's form). pytorch-metric-learning's ``TripletMarginMiner`` calls ``"violating"`` "all".
+#: the loss's form). pytorch-metric-learning's ``TripletMarginMiner`` calls ``"violating"`` "all";
+#: it is Liu et al.'s triplet-margin mining, Eq. 19 (``D_ap + m >= D_an``).
 TRIPLET_KINDS: dict[str, str] = {
     "violating": "t <= margin (the triplet's hinge [d_ap - d_an + margin]_+ is active or at 0)",
     "hard": "t <= 0 (the negative is at least as close as the positive)",
@@ -89,6 +90,10 @@ def batch_hard_masks(
     neg_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Batch-hard mining: per anchor, its least similar positive and its most similar negative.
+
+    In distances: the farthest positive and the *nearest* negative. Liu et al. review this
+    selection as their Eq. 20 but print the negative rule with ``max`` over the negative
+    distances, which would pick the easiest negative; the hardest one is the ``min``.
 
     Parameters
     ----------

@@ -24,6 +24,7 @@ __all__ = [
     "plot_embeddings",
     "plot_image_grid",
     "compare_histories",
+    "plot_recall_bars",
     "project_2d",
     "METHODS",
 ]
@@ -322,3 +323,70 @@ def plot_image_grid(
             ax.set_title(str(titles[i]), fontsize=6)
     fig.tight_layout(pad=0.2)
     return fig
+
+
+def plot_recall_bars(
+    summary: pd.DataFrame,
+    metrics: Sequence[str] | None = None,
+    *,
+    results: pd.DataFrame | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Grouped bars of mean Recall@K per run (loss), with +- one standard deviation over seeds.
+
+    Parameters
+    ----------
+    summary : DataFrame
+        As returned by :func:`dmlbook.experiments.summarize`: one row per run, columns
+        ``"<metric> mean"`` and ``"<metric> std"``.
+    metrics : sequence of str, optional
+        Metrics to draw, one bar per metric within each run's group; default every ``R@K`` of
+        ``summary``, in increasing ``K``.
+    results : DataFrame, optional
+        The tidy frame of :func:`dmlbook.experiments.compare_losses`; when given, every seed's
+        final value is drawn as a dot on its bar, so the spread is visible and not only its
+        summary.
+    ax : Axes, optional
+
+    Returns
+    -------
+    Figure
+        One bar container per metric (``len(summary)`` bars each), with error bars.
+    """
+    if not isinstance(summary, pd.DataFrame) or len(summary) == 0:
+        raise ValueError("summary must be the non-empty DataFrame returned by summarize().")
+    if metrics is None:
+        names = {str(c).split(" ")[0] for c in summary.columns if str(c).startswith("R@")}
+        metrics = sorted(names, key=lambda m: int(m[2:]))
+    else:
+        metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    missing = [
+        f"{m} {stat}" for m in metrics for stat in ("mean", "std") if f"{m} {stat}" not in summary
+    ]
+    if missing or not metrics:
+        raise ValueError(
+            f"summary has no column {', '.join(map(repr, missing)) or '(no metric)'}; "
+            f"available: {', '.join(map(str, summary.columns))}."
+        )
+    ax = _new_axes(ax)
+    labels = [str(i) for i in summary.index]
+    x = np.arange(len(labels), dtype=float)
+    width = 0.8 / len(metrics)
+    for n, metric in enumerate(metrics):
+        scale = 100.0 if _is_recall(metric) else 1.0
+        mean = scale * summary[f"{metric} mean"].to_numpy(dtype=float)
+        std = np.nan_to_num(scale * summary[f"{metric} std"].to_numpy(dtype=float))
+        offset = x - 0.4 + width * (n + 0.5)
+        ax.bar(offset, mean, width, yerr=std, capsize=2, label=metric, alpha=0.85)
+        if results is not None:
+            last = results.groupby(["loss", "seed"], sort=False)["epoch"].transform("max")
+            final = results[results["epoch"] == last]
+            for i, label in enumerate(summary.index):
+                values = scale * final.loc[final["loss"] == label, metric].to_numpy(dtype=float)
+                ax.scatter(np.full(len(values), offset[i]), values, s=6, color="k", zorder=3, lw=0)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=30, ha="right")
+    unit = " (%)" if all(_is_recall(m) for m in metrics) else ""
+    ax.set_ylabel(("Recall@K" if len(metrics) > 1 else metrics[0]) + unit)
+    ax.legend(fontsize="small", loc="best", ncols=min(len(metrics), 4))
+    return ax.figure

@@ -60,10 +60,14 @@ __all__ = [
     "DEFAULT_PROBES",
     "compare_with_paper",
     "default_probes",
+    "example_similarities",
     "negative_pair_weight",
     "paper_table_1",
+    "plot_weight_curves",
     "probe_loss",
+    "symbolic_dependence",
     "three_similarities_table",
+    "weight_curves",
 ]
 
 SIMILARITIES: tuple[str, ...] = ("S", "P", "N")
@@ -418,8 +422,8 @@ def compare_with_paper(
     Returns
     -------
     DataFrame
-        One row per dmlbook probe, then one per Table 1 method that dmlbook does not implement
-        (yet). Columns: ``paper_column``, ``S (paper)``, ``S (dmlbook)``, ``P (paper)``,
+        One row per dmlbook probe, then one per Table 1 method that none of the probes covers
+        (labelled ``"<method> (not probed)"``). Columns: ``paper_column``, ``S (paper)``, ``S (dmlbook)``, ``P (paper)``,
         ``P (dmlbook)``, ``N (paper)``, ``N (dmlbook)``, ``agrees``, ``note``.
     """
     specs = list(default_probes() if probes is None else probes)
@@ -445,7 +449,7 @@ def compare_with_paper(
     for column, flags in PAPER_TABLE_1.items():
         if column in covered:
             continue
-        entry = {"label": f"{column} (not in dmlbook yet)", "paper_column": column}
+        entry = {"label": f"{column} (not probed)", "paper_column": column}
         for s, flag in zip(SIMILARITIES, flags, strict=True):
             entry[f"{s} (paper)"] = flag
             entry[f"{s} (dmlbook)"] = None
@@ -458,3 +462,241 @@ def compare_with_paper(
             if col.endswith("(paper)") or col.endswith("(dmlbook)") or col == "agrees":
                 out[col] = out[col].map(_mark)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# The same question, symbolically
+
+
+def _vanishes(expr: Any, free: Sequence[Any]) -> bool:
+    """Whether ``expr`` is identically 0: numeric witness first, then an exact proof.
+
+    A nonzero value at a random point (all hinges taken active) shows dependence at once; an
+    expression that is 0 at every sampled point must then be *proved* 0 by
+    :func:`dmlbook.symbolic.prove_equal`, else a ``RuntimeError`` says the question is open.
+    """
+    import sympy as sp
+
+    from . import symbolic as sy
+
+    expr = sp.sympify(expr)
+    if expr == 0:
+        return True
+    numeric = sy.hinge_branch(expr, True)
+    if not sy.spot_check_equal(numeric, sp.S.Zero, n=16, seed=1):
+        return False
+    if sy.prove_equal(expr, sp.S.Zero, verbose=False):
+        return True
+    raise RuntimeError(
+        f"could not decide whether {sp.sstr(expr)} vanishes: it is 0 at every sampled point but "
+        "SymPy found no proof. Simplify the weight first, or use the autograd probe."
+    )
+
+
+def _directional(expr: Any, anchor: Any, pair: Any) -> dict[str, bool]:
+    """Does ``expr`` move along the S, P and N directions of the negative pair ``pair``?"""
+    import sympy as sp
+
+    free = list(anchor.all)
+    shift = sp.Add(*[sp.diff(expr, s) for s in anchor.all])  # d/dc of expr(s + c)
+    others = [s for s in anchor.neg if s != pair]
+    return {
+        "S": not _vanishes(shift, free),
+        "P": not all(_vanishes(sp.diff(expr, s), free) for s in anchor.pos),
+        "N": not all(_vanishes(sp.diff(expr, s), free) for s in others),
+    }
+
+
+def symbolic_dependence(weight: Any, anchor: Any, pair: Any) -> dict[str, str]:
+    """Which of the three similarities a symbolic negative-pair weight depends on, and how.
+
+    Write the weight ``w`` of the negative pair ``s_j`` (``pair``) of one anchor as a function
+    of the coordinates ``(s_j, s_j - s_p, s_j - s_k)``: Similarity-S, -P and -N (Wang et al.
+    2019, Sec. 4.1). Its derivative along each coordinate, the others held fixed, is
+
+    * S: ``sum_l dw/ds_l`` over *all* the anchor's similarities (shift the whole row);
+    * P: ``dw/ds_p`` for each positive ``s_p``;
+    * N: ``dw/ds_k`` for each other negative ``s_k``.
+
+    A dependence is found either in the value of the weight (these derivatives, with every
+    hinge indicator ``1[x > 0]`` held fixed) or in a *gate*: an indicator whose argument ``x``
+    moves along that direction (the hinge or the mining rule can switch the pair on or off).
+
+    Parameters
+    ----------
+    weight : sympy.Expr
+        ``dL/ds_j`` from :func:`dmlbook.symbolic.pair_weights` (or a closed form such as
+        BinLifted's supplement Eq. 10).
+    anchor : AnchorSimilarities
+        The anchor's symbols (:func:`dmlbook.symbolic.anchor_similarities`).
+    pair : sympy.Symbol
+        The negative pair whose weight this is (one of ``anchor.neg``).
+
+    Returns
+    -------
+    dict
+        ``{"S": ..., "P": ..., "N": ...}``, each ``""`` (no dependence), ``"weight"``,
+        ``"gate"`` or ``"weight, gate"``.
+
+    Notes
+    -----
+    "No dependence" is an exact proof (:func:`dmlbook.symbolic.prove_equal` of a zero
+    derivative); "dependence" is witnessed by a nonzero value at a random point, with every
+    gate open. A gate counts whatever its argument depends on, even where the gate can never
+    close in practice (the hinge of Eq. 6 at ``lambda = 1``; see the module docstring).
+    """
+    import sympy as sp
+
+    from .symbolic import HingeActive
+
+    if pair not in anchor.neg:
+        raise ValueError(
+            f"pair must be one of the anchor's negative symbols {anchor.neg}, got {pair}."
+        )
+    weight = sp.sympify(weight)
+    value = _directional(weight, anchor, pair)
+    gates = {s: False for s in SIMILARITIES}
+    for gate in weight.atoms(HingeActive):
+        for s, moves in _directional(gate.args[0], anchor, pair).items():
+            gates[s] = gates[s] or moves
+    out = {}
+    for s in SIMILARITIES:
+        kinds = [name for name, flag in (("weight", value[s]), ("gate", gates[s])) if flag]
+        out[s] = ", ".join(kinds)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Weight curves for figures
+
+
+def example_similarities(dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """A fixed, readable similarity matrix on the :data:`PROBE_LAYOUT` batch (7 x 7).
+
+    Anchor 0's row: positives ``S_01 = 0.25`` (the one the P-probe moves; the hardest positive)
+    and ``S_02 = 0.5``; negatives ``S_03 = -0.3``, ``S_04 = 0.2`` (the probed pair; the hardest
+    negative), ``S_05 = -0.1`` and ``S_06 = 0.0`` (the one the N-probe moves). For triplet
+    margins in (0.05, 0.3) the probed pair violates the margin against ``S_01`` only, and a
+    shift of the row carries ``S_04`` from -0.5 to 0.7, across the contrastive and binomial
+    margin 0.5. The other rows are a fixed random symmetric fill.
+    """
+    g = torch.Generator().manual_seed(7)
+    B = len(PROBE_LAYOUT["labels"])
+    A = (torch.rand(B, B, generator=g, dtype=dtype) * 1.2 - 0.6).triu(1)
+    S = A + A.T + torch.eye(B, dtype=dtype)
+    row = torch.tensor([1.0, 0.25, 0.5, -0.3, 0.2, -0.1, 0.0], dtype=dtype)
+    S[0, :] = row
+    S[:, 0] = row
+    return S
+
+
+def weight_curves(
+    probes: Sequence[ProbeSpec] | None = None,
+    *,
+    base: torch.Tensor | None = None,
+    n_steps: int = 81,
+) -> pd.DataFrame:
+    """The negative-pair weight ``w_ij`` along the three probes, from one base configuration.
+
+    Parameters
+    ----------
+    probes : sequence of ProbeSpec, optional
+        Default :func:`default_probes`.
+    base : Tensor, optional
+        The base ``S`` (on the :data:`PROBE_LAYOUT` labels); default
+        :func:`example_similarities`.
+    n_steps : int
+        Points per sweep.
+
+    Returns
+    -------
+    DataFrame
+        Tidy, columns ``label``, ``probe`` (``"S"``, ``"P"``, ``"N"``), ``x`` (the moved
+        similarity: ``S_ij`` after shifting the anchor's row, ``S_ip``, or ``S_ik``), ``w`` and
+        ``w_rel`` (``w`` divided by the largest ``|w|`` of that label over all three sweeps, or
+        0 where it is 0 throughout).
+    """
+    if n_steps < 2:
+        raise ValueError(f"n_steps must be at least 2, got {n_steps}.")
+    S = example_similarities() if base is None else base.detach().to(torch.float64)
+    if S.shape != (len(PROBE_LAYOUT["labels"]),) * 2:
+        raise ValueError(
+            f"base must be a {len(PROBE_LAYOUT['labels'])} x {len(PROBE_LAYOUT['labels'])} matrix on PROBE_LAYOUT's labels, got shape {tuple(S.shape)}."
+        )
+    labels = torch.tensor(PROBE_LAYOUT["labels"])
+    i, j = PROBE_LAYOUT["anchor"], PROBE_LAYOUT["negative"]
+    xs = {
+        "S": lambda T: float(T[i, j]),
+        "P": lambda T: float(T[i, PROBE_LAYOUT["positive"]]),
+        "N": lambda T: float(T[i, PROBE_LAYOUT["other_negative"]]),
+    }
+    rows = []
+    for spec in default_probes() if probes is None else probes:
+        fn = spec.build()
+        part = []
+        for name, mats in _sweeps(S, "relative", n_steps).items():
+            for T in mats:
+                w = negative_pair_weight(fn, T, labels, i, j)
+                part.append({"label": spec.label, "probe": name, "x": xs[name](T), "w": w})
+        top = max(abs(r["w"]) for r in part)
+        for r in part:
+            r["w_rel"] = r["w"] / top if top > 0 else 0.0
+        rows.extend(part)
+    return pd.DataFrame(rows)
+
+
+def plot_weight_curves(curves: pd.DataFrame, *, size: float = 1.6) -> Any:
+    """Small multiples of :func:`weight_curves`: one row per loss, one column per probe.
+
+    A flat line means that the weight does not depend on that similarity. Each row shares one
+    y axis (``w_rel``, so 1 is that loss's largest weight over the three sweeps); a dotted
+    line marks the base configuration.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import matplotlib.pyplot as plt
+
+    needed = {"label", "probe", "x", "w_rel"}
+    if not isinstance(curves, pd.DataFrame) or not needed <= set(curves.columns):
+        raise ValueError("curves must be the DataFrame returned by weight_curves().")
+    labels = list(dict.fromkeys(curves["label"]))
+    titles = {
+        "S": "S: shift the row",
+        "P": "P: move a positive",
+        "N": "N: move another negative",
+    }
+    xlabels = {"S": r"$S_{ij}$ (row shifted)", "P": r"$S_{ip}$", "N": r"$S_{ik}$"}
+    base = example_similarities()
+    i = PROBE_LAYOUT["anchor"]
+    marks = {
+        "S": float(base[i, PROBE_LAYOUT["negative"]]),
+        "P": float(base[i, PROBE_LAYOUT["positive"]]),
+        "N": float(base[i, PROBE_LAYOUT["other_negative"]]),
+    }
+    fig, axes = plt.subplots(
+        len(labels),
+        3,
+        figsize=(3 * size * 1.5, len(labels) * size * 0.62),
+        sharex="col",
+        sharey="row",
+        squeeze=False,
+    )
+    for r, label in enumerate(labels):
+        for c, probe in enumerate(SIMILARITIES):
+            ax = axes[r, c]
+            part = curves[(curves["label"] == label) & (curves["probe"] == probe)]
+            ax.plot(part["x"], part["w_rel"], lw=1.4)
+            ax.axvline(marks[probe], color="0.7", lw=0.8, ls=":")
+            ax.set_ylim(-0.08, 1.12)
+            ax.set_yticks([0, 1])
+            ax.tick_params(labelsize=7)
+            if r == 0:
+                ax.set_title(titles[probe], fontsize=8)
+            if r == len(labels) - 1:
+                ax.set_xlabel(xlabels[probe], fontsize=8)
+            if c == 0:
+                ax.set_ylabel(label, fontsize=7, rotation=0, ha="right", va="center")
+    fig.tight_layout(pad=0.3, h_pad=0.2, w_pad=0.4)
+    return fig

@@ -7,10 +7,10 @@ names (after mapping conda names to PyPI names) and version bounds that agree.
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet

@@ -18,8 +18,7 @@ import importlib
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-from .dataset import EmbeddedDataset
+from typing import Any
 
 __all__ = [
     "DatasetInfo",
@@ -29,7 +28,7 @@ __all__ = [
     "register_dataset",
 ]
 
-Loader = Callable[..., EmbeddedDataset]
+Loader = Callable[..., Any]  # returns an EmbeddedDataset or an ImageListDataset
 
 
 @dataclass(frozen=True)
@@ -148,7 +147,7 @@ def dataset_info(name: str) -> DatasetInfo:
     return _REGISTRY[key]
 
 
-def load_dataset(name: str, split: str = "train", **options: object) -> EmbeddedDataset:
+def load_dataset(name: str, split: str = "train", **options: object) -> Any:
     """Load split ``split`` of the registered data set ``name``.
 
     Parameters
@@ -163,7 +162,9 @@ def load_dataset(name: str, split: str = "train", **options: object) -> Embedded
 
     Returns
     -------
-    EmbeddedDataset
+    EmbeddedDataset or ImageListDataset
+        In-memory tensors for the embedded data sets, an image list (decoded on demand or
+        through its cache) for the benchmarks.
 
     Raises
     ------
@@ -200,4 +201,31 @@ register_dataset(
     "synthetic",
     "dmlbook.data.synthetic:load",
     summary="procedural fine-grained 32x32 RGB images; classes are attribute combinations",
+)
+# Benchmarks read from their official layouts under ``root`` (default ``$DMLBOOK_DATA/<folder>``);
+# they return an ImageListDataset (paths + labels), decoded by ImageListDataset.cached().
+register_dataset(
+    "cub",
+    "dmlbook.data.cub:load",
+    summary="CUB-200-2011 ($DMLBOOK_DATA/CUB_200_2011); train = classes 1-100 (5,864 images), "
+    "test = classes 101-200 (5,924)",
+)
+register_dataset(
+    "cars",
+    "dmlbook.data.cars:load",
+    summary="Cars-196 ($DMLBOOK_DATA/cars196); train = classes 1-98 (8,054 images), "
+    "test = classes 99-196 (8,131)",
+)
+register_dataset(
+    "sop",
+    "dmlbook.data.sop:load",
+    summary="Stanford Online Products ($DMLBOOK_DATA/Stanford_Online_Products); "
+    "train 59,551 images / 11,318 products, test 60,502 / 11,316",
+)
+register_dataset(
+    "inshop",
+    "dmlbook.data.inshop:load",
+    splits=("train", "query", "gallery"),
+    summary="DeepFashion In-Shop ($DMLBOOK_DATA/InShop); train 25,882 images / 3,997 items, "
+    "query 14,218 and gallery 12,612 of 3,985 other items",
 )

@@ -61,3 +61,49 @@ __all__ = [
     "loss_parameters",
     "register_loss",
 ]
+
+# --- Multi-Similarity loss (Wang et al. 2019, Eq. 11-15) and the Table 2 ablation family ---------
+from .ms_ablation import (  # noqa: E402
+    PAPER_TABLE_2,
+    TABLE_2,
+    MinedPairLoss,
+    ablation_loss,
+    paper_table_2,
+    read_ablation_csv,
+    summarize_ablation,
+    table_2_names,
+)
+from .ms_reference import multi_similarity_loss_reference  # noqa: E402
+from .multi_similarity import (  # noqa: E402
+    MSMiningLoss,
+    MultiSimilarityLoss,
+    ms_anchor_weights,
+    ms_case_weights,
+    ms_mining_loss,
+    ms_mining_masks,
+    ms_weights,
+    multi_similarity_loss,
+)
+
+__all__ += [
+    "MultiSimilarityLoss",
+    "multi_similarity_loss",
+    "MSMiningLoss",
+    "ms_mining_loss",
+    "ms_mining_masks",
+    "ms_weights",
+    "ms_anchor_weights",
+    "ms_case_weights",
+    "multi_similarity_loss_reference",
+    "MinedPairLoss",
+    "PAPER_TABLE_2",
+    "TABLE_2",
+    "ablation_loss",
+    "paper_table_2",
+    "read_ablation_csv",
+    "summarize_ablation",
+    "table_2_names",
+]
+
+register_loss("multi_similarity", MultiSimilarityLoss, aliases=("ms",))
+register_loss("ms_mining", MSMiningLoss)

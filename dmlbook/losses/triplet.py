@@ -10,7 +10,8 @@ For an anchor ``a``, a positive ``p`` (same class) and a negative ``n`` (other c
 All three are ``[d_ap - d_an + m]_+`` for a dissimilarity ``d`` (``-S``, ``D``, ``D^2``). On unit
 vectors ``D^2 = 2 - 2 S``, so Eq. 37 is ``2 [S_an - S_ap + m / 2]_+``: the squared-distance form is
 Eq. 5 with half the margin, scaled by 2. The plain distance form is not: ``D = sqrt(2 - 2 S)``
-bends the hinge, and its GPW weight ``dL/dS_an = 1 / D_an`` grows as the negative comes closer.
+bends the hinge, and its GPW weight, ``dL/dS_an = 1 / D_an`` per active triplet, grows as the
+negative comes closer.
 
 Which triplets enter: all valid ones (``pos[a, p]`` and ``neg[a, n]``, from the label masks
 narrowed by any pair masks), further narrowed by an optional (B, B, B) triplet mask from

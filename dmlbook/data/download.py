@@ -1,0 +1,521 @@
+"""Download, verify and extract the benchmark archives.
+
+``prepare("cub", data_dir)`` fetches the archives of a data set into ``<data_dir>/downloads/``,
+checks their md5, and extracts them where the loaders look (``<data_dir>/CUB_200_2011`` ...).
+The pieces are usable alone:
+
+:func:`download`
+    One URL to one file, resumable: bytes arrive in ``<file>.part``; a later call continues from
+    its size with an HTTP ``Range`` request (``file://`` URLs seek). A server that ignores
+    ``Range`` (status 200) restarts the download from zero. An interrupted or failed transfer
+    keeps the ``.part`` file, so calling again resumes. When the transfer is complete the md5 is
+    checked: a match renames ``.part`` to the file name; a mismatch **deletes** the ``.part``
+    file (resuming a corrupt file can never fix it) and raises :class:`ChecksumError`; pass
+    ``keep_bad=True`` to keep it as ``<file>.bad`` for inspection instead. A file already at the
+    destination is verified and returned without downloading; if its md5 is wrong it is left
+    alone (it was not written by this function) and :class:`ChecksumError` says to delete it.
+:func:`extract`
+    ``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``, ``.tar.xz`` and ``.zip``. Members are extracted
+    into a temporary folder inside the destination and moved into place only when all of them
+    were extracted, so an interrupted extraction leaves nothing half-written. A member with an
+    absolute path, a ``..`` component, a link pointing outside the destination, or a device file
+    aborts the extraction with ``ValueError`` (path traversal, CVE-2007-4559). macOS junk
+    (``._*``, ``__MACOSX/``, ``.DS_Store``) is skipped.
+:func:`file_md5`
+    The md5 of a file, read in chunks.
+
+Only CUB-200-2011 has a stable direct URL today. The original Cars-196 URLs at
+``ai.stanford.edu/~jkrause`` are offline, SOP is served from Google Drive, and DeepFashion
+In-Shop requires a manual download from its Google Drive folder. A file placed by hand in
+``<data_dir>/downloads/`` under the expected name is verified and used by :func:`prepare`
+without downloading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import stat
+import tarfile
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from tqdm import tqdm
+
+from .image_folder import _progress_disabled, is_junk
+
+__all__ = [
+    "ChecksumError",
+    "RESOURCES",
+    "Resource",
+    "download",
+    "extract",
+    "file_md5",
+    "prepare",
+]
+
+
+#: ``tarfile.FilterError`` where the extraction filters exist (Python >= 3.11.4), else nothing.
+_FILTER_ERROR: type[Exception] | tuple[()] = getattr(tarfile, "FilterError", ())
+
+
+class ChecksumError(ValueError):
+    """A downloaded or existing file does not have the expected md5."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One file of a data set release.
+
+    Attributes
+    ----------
+    url : str
+        Where to fetch it.
+    md5 : str or None
+        Expected md5 (hex); ``None`` skips the check.
+    filename : str
+        Name under ``<data_dir>/downloads/``.
+    subdir : str
+        Folder under ``data_dir`` to extract (or copy) it into; ``""`` for ``data_dir`` itself.
+    extract : bool
+        Extract it (an archive) or copy it as is (e.g. ``cars_annos.mat``).
+    """
+
+    url: str
+    md5: str | None
+    filename: str
+    subdir: str = ""
+    extract: bool = True
+
+
+#: Release files per data set (see the module notes for their availability).
+RESOURCES: dict[str, tuple[Resource, ...]] = {
+    "cub": (
+        Resource(
+            "https://data.caltech.edu/records/65de6-vp158/files/CUB_200_2011.tgz",
+            "97eceeb196236b17998738112f37df78",
+            "CUB_200_2011.tgz",
+        ),
+    ),
+    "cars": (
+        Resource(
+            "http://ai.stanford.edu/~jkrause/car196/car_ims.tgz",
+            "d5c8f0aa497503f355e17dc7886c3f14",
+            "car_ims.tgz",
+            subdir="cars196",
+        ),
+        Resource(
+            "http://ai.stanford.edu/~jkrause/car196/cars_annos.mat",
+            "b407c6086d669747186bd1d764ff9dbc",
+            "cars_annos.mat",
+            subdir="cars196",
+            extract=False,
+        ),
+    ),
+    "sop": (
+        Resource(
+            "https://drive.usercontent.google.com/download?id=1TclrpQOF_ullUP99wk_gjGN8pKvtErG8"
+            "&export=download&confirm=t",
+            "7f73d41a2f44250d4779881525aea32e",
+            "Stanford_Online_Products.zip",
+        ),
+    ),
+    "inshop": (),
+}
+
+_MANUAL = {
+    "inshop": (
+        "DeepFashion In-Shop has no direct download: request it from "
+        "https://mmlab.ie.cuhk.edu.hk/projects/DeepFashion/InShopRetrieval.html (Google Drive), "
+        "then put 'Eval/list_eval_partition.txt' and the extracted 'Img/img/...' under "
+        "<data_dir>/InShop/."
+    ),
+}
+
+
+def file_md5(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
+    """Hex md5 of a file, read in ``chunk_size`` pieces."""
+    h = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_size):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _open(url: str, offset: int, timeout: float) -> tuple[BinaryIO | None, int | None, int]:
+    """``(stream, total size, start offset)``; ``stream`` is None when nothing is left to read."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme == "file":
+        path = urllib.request.url2pathname(parsed.path)
+        if parsed.netloc and parsed.netloc != "localhost":
+            path = f"//{parsed.netloc}{path}"
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - returned to the caller, closed there
+        except OSError as err:
+            raise FileNotFoundError(f"Cannot open {url} ({err}).") from err
+        total = os.fstat(f.fileno()).st_size
+        if offset > total:
+            offset = 0
+        if offset == total:
+            f.close()
+            return None, total, offset
+        f.seek(offset)
+        return f, total, offset
+    headers = {"User-Agent": "dmlbook"}
+    if offset and parsed.scheme in ("http", "https"):
+        headers["Range"] = f"bytes={offset}-"
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as err:
+        if err.code == 416 and offset:  # range not satisfiable: the .part file is complete
+            content_range = err.headers.get("Content-Range", "")
+            total = content_range.rpartition("/")[2]
+            err.close()
+            if total.isdigit() and int(total) == offset:
+                return None, offset, offset
+            return _open(url, 0, timeout)  # the .part file is longer than the file: restart
+        raise
+    status = getattr(response, "status", 200)
+    if offset and status == 206:
+        content_range = response.headers.get("Content-Range", "")
+        start = content_range.split(" ")[-1].split("-")[0]
+        total = content_range.rpartition("/")[2]
+        if start != str(offset):
+            response.close()
+            raise OSError(
+                f"{url} answered a request for bytes {offset}- with range {content_range!r}."
+            )
+        return response, (int(total) if total.isdigit() else None), offset
+    length = response.headers.get("Content-Length")
+    return response, (int(length) if length and length.isdigit() else None), 0
+
+
+def download(
+    url: str,
+    dest: str | os.PathLike[str],
+    *,
+    md5: str | None = None,
+    resume: bool = True,
+    keep_bad: bool = False,
+    progress: bool | None = None,
+    timeout: float = 60.0,
+    chunk_size: int = 1 << 20,
+) -> Path:
+    """Download ``url`` to ``dest``, resumably, and check its md5.
+
+    Parameters
+    ----------
+    url : str
+        ``http``, ``https``, ``ftp`` or ``file`` URL (``Range`` resume for ``http(s)``; ``file``
+        resumes by seeking; ``ftp`` restarts).
+    dest : path
+        Destination file; its folder is created. Bytes go to ``<dest>.part`` until verified.
+    md5 : str, optional
+        Expected hex md5; ``None`` accepts any content.
+    resume : bool
+        Continue an existing ``<dest>.part`` (default) instead of starting over.
+    keep_bad : bool
+        On a checksum mismatch keep the download as ``<dest>.bad`` instead of deleting it.
+    progress : bool, optional
+        Progress bar (bytes); default on unless ``TQDM_DISABLE`` is set.
+    timeout : float
+        Socket timeout in seconds.
+    chunk_size : int
+        Bytes per read.
+
+    Returns
+    -------
+    Path
+        ``dest``.
+
+    Raises
+    ------
+    ChecksumError
+        If the downloaded (or already present) file's md5 differs from ``md5``.
+    OSError
+        If the transfer fails or ends early; ``<dest>.part`` is kept and a new call resumes.
+    """
+    dest = Path(dest).expanduser()
+    if md5 is not None:
+        md5 = md5.strip().lower()
+        if len(md5) != 32 or any(c not in "0123456789abcdef" for c in md5):
+            raise ValueError(f"md5 must be 32 hex digits, got {md5!r}.")
+    if dest.is_file():
+        if md5 is None:
+            return dest
+        got = file_md5(dest)
+        if got == md5:
+            return dest
+        raise ChecksumError(
+            f"{dest} already exists with md5 {got}, expected {md5}; it was not written by this "
+            "download, so it is left as is. Delete it to download it again."
+        )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    if part.exists() and not resume:
+        part.unlink()
+    offset = part.stat().st_size if part.exists() else 0
+    stream, total, offset = _open(url, offset, timeout)
+    received = offset
+    if stream is not None:
+        bar = tqdm(
+            total=total,
+            initial=offset,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=dest.name,
+            disable=_progress_disabled(progress),
+        )
+        try:
+            with stream, open(part, "ab" if offset else "wb") as f:
+                while True:
+                    try:
+                        chunk = stream.read(chunk_size)
+                    except (OSError, ValueError) as err:  # incl. http.client.IncompleteRead
+                        raise OSError(
+                            f"Download of {url} stopped after {received:,} bytes ({err}); "
+                            f"{part} is kept: call again to resume."
+                        ) from err
+                    if not chunk:
+                        break
+                    f.write(chunk)
+                    received += len(chunk)
+                    bar.update(len(chunk))
+        finally:
+            bar.close()
+    if total is not None and received != total:
+        raise OSError(
+            f"Download of {url} ended after {received:,} of {total:,} bytes; {part} is kept: "
+            "call again to resume."
+        )
+    if md5 is not None:
+        got = file_md5(part)
+        if got != md5:
+            if keep_bad:
+                bad = dest.with_name(dest.name + ".bad")
+                os.replace(part, bad)
+                kept = f"kept as {bad}"
+            else:
+                part.unlink()
+                kept = "deleted"
+            raise ChecksumError(
+                f"{url} downloaded with md5 {got}, expected {md5}: the file is corrupt or not the "
+                f"expected release, so it was refused ({kept}). Download again, or check the URL."
+            )
+    os.replace(part, dest)
+    return dest
+
+
+def _archive_kind(path: Path) -> str:
+    if zipfile.is_zipfile(path):
+        return "zip"
+    if tarfile.is_tarfile(path):
+        return "tar"
+    raise ValueError(f"{path} is neither a tar (.tar, .tgz, .tar.gz/.bz2/.xz) nor a zip archive.")
+
+
+def _safe_name(name: str, archive: Path) -> str:
+    """Normalised member path; ``ValueError`` for absolute paths and ``..`` components."""
+    clean = name.replace("\\", "/")
+    parts = [p for p in clean.split("/") if p not in ("", ".")]
+    if clean.startswith("/") or (len(clean) > 1 and clean[1] == ":") or ".." in parts:
+        raise ValueError(
+            f"{archive} holds the unsafe member {name!r} (an absolute path or a '..' component "
+            "would write outside the destination); refusing to extract it."
+        )
+    return "/".join(parts)
+
+
+def _check_tar_member(member: tarfile.TarInfo, name: str, archive: Path) -> None:
+    if member.isdev() or member.isfifo():
+        raise ValueError(f"{archive} holds the device or FIFO member {member.name!r}; refusing it.")
+    if member.issym() or member.islnk():
+        link = member.linkname.replace("\\", "/")
+        base = os.path.dirname(name) if member.issym() else ""
+        target = os.path.normpath(os.path.join(base, link))
+        if link.startswith("/") or target == ".." or target.startswith("../"):
+            raise ValueError(
+                f"{archive} holds the link {member.name!r} -> {member.linkname!r}, which points "
+                "outside the destination; refusing to extract it."
+            )
+
+
+def extract(
+    archive: str | os.PathLike[str],
+    dest_dir: str | os.PathLike[str],
+    *,
+    progress: bool | None = None,
+) -> list[Path]:
+    """Extract a tar or zip archive into ``dest_dir``, safely (see the module notes).
+
+    Parameters
+    ----------
+    archive : path
+        ``.tar``, ``.tgz``/``.tar.gz``, ``.tar.bz2``, ``.tar.xz`` or ``.zip``.
+    dest_dir : path
+        Destination folder (created).
+    progress : bool, optional
+        Progress bar over members; default on unless ``TQDM_DISABLE`` is set.
+
+    Returns
+    -------
+    list of Path
+        The top-level files and folders extracted into ``dest_dir``.
+
+    Raises
+    ------
+    ValueError
+        For an unsafe member (nothing is extracted) or a file that is not an archive.
+    FileExistsError
+        If a top-level entry of the archive already exists in ``dest_dir`` (nothing is moved).
+    """
+    archive = Path(archive)
+    dest = Path(dest_dir).expanduser()
+    if not archive.is_file():
+        raise FileNotFoundError(f"Archive {archive} does not exist.")
+    kind = _archive_kind(archive)
+    dest.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".extract-{archive.name}-", dir=dest))
+    disable = _progress_disabled(progress)
+    try:
+        if kind == "zip":
+            with zipfile.ZipFile(archive) as zf:
+                infos = zf.infolist()
+                for info in tqdm(
+                    infos, desc=f"extracting {archive.name}", unit="file", disable=disable
+                ):
+                    if is_junk(info.filename):
+                        continue
+                    name = _safe_name(info.filename, archive)
+                    if not name:
+                        continue
+                    mode = info.external_attr >> 16
+                    if stat.S_ISLNK(mode):
+                        raise ValueError(
+                            f"{archive} holds the symbolic link {info.filename!r}; refusing it."
+                        )
+                    target = tmp / name
+                    if info.is_dir():
+                        target.mkdir(parents=True, exist_ok=True)
+                        continue
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(info) as src, open(target, "wb") as out:
+                        shutil.copyfileobj(src, out, 1 << 20)
+        else:
+            with tarfile.open(archive, "r:*") as tar:
+                bar = tqdm(desc=f"extracting {archive.name}", unit="file", disable=disable)
+                for member in tar:
+                    if is_junk(member.name):
+                        continue
+                    name = _safe_name(member.name, archive)
+                    if not name:
+                        continue
+                    _check_tar_member(member, name, archive)
+                    member.name = name
+                    try:
+                        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4 / 3.12
+                            tar.extract(member, tmp, filter="data")
+                        else:  # pragma: no cover - older Pythons; checked above
+                            tar.extract(member, tmp)
+                    except _FILTER_ERROR as err:  # pragma: no cover - caught above first
+                        raise ValueError(
+                            f"{archive}: unsafe member {member.name!r} ({err})."
+                        ) from err
+                    bar.update(1)
+                bar.close()
+        entries = sorted(tmp.iterdir())
+        clashes = [e.name for e in entries if (dest / e.name).exists()]
+        if clashes:
+            raise FileExistsError(
+                f"{', '.join(clashes)} already exist(s) in {dest}; {archive.name} seems to be "
+                "extracted already. Delete it to extract again."
+            )
+        out = []
+        for e in entries:
+            os.replace(e, dest / e.name)
+            out.append(dest / e.name)
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def prepare(
+    name: str,
+    data_dir: str | os.PathLike[str] | None = None,
+    *,
+    keep_archives: bool = True,
+    progress: bool | None = None,
+) -> Path:
+    """Download (or find in ``<data_dir>/downloads/``), verify and extract a benchmark.
+
+    Each archive is extracted once: a marker file ``downloads/<archive>.extracted`` records it.
+
+    Parameters
+    ----------
+    name : {"cub", "cars", "sop", "inshop"}
+    data_dir : path, optional
+        Folder of all data sets; default ``$DMLBOOK_DATA``.
+    keep_archives : bool
+        Keep the verified archives after extraction (default) or delete them.
+    progress : bool, optional
+        Progress bars; default on unless ``TQDM_DISABLE`` is set.
+
+    Returns
+    -------
+    Path
+        ``data_dir``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, a data set without a direct download (In-Shop: the message says
+        what to do), or no ``data_dir``.
+    """
+    key = str(name).strip().lower()
+    if key not in RESOURCES:
+        raise ValueError(
+            f"Unknown data set {name!r}; prepare() knows {', '.join(sorted(RESOURCES))}."
+        )
+    if not RESOURCES[key]:
+        raise ValueError(_MANUAL[key])
+    if data_dir is None:
+        env = os.environ.get("DMLBOOK_DATA", "").strip()
+        if not env:
+            raise ValueError("Pass data_dir or set DMLBOOK_DATA to the folder for the data sets.")
+        data_dir = env
+    root = Path(data_dir).expanduser()
+    downloads = root / "downloads"
+    for res in RESOURCES[key]:
+        archive = downloads / res.filename
+        marker = downloads / f"{res.filename}.extracted"
+        target = root / res.subdir if res.subdir else root
+        if marker.is_file():
+            continue
+        try:
+            download(res.url, archive, md5=res.md5, progress=progress)
+        except (OSError, urllib.error.URLError) as err:
+            raise OSError(
+                f"Could not download {res.url} ({err}). Download {res.filename} by hand "
+                f"(md5 {res.md5}) into {downloads} and call prepare({key!r}) again."
+            ) from err
+        if res.extract:
+            extract(archive, target, progress=progress)
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            if not (target / res.filename).exists():
+                shutil.copy2(archive, target / res.filename)
+        marker.write_text(f"{res.md5}\n", encoding="utf-8")
+        if not keep_archives:
+            with contextlib.suppress(OSError):
+                archive.unlink()
+    return root

@@ -1,0 +1,126 @@
+"""Stanford Online Products (SOP; Song et al. 2016) with its official zero-shot split.
+
+Layout (the extracted ``Stanford_Online_Products.zip``, md5 ``7f73d41a2f44250d4779881525aea32e``)::
+
+    Stanford_Online_Products/
+        Ebay_train.txt    image_id class_id super_class_id path     (header line, then one per image)
+        Ebay_test.txt
+        bicycle_final/111085122871_0.JPG ...
+
+Split (Song et al. 2016, Sec. 5): ``train`` = ``Ebay_train.txt``, 59,551 images of 11,318 products
+(class ids 1-11,318); ``test`` = ``Ebay_test.txt``, 60,502 images of 11,316 products (11,319-22,634).
+
+Labels are ``class_id - 1``; ``metadata["super_label"]`` is ``super_class_id - 1`` (12 product
+categories: bicycle, cabinet, chair, ...). ``class_names`` is ``None`` (products have ids, not names).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .image_folder import (
+    ImageListDataset,
+    check_split_size,
+    data_root,
+    keep_existing,
+    read_table,
+)
+
+__all__ = ["load", "FOLDER", "EXPECTED", "ARCHIVE_MD5", "LIST_FILES"]
+
+FOLDER = "Stanford_Online_Products"
+ALIASES: tuple[str, ...] = ("SOP", "sop", "Stanford_Online_Products/Stanford_Online_Products")
+ARCHIVE_MD5 = "7f73d41a2f44250d4779881525aea32e"
+#: Official ``(images, classes)`` per split.
+EXPECTED: dict[str, tuple[int, int]] = {"train": (59551, 11318), "test": (60502, 11316)}
+LIST_FILES = {"train": "Ebay_train.txt", "test": "Ebay_test.txt"}
+
+
+def _find_root(root: Path, split: str) -> Path:
+    name = LIST_FILES[split]
+    for candidate in (root, root / FOLDER):
+        if (candidate / name).is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"Stanford_Online_Products/{name} not found under {root}; expected the extracted "
+        f"Stanford_Online_Products.zip (md5 {ARCHIVE_MD5}): Ebay_train.txt, Ebay_test.txt and the "
+        "<category>_final/ image folders, in root or in root/Stanford_Online_Products."
+    )
+
+
+def load(
+    split: str = "train",
+    *,
+    root: str | os.PathLike[str] | None = None,
+    allow_partial: bool = False,
+) -> ImageListDataset:
+    """Load the ``train`` (``Ebay_train.txt``) or ``test`` (``Ebay_test.txt``) split of SOP.
+
+    Parameters
+    ----------
+    split : {"train", "test"}
+    root : path, optional
+        The ``Stanford_Online_Products`` folder (or its parent). Default
+        ``$DMLBOOK_DATA/Stanford_Online_Products``.
+    allow_partial : bool
+        Load a copy whose image count differs from the official 59,551 / 60,502, leaving out
+        listed images that are missing.
+
+    Returns
+    -------
+    ImageListDataset
+        Labels ``class_id - 1``; ``metadata["super_label"]`` the product category.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the list file is missing, or listed images are missing (without ``allow_partial``).
+    IncompleteDatasetError
+        If the split does not hold the official numbers (without ``allow_partial``).
+    """
+    if split not in LIST_FILES:
+        raise ValueError(
+            f"Unknown split {split!r} for data set 'sop'. Valid splits: 'train', 'test'."
+        )
+    folder = _find_root(data_root(FOLDER, root, dataset="sop", aliases=ALIASES), split)
+    list_file = folder / LIST_FILES[split]
+    with open(list_file, encoding="utf-8") as f:
+        header = f.readline().split()
+    if header[:2] != ["image_id", "class_id"]:
+        raise ValueError(
+            f"{list_file} should start with the header 'image_id class_id super_class_id path', "
+            f"got {' '.join(header)!r}."
+        )
+    rows = list(
+        read_table(list_file, columns=4, what="'image_id class_id super_class_id path'", skip=1)
+    )
+    paths = [r[3].replace("\\", "/") for r in rows]
+    labels = np.asarray([int(r[1]) - 1 for r in rows], dtype=np.int64)
+    supers = np.asarray([int(r[2]) - 1 for r in rows], dtype=np.int64)
+    keep = keep_existing(
+        folder, paths, dataset="sop", split=split, list_file=list_file, allow_partial=allow_partial
+    )
+    labels, supers = labels[keep], supers[keep]
+    n_images, n_classes = EXPECTED[split]
+    check_split_size(
+        labels,
+        dataset="sop",
+        split=split,
+        expected_images=n_images,
+        expected_classes=n_classes,
+        source=str(list_file),
+        allow_partial=allow_partial,
+    )
+    return ImageListDataset(
+        root=folder,
+        paths=[p for p, k in zip(paths, keep, strict=True) if k],
+        labels=torch.from_numpy(labels),
+        name="sop",
+        split=split,
+        class_names=None,
+        metadata={"super_label": torch.from_numpy(supers)},
+    )

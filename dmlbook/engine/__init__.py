@@ -1,0 +1,33 @@
+"""The training engine: config-driven, iteration-based runs at benchmark scale.
+
+``train(load_config("configs/ms_cub_bninception.yaml", data_dir="/data"))`` trains the MS recipe
+on CUB-200-2011 and writes ``runs/<name>/{last.pt, best.pt, metrics.csv, train_log.csv, run.json}``.
+The same path runs the small CPU configs on the ``synthetic`` data set.
+
+* :mod:`~dmlbook.engine.config`: the schema (:class:`Config`) and :func:`load_config`;
+* :mod:`~dmlbook.engine.build`: device, model, loss, optimiser, learning-rate schedule;
+* :mod:`~dmlbook.engine.data`: splits as batch sources (in-memory tensors or cached images);
+* :mod:`~dmlbook.engine.trainer`: the loop, :func:`train`;
+* :mod:`~dmlbook.engine.evaluation`: Recall@K of a model or a checkpoint;
+* :mod:`~dmlbook.engine.checkpoint`: atomic files.
+"""
+
+from .checkpoint import load_checkpoint, save_checkpoint
+from .config import RECALL_KS, Config, ConfigError, config_from_dict, load_config
+from .evaluation import evaluate_checkpoint, evaluate_model
+from .trainer import TEST_SELECTION_NOTE, RunResult, train
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "RECALL_KS",
+    "RunResult",
+    "TEST_SELECTION_NOTE",
+    "config_from_dict",
+    "evaluate_checkpoint",
+    "evaluate_model",
+    "load_checkpoint",
+    "load_config",
+    "save_checkpoint",
+    "train",
+]

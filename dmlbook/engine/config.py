@@ -1,0 +1,439 @@
+"""The run configuration: a dataclass schema, read from YAML or TOML, checked before anything runs.
+
+A config file has five sections (every key optional except where a default cannot be guessed)::
+
+    name: ms_cub_bninception
+    data:  {dataset: cub, crop: 227, resize: 256, ...}
+    model: {backbone: bn_inception, pretrained: default, dim: 512, pooling: max, freeze_bn: true}
+    loss:  {name: multi_similarity, params: {alpha: 2, beta: 40, base: 0.5, epsilon: 0.1}}
+    optim: {name: adam, lr: 3.0e-5, weight_decay: 5.0e-4, milestones: [1200, 2400], gamma: 0.1}
+    train: {iterations: 3000, batch_size: 80, k: 5, bf16: true, ...}
+
+:func:`load_config` reads a file, applies ``--set section.key=value`` overrides and returns a
+:class:`Config`. Unknown keys fail with the closest valid name, values of the wrong type with the
+expected type, and inconsistent values (``batch_size`` not a multiple of ``k``) with the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "LossConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "TrainConfig",
+    "RECALL_KS",
+    "apply_overrides",
+    "config_from_dict",
+    "load_config",
+]
+
+#: The Recall@K sets the papers report per data set (MS, Wang et al. 2019, Tables 3-5).
+RECALL_KS: dict[str, tuple[int, ...]] = {
+    "cub": (1, 2, 4, 8, 16, 32),
+    "cars": (1, 2, 4, 8, 16, 32),
+    "sop": (1, 10, 100, 1000),
+    "inshop": (1, 10, 20, 30, 40, 50),
+}
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; the message names the key and what is wrong."""
+
+
+@dataclass
+class DataConfig:
+    """Which data, and how training images are augmented.
+
+    ``root`` is the folder that holds the data sets (as ``$DMLBOOK_DATA``; ``--data`` sets it).
+    For image data sets every image is decoded once, resized to ``resize`` (shorter side) into a
+    ``uint8`` cache; training takes random resized crops of side ``crop`` (area fraction in
+    ``scale``) with horizontal flips, testing the centre crop. ``gallery_split`` selects the
+    query/gallery protocol (In-Shop: ``test_split: query``, ``gallery_split: gallery``).
+    """
+
+    dataset: str = "synthetic"
+    root: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    train_split: str = "train"
+    test_split: str = "test"
+    gallery_split: str | None = None
+    resize: int = 256
+    crop: int = 224
+    scale: list[float] = field(default_factory=lambda: [0.16, 1.0])
+    flip: bool = True
+    cache_dir: str | None = None
+
+
+@dataclass
+class ModelConfig:
+    """Backbone, head and BatchNorm handling (see :class:`dmlbook.models.EmbeddingModel`).
+
+    ``pretrained``: ``null`` (random init), ``default`` (the papers' ImageNet weights) or a path
+    or URL.
+    """
+
+    backbone: str = "bn_inception"
+    pretrained: str | None = "default"
+    backbone_options: dict[str, Any] = field(default_factory=dict)
+    dim: int | None = 512
+    pooling: str = "max"
+    freeze_bn: bool = True
+
+
+@dataclass
+class LossConfig:
+    """``dmlbook.losses.get_loss(name, **params)``."""
+
+    name: str = "multi_similarity"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OptimConfig:
+    """Optimiser and schedule.
+
+    ``milestones``: iterations at which the learning rate is multiplied by ``gamma``; values in
+    (0, 1) are fractions of the run (0.6 = at 60 %; they move if a resumed run is lengthened). ``warmup_iters``: linear warm-up from
+    ``warmup_factor * lr``. ``freeze_backbone_epochs``: train only the head for that many
+    epochs (Liu et al.). ``head_lr_mult``: learning-rate factor of the new head.
+    """
+
+    name: str = "adam"
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    momentum: float = 0.9
+    head_lr_mult: float = 1.0
+    milestones: list[int | float] = field(default_factory=list)
+    gamma: float = 0.1
+    warmup_iters: int = 0
+    warmup_factor: float = 0.01
+    freeze_backbone_epochs: int = 0
+    grad_clip: float | None = None
+
+
+@dataclass
+class TrainConfig:
+    """Length, batches, evaluation, precision and output of a run.
+
+    Give exactly one of ``iterations`` and ``epochs``. An epoch is ``epoch_iters`` batches
+    (default: training images // batch_size); checkpoints and evaluations happen at epoch ends
+    (every ``eval_every`` epochs and after the last iteration). ``ks`` defaults to the data
+    set's Recall@K set (:data:`RECALL_KS`).
+    """
+
+    iterations: int | None = None
+    epochs: int | None = None
+    epoch_iters: int | None = None
+    batch_size: int = 80
+    k: int = 5
+    eval_every: int = 1
+    eval_at_start: bool = True
+    ks: list[int] | None = None
+    eval_batch_size: int = 256
+    seed: int = 0
+    device: str = "auto"
+    bf16: bool = True
+    channels_last: bool = True
+    compile: bool = False
+    out_dir: str | None = None
+    log_every: int = 10
+    checkpoint_every: int | None = None
+    save_best: bool = True
+    tensorboard: bool = True
+
+
+@dataclass
+class Config:
+    """A whole run. ``name`` names the output folder (``runs/<name>`` unless ``train.out_dir``)."""
+
+    name: str = "run"
+    description: str = ""
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (for YAML, checkpoints and metadata)."""
+        return asdict(self)
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        """The Recall@K set of this run."""
+        if self.train.ks:
+            return tuple(self.train.ks)
+        return RECALL_KS.get(self.data.dataset.lower(), (1, 2, 4, 8))
+
+    @property
+    def out_dir(self) -> Path:
+        """Where checkpoints, CSV files and metadata go."""
+        return Path(self.train.out_dir or Path("runs") / self.name).expanduser()
+
+    def validate(self) -> Config:
+        """Check values and their consistency; return ``self``.
+
+        Raises
+        ------
+        ConfigError
+            Naming the key, the bad value and the fix.
+        """
+        t, o, d, m = self.train, self.optim, self.data, self.model
+        if (t.iterations is None) == (t.epochs is None):
+            raise ConfigError(
+                "give exactly one of train.iterations and train.epochs "
+                f"(got iterations={t.iterations}, epochs={t.epochs})."
+            )
+        for key in (
+            "iterations", "epochs", "epoch_iters", "batch_size", "k", "eval_every",
+            "eval_batch_size", "log_every", "checkpoint_every",
+        ):  # fmt: skip
+            value = getattr(t, key)
+            if value is not None and value < 1:
+                raise ConfigError(f"train.{key} must be a positive integer, got {value}.")
+        if t.k < 2:
+            raise ConfigError(f"train.k must be at least 2 (a positive pair), got {t.k}.")
+        if t.batch_size % t.k:
+            lower = max(t.batch_size // t.k, 1) * t.k
+            raise ConfigError(
+                f"train.batch_size={t.batch_size} is not a multiple of train.k={t.k}; use e.g. "
+                f"{lower} or {lower + t.k} (P classes x k images)."
+            )
+        if t.seed < 0:
+            raise ConfigError(f"train.seed must be >= 0, got {t.seed}.")
+        if t.ks is not None and (not t.ks or min(t.ks) < 1):
+            raise ConfigError(f"train.ks must be positive integers, got {t.ks}.")
+        if t.device not in ("auto", "cpu", "cuda", "mps") and not t.device.startswith("cuda:"):
+            raise ConfigError(f"train.device must be auto, cpu, cuda[:N] or mps, got {t.device!r}.")
+        if o.name.lower() not in ("adam", "adamw", "sgd"):
+            raise ConfigError(f"optim.name must be adam, adamw or sgd, got {o.name!r}.")
+        for key in ("lr", "head_lr_mult", "gamma", "warmup_factor"):
+            value = getattr(o, key)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"optim.{key} must be a positive number, got {value}.")
+        if o.weight_decay < 0 or o.momentum < 0 or o.warmup_iters < 0:
+            raise ConfigError("optim.weight_decay, momentum and warmup_iters must be >= 0.")
+        if o.freeze_backbone_epochs < 0:
+            raise ConfigError("optim.freeze_backbone_epochs must be >= 0.")
+        if o.grad_clip is not None and not o.grad_clip > 0:
+            raise ConfigError(f"optim.grad_clip must be positive or null, got {o.grad_clip}.")
+        if any(x <= 0 for x in o.milestones) or list(o.milestones) != sorted(o.milestones):
+            raise ConfigError(
+                f"optim.milestones must be increasing positive iterations (or fractions in "
+                f"(0, 1)), got {o.milestones}."
+            )
+        if len(d.scale) != 2 or not 0 < d.scale[0] <= d.scale[1] <= 1:
+            raise ConfigError(
+                f"data.scale must be [min, max] with 0 < min <= max <= 1, got {d.scale}."
+            )
+        if d.crop < 1 or d.resize < d.crop:
+            raise ConfigError(
+                f"data.crop must be positive and data.resize >= data.crop, got crop={d.crop}, "
+                f"resize={d.resize}."
+            )
+        if m.backbone == "bn_inception" and (d.crop + 1) % 32 > 7:
+            raise ConfigError(
+                f"data.crop={d.crop} does not fit BN-Inception, which needs sides of 32k-1 to "
+                "32k+6 pixels (e.g. 224 or 227, as MS)."
+            )
+        if m.pooling not in ("max", "avg", "avg+max"):
+            raise ConfigError(f"model.pooling must be max, avg or avg+max, got {m.pooling!r}.")
+        if m.dim is not None and m.dim < 1:
+            raise ConfigError(f"model.dim must be a positive integer or null, got {m.dim}.")
+        return self
+
+
+# ------------------------------------------------------------------------------------------
+# Reading and checking
+# ------------------------------------------------------------------------------------------
+
+
+def _type_name(tp: Any) -> str:
+    if dataclasses.is_dataclass(tp):
+        return "a mapping of keys (a config section)"
+    if tp is type(None):
+        return "null"
+    if isinstance(tp, type) and not typing.get_args(tp):
+        return {
+            "int": "an integer",
+            "float": "a number",
+            "str": "a string",
+            "bool": "true/false",
+        }.get(tp.__name__, tp.__name__)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if origin is list:
+        return f"a list of {_type_name(args[0]).removeprefix('an ').removeprefix('a ')}s"
+    if origin is dict:
+        return "a mapping"
+    return str(tp)
+
+
+def _coerce(value: Any, tp: Any, path: str) -> Any:
+    """Return ``value`` converted to ``tp`` or raise :class:`ConfigError`."""
+    if tp is Any:
+        return value
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, path)
+            except ConfigError:
+                continue
+    elif dataclasses.is_dataclass(tp):
+        if value is None:  # an empty section in YAML
+            return tp()
+        if isinstance(value, dict):
+            return _build(tp, value, path)
+    elif origin is list:
+        if isinstance(value, list | tuple):
+            return [_coerce(v, args[0], f"{path}[{i}]") for i, v in enumerate(value)]
+    elif origin is dict:
+        if isinstance(value, dict):
+            return dict(value)
+    elif tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML reads 3e-5 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise ConfigError(f"{path} must be {_type_name(tp)}, got {value!r} ({type(value).__name__}).")
+
+
+def _build(cls: type, values: dict[str, Any], path: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in values.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in hints:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"unknown key {where!r}.{hint} Valid keys{' of ' + path if path else ''}: "
+                f"{', '.join(names)}."
+            )
+        kwargs[key] = _coerce(value, hints[key], where)
+    return cls(**kwargs)
+
+
+def config_from_dict(values: dict[str, Any]) -> Config:
+    """Build and validate a :class:`Config` from a nested dict (missing keys get defaults)."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"a config must be a mapping of sections, got {type(values).__name__}.")
+    return _build(Config, values, "").validate()
+
+
+def _parse_value(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``section.key=value`` strings (values parsed as YAML) to a nested dict, in place.
+
+    Raises
+    ------
+    ConfigError
+        For a string without ``=`` or a path through a non-mapping.
+    """
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects section.key=value, got {item!r}.")
+        parts = key.strip().split(".")
+        node = values
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {item!r}: {part!r} is not a section.")
+            node = child
+        node[parts[-1]] = _parse_value(text)
+    return values
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file into a dict."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist.")
+    if p.suffix == ".toml":
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            import tomli as tomllib  # type: ignore[no-redef]
+        with open(p, "rb") as f:
+            return tomllib.load(f)
+    if p.suffix not in (".yaml", ".yml"):
+        raise ConfigError(f"config file {p} must end in .yaml, .yml or .toml.")
+    import yaml
+
+    with open(p, encoding="utf-8") as f:
+        try:
+            values = yaml.safe_load(f)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{p} is not valid YAML: {err}") from err
+    return values or {}
+
+
+def load_config(
+    path: str | Path | dict[str, Any],
+    overrides: list[str] | None = None,
+    *,
+    data_dir: str | Path | None = None,
+) -> Config:
+    """Read a config file (or dict), apply ``--set`` overrides and ``--data``, validate it.
+
+    Parameters
+    ----------
+    path : str, Path or dict
+        A ``.yaml``/``.yml``/``.toml`` file, or the nested values themselves.
+    overrides : list of str, optional
+        ``"optim.lr=1e-4"``-style assignments, applied in order.
+    data_dir : str or Path, optional
+        Sets ``data.root`` (the folder holding the data sets).
+
+    Raises
+    ------
+    ConfigError
+        For a missing file, bad syntax, unknown keys, wrong types or inconsistent values.
+    """
+    values = copy.deepcopy(path) if isinstance(path, dict) else read_file(path)
+    apply_overrides(values, list(overrides or []))
+    if data_dir is not None:
+        values.setdefault("data", {})["root"] = str(data_dir)
+    return config_from_dict(values)

@@ -1,0 +1,127 @@
+"""Run-time helpers of the training loop: resumption checks, loss means, Ctrl-C, logging."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from .config import Config, ConfigError
+
+__all__ = ["Mean", "Stop", "check_resumable", "format_row", "graceful_interrupt", "tensorboard"]
+
+# Keys that may change between a run and its resumption (they do not alter what is learnt).
+_RESUMABLE = {
+    "description", "data.root", "data.cache_dir", "train.iterations", "train.epochs",
+    "train.eval_every", "train.eval_batch_size", "train.log_every", "train.checkpoint_every",
+    "train.device", "train.compile", "train.bf16", "train.channels_last", "train.tensorboard",
+    "train.save_best", "train.out_dir",
+}  # fmt: skip
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and k not in ("options", "params", "backbone_options"):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_resumable(saved: dict[str, Any], cfg: Config) -> None:
+    """Raise :class:`ConfigError` if ``cfg`` changes what a checkpoint of ``saved`` learnt."""
+    old, new = _flat(saved), _flat(cfg.to_dict())
+    changed = [
+        k for k in sorted(set(old) | set(new)) if k not in _RESUMABLE and old.get(k) != new.get(k)
+    ]
+    if changed:
+        listing = "; ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed[:6])
+        raise ConfigError(
+            f"cannot resume: the checkpoint was trained with another config ({listing}). Restore "
+            "these values, or start a fresh run in another train.out_dir."
+        )
+
+
+class Mean:
+    """Running mean of scalar losses kept on the device (no synchronisation per iteration)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.sum, self.n, self.popped = torch.zeros((), device=device, dtype=torch.float64), 0, 0
+
+    def add(self, loss: torch.Tensor) -> None:
+        self.sum += loss.detach()
+        self.n += 1
+
+    def pop(self, iteration: int, lr: float) -> float:
+        """The mean so far (NaN if empty), then reset; raise if the loss is not finite."""
+        value = float(self.sum) / self.n if self.n else math.nan
+        if self.n and not math.isfinite(value):
+            raise FloatingPointError(
+                f"the loss became {value} before iteration {iteration}; lower optim.lr (now "
+                f"{lr:g}), set optim.grad_clip, or check the data."
+            )
+        self.popped = self.n
+        self.sum.zero_()
+        self.n = 0
+        return value
+
+    def state(self) -> list[float]:
+        return [float(self.sum), float(self.n)]
+
+    def load(self, state: list[float]) -> None:
+        self.sum.fill_(state[0])
+        self.n = int(state[1])
+
+
+class Stop(Exception):
+    """Raised between iterations after a first Ctrl-C."""
+
+
+@contextlib.contextmanager
+def graceful_interrupt() -> Iterator[dict[str, bool]]:
+    """A first Ctrl-C (SIGINT) asks the loop to stop after the current iteration; a second one
+    raises ``KeyboardInterrupt`` at once. Only in the main thread (signals go there)."""
+    flag = {"requested": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: object) -> None:
+        if flag["requested"]:
+            raise KeyboardInterrupt
+        flag["requested"] = True
+        tqdm.write("Ctrl-C: stopping after this iteration (press again to stop at once).")
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+
+
+def tensorboard(cfg: Config, out: Path) -> Any:
+    """A ``SummaryWriter`` under ``out/tensorboard`` if asked for and installed, else None."""
+    if not cfg.train.tensorboard:
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard is optional
+        return None
+    return SummaryWriter(str(out / "tensorboard"))
+
+
+def format_row(row: dict[str, Any], ks: tuple[int, ...]) -> str:
+    """One evaluation as a line of rounded numbers (no timings: printed output is reproducible)."""
+    loss = "   -  " if math.isnan(row["loss"]) else f"{row['loss']:.4f}"
+    recall = "  ".join(f"R@{k} {100 * row[f'R@{k}']:.1f}" for k in ks)
+    return f"iter {row['iteration']:>6} (epoch {row['epoch']}): loss {loss}  {recall}  MAP@R {100 * row['MAP@R']:.1f}"

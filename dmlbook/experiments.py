@@ -1,0 +1,392 @@
+"""Several losses, several seeds, one protocol: a tidy table of Recall@K and its mean +- std.
+
+A comparison of losses is only as good as its protocol. :func:`compare_losses` fixes everything
+but the loss: for every seed it builds the model afresh (after seeding, so every loss starts
+from the *same* initial weights for that seed), trains it with :func:`dmlbook.train.fit` (so
+every loss sees the *same* PK batches in the same order for that seed, and the same optimiser,
+learning rate and number of steps) and scores Recall@K on the test split. Seeds change the
+initial weights and the batches together.
+
+The result is a tidy :class:`pandas.DataFrame`, one row per (loss, seed, evaluated epoch), which
+:func:`summarize` reduces to mean and standard deviation over seeds and :func:`format_summary`
+prints as ``mean +- std`` (in percent). :func:`dmlbook.plots.plot_recall_bars` draws the summary.
+
+Because runs that share a seed share their initial weights and batches, the differences between
+two losses *within* a seed are paired: :func:`paired_differences` reports them, and their spread
+is usually smaller than the spread of either loss across seeds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from torch import nn
+
+from .losses.registry import get_loss
+from .models.embedding import check_positive_int, embed
+from .reproducibility import seed_everything
+
+__all__ = [
+    "LossSpec",
+    "compare_losses",
+    "summarize",
+    "format_summary",
+    "paired_differences",
+    "recall_columns",
+]
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """A loss to build afresh for every run: a registry name and its hyper-parameters.
+
+    Attributes
+    ----------
+    name : str
+        A name known to :func:`dmlbook.losses.get_loss`.
+    hparams : mapping
+        Keyword arguments for :func:`~dmlbook.losses.get_loss`.
+    """
+
+    name: str
+    hparams: Mapping[str, Any] = field(default_factory=dict)
+
+    def build(self) -> nn.Module:
+        """A new loss module (losses with parameters must not carry state across runs)."""
+        return get_loss(self.name, **dict(self.hparams))
+
+
+LossLike = LossSpec | str | tuple[str, Mapping[str, Any]] | Callable[[], Callable[..., Any]]
+
+
+def _as_factory(label: str, spec: object) -> Callable[[], Callable[..., Any]]:
+    """Turn one entry of ``losses`` into a zero-argument factory of a loss callable."""
+    if isinstance(spec, LossSpec):
+        spec.build()  # fail now, before any training, on a bad name or hyper-parameter
+        return spec.build
+    if isinstance(spec, str):
+        return _as_factory(label, LossSpec(spec))
+    if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
+        if not isinstance(spec[1], Mapping):
+            raise TypeError(
+                f"losses[{label!r}] = (name, hparams) needs a dict of hyper-parameters, got "
+                f"{type(spec[1]).__name__}."
+            )
+        return _as_factory(label, LossSpec(spec[0], dict(spec[1])))
+    if callable(spec) and not isinstance(spec, nn.Module):
+        return spec  # a factory: called once per run
+    raise TypeError(
+        f"losses[{label!r}] must be a registry name, a (name, hparams) tuple, a LossSpec or a "
+        f"zero-argument function returning a loss, got {type(spec).__name__}. (Pass a factory "
+        "such as `lambda: MyLoss()` rather than a module, so that every run starts afresh.)"
+    )
+
+
+def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
+    if isinstance(seeds, int):
+        seeds = (seeds,)
+    seeds = tuple(seeds)
+    if not seeds:
+        raise ValueError("seeds must hold at least one seed, e.g. seeds=(0, 1, 2).")
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise ValueError(f"every seed must be a non-negative int, got {s!r}.")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {seeds}.")
+    return seeds
+
+
+def compare_losses(
+    losses: Mapping[str, LossLike],
+    make_model: Callable[[], nn.Module],
+    train: object,
+    test: object,
+    *,
+    seeds: Sequence[int] = (0, 1, 2),
+    eval_every: int | None = None,
+    ks: Sequence[int] = (1, 2, 4, 8),
+    **fit_kwargs: Any,
+) -> pd.DataFrame:
+    """Train one model per (loss, seed) under one protocol and record Recall@K on ``test``.
+
+    Parameters
+    ----------
+    losses : mapping of str to loss
+        Run label (e.g. ``"binomial (Wang Eq. 9)"``) to the loss: a registry name, a
+        ``(name, hparams)`` tuple, a :class:`LossSpec`, or a zero-argument function returning a
+        loss callable. A new loss is built for every run.
+    make_model : callable
+        ``make_model() -> nn.Module``, called once per run right after
+        :func:`dmlbook.seed_everything` (seed), so the initial weights depend on the seed only.
+    train, test : dataset or (inputs, labels)
+        As for :func:`dmlbook.train.fit`.
+    seeds : sequence of int
+        One run per loss and seed; the seed fixes the initial weights and the PK batches.
+    eval_every : int, optional
+        ``None`` (default): evaluate once, after training (the cheapest; no curves). An int:
+        pass ``test`` and ``eval_every`` to :func:`~dmlbook.train.fit`, which records Recall@K
+        before training (epoch 0), every ``eval_every`` epochs and after the last one.
+    ks : sequence of int
+        The ``K`` of Recall@K.
+    **fit_kwargs
+        Everything else :func:`~dmlbook.train.fit` accepts (``epochs``, ``batch_size``, ``k``,
+        ``lr``, ``optimizer``, ``batches_per_epoch``, ``device``, ``progress`` ...), the same for
+        every run.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Tidy: one row per (loss, seed, evaluated epoch), losses in the order given. Columns
+        ``loss`` (the label), ``seed``, ``epoch``, ``train_loss`` (mean training loss of that
+        epoch; NaN at epoch 0 and, with ``eval_every=None``, the last epoch's value),
+        ``R@K`` for each ``K`` (fractions) and ``seconds`` (wall time of the run so far; the
+        only column that varies between identical runs). ``attrs`` holds the protocol:
+        ``seeds``, ``eval_every``, ``ks`` and the ``fit`` keyword arguments.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For an empty ``losses``, a bad seed or loss entry, or a ``fit`` keyword that
+        :func:`compare_losses` sets itself (``seed``, ``test``).
+
+    Examples
+    --------
+    >>> runs = compare_losses(  # doctest: +SKIP
+    ...     {"binomial": "binomial", "triplet": ("triplet", {"mining": "batch_hard"})},
+    ...     lambda: SmallCNN(dim=64, width=16), train, test, seeds=(0, 1, 2), epochs=4)
+    >>> format_summary(summarize(runs))  # doctest: +SKIP
+    """
+    from .evaluate import recall_at_k
+    from .train import _split, fit
+
+    if not isinstance(losses, Mapping) or not losses:
+        raise ValueError("losses must be a non-empty dict {label: loss}.")
+    factories = {str(label): _as_factory(str(label), spec) for label, spec in losses.items()}
+    if not callable(make_model):
+        raise TypeError(
+            "make_model must be a zero-argument function returning a new model, e.g. "
+            f"`lambda: SmallCNN(dim=64)`, got {type(make_model).__name__}."
+        )
+    seeds = _check_seeds(seeds)
+    if eval_every is not None:
+        check_positive_int(eval_every, "eval_every")
+    ks = (ks,) if isinstance(ks, int) else tuple(ks)
+    clash = sorted({"seed", "test", "eval_every", "ks"} & set(fit_kwargs))
+    if clash:
+        raise ValueError(
+            f"compare_losses sets {', '.join(clash)} itself; pass seeds=..., eval_every=... and "
+            "ks=... to compare_losses instead."
+        )
+    device = fit_kwargs.get("device", "cpu")
+    test_x, test_y = _split(test, "test")
+
+    frames = []
+    for label, factory in factories.items():
+        for seed in seeds:
+            start = time.perf_counter()
+            seed_everything(seed)
+            model = make_model()
+            if not isinstance(model, nn.Module):
+                raise TypeError(
+                    f"make_model() must return a torch.nn.Module, got {type(model).__name__}."
+                )
+            loss_fn = factory()
+            if eval_every is None:
+                history = fit(model, loss_fn, train, None, seed=seed, ks=ks, **fit_kwargs)
+                last = history.iloc[[-1]].copy()
+                emb = embed(model, test_x, device=device)
+                recall = recall_at_k(emb, test_y, ks)
+                for k in ks:
+                    last[f"R@{k}"] = float(recall[k])
+                last["seconds"] = time.perf_counter() - start
+                history = last
+            else:
+                history = fit(
+                    model,
+                    loss_fn,
+                    train,
+                    test,
+                    seed=seed,
+                    ks=ks,
+                    eval_every=eval_every,
+                    **fit_kwargs,
+                )
+            history = history.rename(columns={"loss": "train_loss"})
+            history.insert(0, "seed", seed)
+            history.insert(0, "loss", label)
+            frames.append(history)
+    columns = ["loss", "seed", "epoch", "train_loss", *(f"R@{k}" for k in ks), "seconds"]
+    out = pd.concat(frames, ignore_index=True)[columns]
+    out["seed"] = out["seed"].astype(int)
+    out["epoch"] = out["epoch"].astype(int)
+    out.attrs.update(
+        seeds=list(seeds),
+        eval_every=eval_every,
+        ks=list(ks),
+        fit={
+            k: (v if isinstance(v, int | float | str | bool) else repr(v))
+            for k, v in fit_kwargs.items()
+        },
+    )
+    return out
+
+
+def recall_columns(frame: pd.DataFrame) -> list[str]:
+    """The ``R@K`` columns of a results or summary frame, in increasing ``K``."""
+    cols = {c.split(" ")[0] for c in frame.columns if str(c).startswith("R@")}
+    return sorted(cols, key=lambda c: int(c[2:]))
+
+
+def _check_results(results: object) -> pd.DataFrame:
+    if not isinstance(results, pd.DataFrame):
+        raise TypeError(
+            "results must be the DataFrame returned by compare_losses, got "
+            f"{type(results).__name__}."
+        )
+    missing = [c for c in ("loss", "seed", "epoch") if c not in results.columns]
+    if missing:
+        raise ValueError(
+            f"results has no column {', '.join(map(repr, missing))}; pass the frame returned by "
+            "compare_losses."
+        )
+    if len(results) == 0:
+        raise ValueError("results is empty; there is nothing to summarise.")
+    return results
+
+
+def _final_rows(results: pd.DataFrame, epoch: int | None) -> pd.DataFrame:
+    if epoch is None:
+        last = results.groupby(["loss", "seed"], sort=False)["epoch"].transform("max")
+        return results[results["epoch"] == last]
+    rows = results[results["epoch"] == epoch]
+    if len(rows) == 0:
+        have = sorted(results["epoch"].unique().tolist())
+        raise ValueError(f"no row has epoch {epoch}; the evaluated epochs are {have}.")
+    return rows
+
+
+def summarize(
+    results: pd.DataFrame, metrics: Sequence[str] | None = None, *, epoch: int | None = None
+) -> pd.DataFrame:
+    """Mean and standard deviation over seeds of each metric, one row per loss.
+
+    Parameters
+    ----------
+    results : DataFrame
+        As returned by :func:`compare_losses`.
+    metrics : sequence of str, optional
+        Columns to summarise; default every ``R@K`` column.
+    epoch : int, optional
+        Summarise this epoch; default the last evaluated epoch of every run.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``loss`` (in the order of first appearance), columns ``"<metric> mean"`` and
+        ``"<metric> std"`` for each metric (the sample standard deviation, ``ddof=1``; NaN for
+        a single seed) and ``seeds`` (the number of runs averaged).
+    """
+    results = _check_results(results)
+    metrics = recall_columns(results) if metrics is None else list(metrics)
+    missing = [m for m in metrics if m not in results.columns]
+    if missing or not metrics:
+        raise ValueError(
+            f"results has no column {', '.join(map(repr, missing)) or '(none asked)'}; "
+            f"available: {', '.join(map(str, results.columns))}."
+        )
+    rows = _final_rows(results, epoch)
+    grouped = rows.groupby("loss", sort=False)
+    out = pd.DataFrame(index=pd.Index(list(grouped.groups), name="loss"))
+    order = list(dict.fromkeys(rows["loss"]))
+    out = out.loc[order]
+    for m in metrics:
+        out[f"{m} mean"] = grouped[m].mean()
+        out[f"{m} std"] = grouped[m].std(ddof=1)
+    out["seeds"] = grouped["seed"].nunique().astype(int)
+    return out
+
+
+def format_summary(
+    summary: pd.DataFrame,
+    metrics: Sequence[str] | None = None,
+    *,
+    scale: float = 100.0,
+    decimals: int = 1,
+    sort_by: str | None = None,
+) -> pd.DataFrame:
+    """``mean ± std`` strings for printing a :func:`summarize` table (percent by default).
+
+    Parameters
+    ----------
+    summary : DataFrame
+        As returned by :func:`summarize`.
+    metrics : sequence of str, optional
+        Default: every metric of ``summary``.
+    scale : float
+        Multiplier (100 shows recall as percent).
+    decimals : int
+    sort_by : str, optional
+        A metric to sort by, best (largest mean) first; default keeps the given order.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One string column per metric, plus ``seeds``.
+    """
+    if not isinstance(summary, pd.DataFrame) or "seeds" not in summary.columns:
+        raise TypeError("summary must be the DataFrame returned by summarize().")
+    metrics = recall_columns(summary) if metrics is None else list(metrics)
+    if sort_by is not None:
+        if f"{sort_by} mean" not in summary.columns:
+            raise ValueError(f"cannot sort by {sort_by!r}: summary has no '{sort_by} mean'.")
+        summary = summary.sort_values(f"{sort_by} mean", ascending=False, kind="stable")
+    out = pd.DataFrame(index=summary.index)
+    for m in metrics:
+        mean, std = summary[f"{m} mean"] * scale, summary[f"{m} std"] * scale
+        out[m] = [
+            f"{a:.{decimals}f} ± {b:.{decimals}f}" if not math.isnan(b) else f"{a:.{decimals}f}"
+            for a, b in zip(mean, std, strict=True)
+        ]
+    out["seeds"] = summary["seeds"]
+    return out
+
+
+def paired_differences(
+    results: pd.DataFrame, reference: str, metric: str = "R@1", *, epoch: int | None = None
+) -> pd.DataFrame:
+    """Each loss minus ``reference``, seed by seed (runs of one seed share weights and batches).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``loss`` (every loss but the reference), columns ``mean``, ``std`` (over seeds,
+        ``ddof=1``), ``min``, ``max`` of the per-seed difference and ``wins`` (seeds where the
+        loss scored higher than the reference), in the units of ``metric``.
+    """
+    results = _check_results(results)
+    if metric not in results.columns:
+        raise ValueError(f"results has no column {metric!r}.")
+    rows = _final_rows(results, epoch)
+    table = rows.pivot(index="seed", columns="loss", values=metric)
+    if reference not in table.columns:
+        raise ValueError(
+            f"unknown reference {reference!r}; the losses are {', '.join(table.columns)}."
+        )
+    order = [label for label in dict.fromkeys(rows["loss"]) if label != reference]
+    diff = table[order].sub(table[reference], axis=0)
+    out = pd.DataFrame(
+        {
+            "mean": diff.mean(),
+            "std": diff.std(ddof=1),
+            "min": diff.min(),
+            "max": diff.max(),
+            "wins": (diff > 0).sum().astype(int),
+        }
+    )
+    out.index.name = "loss"
+    return out

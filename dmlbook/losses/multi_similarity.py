@@ -1,0 +1,730 @@
+"""The Multi-Similarity (MS) loss of Wang et al. 2019: mining (Eq. 11-12), weighting (Eq. 13-14), loss (Eq. 15).
+
+MS works in two steps on the similarity matrix ``S`` of a batch, and each step is usable alone:
+
+1. **Mining** with *Similarity-P* (:func:`ms_mining_masks`). For anchor ``i`` a negative pair is
+   kept when it is more similar than the anchor's hardest positive minus a margin ``epsilon``
+   (Eq. 11), a positive pair when it is less similar than the anchor's hardest negative plus
+   ``epsilon`` (Eq. 12)::
+
+       S_ij^- > min_{y_k = y_i} S_ik - epsilon,        S_ij^+ < max_{y_k != y_i} S_ik + epsilon.
+
+   The kept index sets are ``P_i`` and ``N_i``.
+2. **Weighting** with *Similarity-S* and *Similarity-N* (:func:`ms_weights`, Eq. 13-14)::
+
+       w_ij^- = e^{beta (S_ij - lambda)}   / (1 + sum_{k in N_i} e^{beta (S_ik - lambda)}),
+       w_ij^+ = e^{-alpha (S_ij - lambda)} / (1 + sum_{k in P_i} e^{-alpha (S_ik - lambda)}).
+
+The MS loss (Eq. 15, :func:`multi_similarity_loss`) is the function whose GPW weights are exactly
+these, ``dL_i/dS_ij = +w_ij^-`` on a mined negative and ``-w_ij^+`` on a mined positive::
+
+    L_MS = (1/m) sum_i { (1/alpha) log[1 + sum_{P_i} e^{-alpha (S_ik - lambda)}]
+                         + (1/beta) log[1 + sum_{N_i} e^{beta (S_ik - lambda)}] }.
+
+:func:`ms_mining_loss` is the "MS mining" row of the paper's ablation (Table 2): the mined pairs
+with equal weights. :mod:`dmlbook.losses.ms_ablation` builds every row of Table 2, and
+:mod:`dmlbook.losses.ms_reference` holds a slow per-anchor loop written from the paper's text,
+which the tests compare this vectorised code with.
+
+Semantics (what the paper leaves open, and what dmlbook chose)
+---------------------------------------------------------------
+* **Self pairs** are excluded *by index* (:func:`dmlbook.similarity.pair_masks`), so a duplicate
+  image of the same class (``S = 1``) is a positive pair. The authors' code instead drops every
+  positive with ``S >= 1 - 1e-5``, duplicates included.
+* **Thresholds** come from the *unmined* sets: Eq. 11 uses the minimum over all the anchor's
+  positives, Eq. 12 the maximum over all its negatives (as in the authors' code and in
+  pytorch-metric-learning's ``MultiSimilarityMiner``). Inequalities are strict and evaluated as
+  ``S - epsilon < max`` and ``S + epsilon > min``, the arithmetic of both reference codes.
+* **Both or neither.** An anchor's hardest positive is mined iff
+  ``min_P S < max_N S + epsilon`` and its hardest negative iff the same inequality holds, so an
+  anchor gets mined positives *and* negatives, or nothing at all (also when it has no positive,
+  e.g. a singleton class, or no negative, e.g. a one-class batch).
+* **Empty sets.** An empty ``P_i`` or ``N_i`` contributes ``log(1 + 0) = 0`` with gradient 0; an
+  anchor with nothing mined contributes 0. The mean divides by **all** ``B`` anchors (the paper's
+  ``1/m`` with ``m`` the batch size; the authors' code and pytorch-metric-learning do the same),
+  so such anchors still count. ``reduction="sum"`` and ``"none"`` are available.
+* **Mining carries no gradient**: it reads ``S`` detached, so the loss is differentiable
+  wherever no pair sits exactly on a mining threshold, with the gradient of Eq. 15 for the fixed
+  sets ``P_i``, ``N_i``.
+
+Numerics
+--------
+Every exponent is shifted by its row's maximum (including the implicit ``0`` of the ``1 +``), so
+nothing overflows for any ``alpha, beta > 0``, ``lambda`` and finite ``S``, in float32 as in
+float64. Half-precision inputs (``bfloat16``/``float16``, e.g. ``S`` from a matmul under
+``torch.autocast``) are computed in float32 and the gradient is returned in the input's dtype.
+The default backward is the closed form Eq. 13-14 itself (one ``B x B`` tensor saved, one
+multiply in the backward pass); ``backward="autograd"`` differentiates the same forward formula
+with autograd (slower, but supports double backward).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from ..similarity import cosine_similarity
+from .base import (
+    PairLoss,
+    check_choice,
+    check_positive,
+    check_similarity,
+    masked_logsumexp,
+    prepare_batch,
+    resolve_masks,
+)
+
+__all__ = [
+    "BACKWARDS",
+    "MSMiningLoss",
+    "MultiSimilarityLoss",
+    "ms_anchor_weights",
+    "ms_case_weights",
+    "ms_mining_loss",
+    "ms_mining_masks",
+    "ms_weights",
+    "multi_similarity_loss",
+]
+
+_REDUCTIONS = ("mean", "sum", "none")
+#: How :func:`multi_similarity_loss` computes its gradient.
+BACKWARDS = ("closed_form", "autograd")
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _check_epsilon(epsilon: float) -> float:
+    e = float(epsilon)
+    if not (e >= 0.0 and e < float("inf")):
+        raise ValueError(
+            f"epsilon must be a finite number >= 0 (Wang et al. use 0.1), got {epsilon}."
+        )
+    return e
+
+
+def _compute_dtype(S: torch.Tensor) -> torch.dtype:
+    return torch.float32 if S.dtype in _HALF else S.dtype
+
+
+def _validated_labels(S: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """:func:`~dmlbook.losses.base.check_similarity`, with a fast path for valid input.
+
+    ``torch.isfinite`` over a ``B x B`` matrix costs as much as the whole loss on some CPUs; the
+    sum of a matrix is finite whenever every entry is (it overflows only for entries near the
+    float limit), so a finite sum accepts the matrix at the cost of one reduction. Anything
+    else goes through the full check, which raises with its message or accepts.
+    """
+    if (
+        isinstance(S, torch.Tensor)
+        and torch.is_floating_point(S)
+        and S.ndim == 2
+        and S.shape[0] == S.shape[1]
+        and isinstance(labels, torch.Tensor)
+        and labels.ndim == 1
+        and labels.shape[0] == S.shape[0]
+        and not torch.is_floating_point(labels)
+        and bool(torch.isfinite(S.detach().sum()))
+    ):
+        return labels.to(device=S.device, dtype=torch.long)
+    return check_similarity(S, labels)
+
+
+def _prepare(embeddings: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`~dmlbook.losses.base.prepare_batch` with the fast finite check of
+    :func:`_validated_labels` (a finite sum instead of ``torch.isfinite`` on every entry)."""
+    if (
+        isinstance(embeddings, torch.Tensor)
+        and torch.is_floating_point(embeddings)
+        and embeddings.ndim == 2
+        and embeddings.numel() > 0
+        and isinstance(labels, torch.Tensor)
+        and labels.ndim == 1
+        and labels.shape[0] == embeddings.shape[0]
+        and not torch.is_floating_point(labels)
+        and bool(torch.isfinite(embeddings.detach().sum()))
+    ):
+        return cosine_similarity(embeddings), labels.to(device=embeddings.device, dtype=torch.long)
+    return prepare_batch(embeddings, labels)
+
+
+def _candidates(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    pos_mask: torch.Tensor | None,
+    neg_mask: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The candidate (positive, negative) masks: the label masks, narrowed by given masks."""
+    y = _validated_labels(S, labels)
+    if pos_mask is not None or neg_mask is not None:
+        return resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    # pair_masks, with two allocations instead of five (see _hardest on why that matters)
+    pos = y[:, None] == y[None, :]
+    neg = pos.logical_not()
+    pos.fill_diagonal_(False)
+    return pos, neg
+
+
+# Performance notes (CPU, B = 1000). Two things dominate the cost of this module's element-wise
+# work, far more than the arithmetic itself:
+# * ``torch.where`` with a *data-dependent* mask (a mined one) runs a branchy kernel, tens of
+#   times slower than with a label-structured mask or than a multiplication by the mask;
+# * every B x B temporary that is alive at the same time as others is fresh memory, and
+#   first-touch page faults can cost more than the matrix product (notably in VMs).
+# Hence: ``where`` only with label masks, mined masks applied by multiplication, and one scratch
+# buffer reused through ``out=``.
+
+
+def _hardest(
+    s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, buf: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row: the least similar positive (``+inf`` if none), the most similar negative (``-inf``).
+
+    ``buf`` (shaped and typed like ``s``) is used as scratch when given.
+    """
+    buf = torch.empty_like(s) if buf is None else buf
+    inf = torch.full((), float("inf"), dtype=s.dtype, device=s.device)
+    min_pos = torch.where(pos, s, inf, out=buf).amin(dim=1)
+    max_neg = torch.where(neg, s, -inf, out=buf).amax(dim=1)
+    return min_pos, max_neg
+
+
+def _mine(
+    s: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    epsilon: float,
+    buf: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Eq. 11-12 on detached similarities; also returns the two thresholds' extremes.
+
+    Evaluated as ``S - eps < max_N S`` and ``S + eps > min_P S`` (the arithmetic of the
+    reference implementations). ``buf`` is optional scratch shaped like ``s``.
+    """
+    buf = torch.empty_like(s) if buf is None else buf
+    min_pos, max_neg = _hardest(s, pos, neg, buf)
+    mined_pos = torch.lt(torch.sub(s, epsilon, out=buf), max_neg[:, None]).logical_and_(pos)
+    mined_neg = torch.gt(torch.add(s, epsilon, out=buf), min_pos[:, None]).logical_and_(neg)
+    return mined_pos, mined_neg, min_pos, max_neg
+
+
+def ms_mining_masks(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    epsilon: float = 0.1,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """MS pair mining with *Similarity-P*, Wang et al. 2019, Eq. 11-12.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarities (read detached: mining carries no gradient).
+    labels : Tensor of shape (B,)
+    epsilon : float
+        The margin ``epsilon`` of Eq. 11-12 (>= 0; the paper uses 0.1).
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Candidate pairs. They narrow the label masks *before* mining, so the thresholds are
+        taken over the candidates.
+
+    Returns
+    -------
+    pos, neg : bool Tensor of shape (B, B)
+        ``pos[i, j]`` iff ``j`` is a positive of ``i`` with ``S_ij - epsilon < max_{N} S_ik``
+        (Eq. 12); ``neg[i, j]`` iff ``j`` is a negative of ``i`` with
+        ``S_ij + epsilon > min_{P} S_ik`` (Eq. 11). The thresholds come from the unmined sets;
+        the diagonal is never a pair. An anchor gets mined positives and negatives, or neither
+        (see the module notes): in particular an anchor with no positive (a singleton class) or
+        no negative (a one-class batch) gets an empty row in both.
+
+    Examples
+    --------
+    >>> S = torch.tensor([[1.0, 0.5, 0.45, -0.2], [0.5, 1.0, 0.1, 0.0],
+    ...                   [0.45, 0.1, 1.0, 0.3], [-0.2, 0.0, 0.3, 1.0]])
+    >>> pos, neg = ms_mining_masks(S, torch.tensor([0, 0, 1, 1]))
+    >>> pos[0].tolist(), neg[0].tolist()
+    ([False, True, False, False], [False, False, True, False])
+    """
+    eps = _check_epsilon(epsilon)
+    pos, neg = _candidates(S, labels, pos_mask, neg_mask)
+    s = S.detach().to(_compute_dtype(S))
+    mined_pos, mined_neg, _, _ = _mine(s, pos, neg, eps)
+    return mined_pos, mined_neg
+
+
+def _shifted_exponents(
+    s: torch.Tensor,
+    side: torch.Tensor,
+    kept: torch.Tensor,
+    alpha: float,
+    beta: float,
+    margin: float,
+    min_pos: torch.Tensor,
+    max_neg: torch.Tensor,
+    buf: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The exponentials of Eq. 15, shifted per row so that no exponent is positive.
+
+    Parameters
+    ----------
+    s : Tensor (B, B)
+        Detached similarities.
+    side : bool Tensor (B, B)
+        Which entries are read as positive pairs (``-alpha`` slope); every other entry is read
+        as a negative pair (``beta`` slope). The candidate positives before mining: a label-
+        structured mask, which ``torch.where`` handles fast (a data-dependent mask, such as a
+        mined one, makes ``torch.where`` branchy and many times slower on CPUs).
+    kept : bool Tensor (B, B)
+        The pairs that enter the sums (``P_i`` and ``N_i``); a subset of the candidates.
+    min_pos, max_neg : Tensor (B,)
+        At most / at least the extremes of ``s`` over the kept positives / negatives; they fix
+        the shifts (any such bound is valid; the exact extremes lose the least precision).
+    buf : Tensor (B, B), optional
+        Scratch shaped like ``s``; it holds ``where(side, 1, 0)``-split copies of ``E`` on return.
+
+    Returns
+    -------
+    E : Tensor (B, B)
+        ``e^{-alpha (S - lambda) - c_p}`` on kept positives, ``e^{beta (S - lambda) - c_n}`` on
+        kept negatives, exactly 0 elsewhere.
+    lse : Tensor (2, B)
+        Per row, ``log(1 + sum_{P_i} e^{-alpha (S - lambda)})`` and the same for ``N_i``
+        (exactly 0 for an empty set).
+    totals : Tensor (2, B)
+        The shifted totals ``e^{-c} + sum E`` of the positive and the negative half.
+    """
+    buf = torch.empty_like(s) if buf is None else buf
+    zero = torch.zeros((), dtype=s.dtype, device=s.device)
+    shifts = torch.stack([alpha * (margin - min_pos), beta * (max_neg - margin)]).clamp_min(0.0)
+    shifts = torch.where(torch.isfinite(shifts), shifts, zero)
+    c_p, c_n = shifts
+    # -alpha (s - lambda) - c_p = -alpha s + (alpha lambda - c_p); likewise for negatives.
+    E = torch.add((-beta * margin - c_n)[:, None], s, alpha=beta)
+    torch.add((alpha * margin - c_p)[:, None], s, alpha=-alpha, out=buf)
+    torch.where(side, buf, E, out=E)
+    # Kept entries are <= 0 up to rounding; the clamp keeps the others (the diagonal, unmined
+    # pairs) from overflowing before the mask zeroes them.
+    E.clamp_max_(0.0).exp_().mul_(kept)
+    sum_p = torch.where(side, E, zero, out=buf).sum(dim=1)
+    sum_n = torch.where(side, zero, E, out=buf).sum(dim=1)
+    sums = torch.stack([sum_p, sum_n])
+    totals = torch.exp(-shifts) + sums
+    lse = torch.where(sums > 0, shifts + totals.log(), zero)
+    return E, lse, totals
+
+
+def ms_weights(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    alpha: float = 2.0,
+    beta: float = 50.0,
+    margin: float = 0.5,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """MS pair weighting with *Similarity-S* and *Similarity-N*, Wang et al. 2019, Eq. 13-14.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+    labels : Tensor of shape (B,)
+    alpha, beta : float
+        Scales of the positive and negative weights (> 0).
+    margin : float
+        ``lambda``.
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        The sets ``P_i``, ``N_i`` (e.g. from :func:`ms_mining_masks`); without them every
+        positive and every negative pair is weighted ("MS weighting" of Table 2).
+
+    Returns
+    -------
+    w_pos, w_neg : Tensor of shape (B, B)
+        The GPW weights (magnitudes, ``>= 0``) of Eq. 14 on ``P_i`` and Eq. 13 on ``N_i``; 0
+        elsewhere. They are the gradient of :func:`multi_similarity_loss` with
+        ``reduction="sum"``: ``dL/dS = w_neg - w_pos``. Detached (weights are numbers, Eq. 2).
+
+    Notes
+    -----
+    Written as ``w_ij^- = exp(beta (S_ij - lambda) - log(1 + sum_{N_i} e^{beta (S_ik - lambda)}))``
+    with the row maximum subtracted first, so it is finite for any ``S``, ``alpha``, ``beta``.
+    The weights of one anchor's negatives sum to less than 1: the ``1 +`` is the share left to
+    *Similarity-S* (an anchor whose negatives are all far below ``lambda`` has tiny weights).
+    """
+    alpha = check_positive(alpha, "alpha")
+    beta = check_positive(beta, "beta")
+    pos, neg = _candidates(S, labels, pos_mask, neg_mask)
+    s = S.detach().to(_compute_dtype(S))
+    buf = torch.empty_like(s)
+    min_pos, max_neg = _hardest(s, pos, neg, buf)
+    E, _, totals = _shifted_exponents(
+        s, pos, pos | neg, alpha, beta, float(margin), min_pos, max_neg, buf
+    )
+    w_pos = E * pos / totals[0][:, None]
+    w_neg = E * neg / totals[1][:, None]
+    return w_pos, w_neg
+
+
+def ms_anchor_weights(
+    s_pos: torch.Tensor,
+    s_neg: torch.Tensor,
+    alpha: float = 2.0,
+    beta: float = 50.0,
+    margin: float = 0.5,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 13-14 for one anchor, given its (already mined) similarities; batched over leading dims.
+
+    Parameters
+    ----------
+    s_pos : Tensor of shape (..., P)
+        The anchor's similarities to its positives ``P_i`` (``P = 0`` allowed).
+    s_neg : Tensor of shape (..., N)
+        Its similarities to its negatives ``N_i``.
+    alpha, beta, margin : float
+
+    Returns
+    -------
+    w_pos, w_neg : Tensor of shapes (..., P) and (..., N)
+        GPW weights (magnitudes). Handy for plots: put a grid of configurations in the leading
+        dimensions (e.g. the blog's Case 1/2/3 of a negative pair).
+    """
+    alpha = check_positive(alpha, "alpha")
+    beta = check_positive(beta, "beta")
+    s_pos, s_neg = torch.as_tensor(s_pos), torch.as_tensor(s_neg)
+
+    def weights(x: torch.Tensor) -> torch.Tensor:
+        zeros = torch.zeros((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)
+        lse = torch.logsumexp(torch.cat([x, zeros], dim=-1), dim=-1, keepdim=True)
+        return torch.exp(x - lse)
+
+    return weights(-alpha * (s_pos - margin)), weights(beta * (s_neg - margin))
+
+
+def ms_case_weights(
+    s: torch.Tensor | float,
+    others_harder_by: float,
+    n_others: int = 5,
+    *,
+    positive: bool = False,
+    alpha: float = 2.0,
+    beta: float = 50.0,
+    margin: float = 0.5,
+) -> torch.Tensor:
+    """Weight of one pair against ``n_others`` pairs of the same kind that are all equally hard.
+
+    The set-up of the three cases in the blog post on MS (seed 001): an anchor's negative (or
+    positive) pair at similarity ``s`` and ``n_others`` other negatives (positives) of the same
+    anchor, all at the same similarity. A harder negative is a *more* similar one, a harder
+    positive a *less* similar one, so the others sit at ``s + others_harder_by`` (negatives) or
+    ``s - others_harder_by`` (positives), clipped to [-1, 1]. Case 1 is ``others_harder_by < 0``,
+    Case 2 ``= 0``, Case 3 ``> 0``; Eq. 13-14 give Case 1 > Case 2 > Case 3.
+
+    Parameters
+    ----------
+    s : Tensor or float
+        Similarities of the pair (any shape; one weight per entry).
+    others_harder_by : float
+        How much harder the other pairs are, in similarity units.
+    n_others : int
+        Number of other pairs (0: the pair alone, whose weight is then
+        ``sigmoid(beta (s - lambda))`` for a negative, binomial deviance's Similarity-S shape).
+    positive : bool
+        Weigh a positive pair (Eq. 14) instead of a negative one (Eq. 13).
+    alpha, beta, margin : float
+
+    Returns
+    -------
+    Tensor
+        The weight (magnitude), shaped like ``s``.
+    """
+    if not isinstance(n_others, int) or n_others < 0:
+        raise ValueError(f"n_others must be an int >= 0, got {n_others!r}.")
+    s = torch.as_tensor(s, dtype=torch.get_default_dtype() if not torch.is_tensor(s) else None)
+    sign = -1.0 if positive else 1.0
+    others = (s + sign * others_harder_by).clamp(-1.0, 1.0)
+    row = torch.cat([s[..., None], others[..., None].expand(*s.shape, n_others)], dim=-1)
+    none = row[..., :0]
+    w_pos, w_neg = ms_anchor_weights(
+        row if positive else none, none if positive else row, alpha, beta, margin
+    )
+    return (w_pos if positive else w_neg)[..., 0]
+
+
+class _MSClosedForm(torch.autograd.Function):
+    """Eq. 15 per anchor in the forward pass; the backward pass is Eq. 13-14 (the GPW weights)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        S: torch.Tensor,
+        side: torch.Tensor,
+        kept: torch.Tensor,
+        min_pos: torch.Tensor,
+        max_neg: torch.Tensor,
+        alpha: float,
+        beta: float,
+        margin: float,
+        buf: torch.Tensor | None,
+    ) -> torch.Tensor:
+        with torch.autocast(device_type=S.device.type, enabled=False):
+            s = S.detach().to(_compute_dtype(S))
+            buf = torch.empty_like(s) if buf is None else buf
+            E, lse, totals = _shifted_exponents(
+                s, side, kept, alpha, beta, margin, min_pos, max_neg, buf
+            )
+            per_anchor = lse[0] / alpha + lse[1] / beta
+            # dL_i/dS_ij = -E_ij / total_p (Eq. 14 with its sign) on positives and
+            # +E_ij / total_n (Eq. 13) on negatives; E is 0 on every other entry.
+            inv = 1.0 / totals
+            E.mul_(torch.where(side, -inv[0][:, None], inv[1][:, None], out=buf))
+            ctx.save_for_backward(E)
+            ctx.input_dtype = S.dtype
+        return per_anchor
+
+    @staticmethod
+    @once_differentiable  # a second derivative would need autograd: backward="autograd"
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad_per_anchor: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        (W,) = ctx.saved_tensors
+        grad = W * grad_per_anchor.to(W.dtype)[:, None]
+        return (grad.to(ctx.input_dtype), *([None] * 8))
+
+
+def _reduce(per_anchor: torch.Tensor, reduction: str) -> torch.Tensor:
+    if reduction == "none":
+        return per_anchor
+    if reduction == "sum":
+        return per_anchor.sum()
+    return per_anchor.sum() / max(per_anchor.shape[0], 1)
+
+
+def multi_similarity_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    alpha: float = 2.0,
+    beta: float = 50.0,
+    margin: float = 0.5,
+    epsilon: float = 0.1,
+    *,
+    mining: bool = True,
+    reduction: str = "mean",
+    backward: str = "closed_form",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The Multi-Similarity loss, Wang et al. 2019, Eq. 15 (with the mining of Eq. 11-12).
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarities of the batch (any floating dtype; half precision is computed in
+        float32).
+    labels : Tensor of shape (B,)
+    alpha, beta : float
+        Scales of the positive and negative terms (> 0). Defaults: the paper's Sec. 5 values
+        ``alpha = 2``, ``beta = 50``.
+    margin : float
+        ``lambda``. Default 0.5, the value of the authors' public code and of
+        pytorch-metric-learning (``base``). The paper's Sec. 5 states ``lambda = 1``; then a
+        negative at ``S = 0.5`` gets weight at most ``e^{-25}`` (Eq. 13), so only negatives
+        close to ``S = 1`` are pushed at all. Pass it explicitly.
+    epsilon : float
+        Mining margin of Eq. 11-12 (paper: 0.1). Ignored when ``mining=False``.
+    mining : bool
+        ``True``: ``P_i``, ``N_i`` are the pairs mined by :func:`ms_mining_masks` (the MS loss).
+        ``False``: every pair is kept ("MS weighting" of Table 2).
+    reduction : {"mean", "sum", "none"}
+        ``"mean"``: the paper's ``1/m`` average over **all** ``B`` anchors (anchors with
+        nothing mined count, with 0). ``"sum"``: its gradient is exactly Eq. 13-14.
+        ``"none"``: the (B,) anchor terms.
+    backward : {"closed_form", "autograd"}
+        ``"closed_form"`` (default): the backward pass *is* Eq. 13-14, computed in the forward
+        pass (fast, single backward only). ``"autograd"``: autograd through a masked
+        log-sum-exp (supports double backward).
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Candidate pairs; they narrow the label masks before mining.
+
+    Returns
+    -------
+    Tensor
+        A scalar (or (B,)) in the compute dtype (float32 for half-precision ``S``). Never NaN
+        for finite ``S``: empty sets contribute 0 with gradient 0, a batch of one gives 0.
+
+    Examples
+    --------
+    >>> S = torch.tensor([[1.0, 0.5, 0.45], [0.5, 1.0, 0.1], [0.45, 0.1, 1.0]])
+    >>> round(float(multi_similarity_loss(S, torch.tensor([0, 0, 1]), margin=0.5)), 4)
+    0.1161
+    """
+    alpha = check_positive(alpha, "alpha")
+    beta = check_positive(beta, "beta")
+    eps = _check_epsilon(epsilon)
+    margin = float(margin)
+    check_choice(reduction, _REDUCTIONS, "reduction")
+    check_choice(backward, BACKWARDS, "backward")
+    side, neg_candidates = _candidates(S, labels, pos_mask, neg_mask)
+    s = S.detach().to(_compute_dtype(S))
+    buf = torch.empty_like(s)  # one scratch buffer for the whole call
+    if mining:
+        # The hardest positive and negative of an anchor are mined whenever anything is, so the
+        # extremes of the unmined sets are those of the mined sets: they fix the row shifts.
+        pos, neg, min_pos, max_neg = _mine(s, side, neg_candidates, eps, buf)
+    else:
+        pos, neg = side, neg_candidates
+        min_pos, max_neg = _hardest(s, pos, neg, buf)
+    if backward == "closed_form":
+        kept = pos.logical_or_(neg) if mining else pos | neg
+        per = _MSClosedForm.apply(S, side, kept, min_pos, max_neg, alpha, beta, margin, buf)
+    else:
+        x = S.to(_compute_dtype(S))
+        lse_p, _ = masked_logsumexp(-alpha * (x - margin), pos, dim=1, add_one=True)
+        lse_n, _ = masked_logsumexp(beta * (x - margin), neg, dim=1, add_one=True)
+        per = lse_p / alpha + lse_n / beta
+    return _reduce(per, reduction)
+
+
+def ms_mining_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    epsilon: float = 0.1,
+    *,
+    mining: bool = True,
+    reduction: str = "mean",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The "MS mining" row of Wang et al. 2019, Table 2: mined pairs, each with the same weight.
+
+    Anchor term ``sum_{k in N_i} S_ik - sum_{k in P_i} S_ik``, so that ``dL_i/dS_ij = +1`` on
+    every mined negative and ``-1`` on every mined positive: mining by *Similarity-P* (Eq. 11-12)
+    and nothing else (Sec. 5.1 gives every selected pair the same weight). The loss is linear in
+    ``S``; the mining keeps it in check, dropping a positive once it is more similar than every
+    negative (plus ``epsilon``) and a negative once it is less similar than every positive
+    (minus ``epsilon``).
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+    labels : Tensor of shape (B,)
+    epsilon : float
+        Mining margin (Eq. 11-12).
+    mining : bool
+        ``False`` keeps every pair (an equal-weight loss without any similarity).
+    reduction : {"mean", "sum", "none"}
+        As in :func:`multi_similarity_loss` (``"mean"`` divides by all ``B`` anchors).
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Candidate pairs, narrowing the label masks before mining.
+    """
+    eps = _check_epsilon(epsilon)
+    check_choice(reduction, _REDUCTIONS, "reduction")
+    pos, neg = _candidates(S, labels, pos_mask, neg_mask)
+    if mining:
+        pos, neg, _, _ = _mine(S.detach().to(_compute_dtype(S)), pos, neg, eps)
+    x = S.to(_compute_dtype(S))
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    per = torch.where(neg, x, zero).sum(dim=1) - torch.where(pos, x, zero).sum(dim=1)
+    return _reduce(per, reduction)
+
+
+class MultiSimilarityLoss(PairLoss):
+    """Module form of :func:`multi_similarity_loss` (Wang et al. 2019, Eq. 11-15).
+
+    ``MultiSimilarityLoss()(embeddings, labels)`` normalises the embeddings, forms ``S``, mines
+    (Eq. 11-12) and returns Eq. 15. Defaults: ``alpha=2, beta=50, epsilon=0.1`` (paper, Sec. 5)
+    and ``margin=0.5`` (authors' code, pytorch-metric-learning; the paper states ``lambda = 1``).
+    """
+
+    def __init__(
+        self,
+        alpha: float = 2.0,
+        beta: float = 50.0,
+        margin: float = 0.5,
+        epsilon: float = 0.1,
+        *,
+        mining: bool = True,
+        reduction: str = "mean",
+        backward: str = "closed_form",
+    ) -> None:
+        super().__init__()
+        self.alpha = check_positive(alpha, "alpha")
+        self.beta = check_positive(beta, "beta")
+        self.margin = float(margin)
+        self.epsilon = _check_epsilon(epsilon)
+        self.mining = bool(mining)
+        self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
+        self.backward = check_choice(backward, BACKWARDS, "backward")
+
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Normalise, form ``S`` and return the loss (as :class:`PairLoss`, with a cheaper
+        finite check of the embeddings)."""
+        S, y = _prepare(embeddings, labels)
+        return self.loss_on_similarity(S, y, pos_mask=pos_mask, neg_mask=neg_mask)
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return multi_similarity_loss(
+            S,
+            labels,
+            self.alpha,
+            self.beta,
+            self.margin,
+            self.epsilon,
+            mining=self.mining,
+            reduction=self.reduction,
+            backward=self.backward,
+            pos_mask=pos_mask,
+            neg_mask=neg_mask,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"alpha={self.alpha}, beta={self.beta}, margin={self.margin}, "
+            f"epsilon={self.epsilon}, mining={self.mining}, reduction={self.reduction!r}"
+        )
+
+
+class MSMiningLoss(PairLoss):
+    """Module form of :func:`ms_mining_loss` ("MS mining" of Wang et al. 2019, Table 2)."""
+
+    def __init__(
+        self, epsilon: float = 0.1, *, mining: bool = True, reduction: str = "mean"
+    ) -> None:
+        super().__init__()
+        self.epsilon = _check_epsilon(epsilon)
+        self.mining = bool(mining)
+        self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return ms_mining_loss(
+            S,
+            labels,
+            self.epsilon,
+            mining=self.mining,
+            reduction=self.reduction,
+            pos_mask=pos_mask,
+            neg_mask=neg_mask,
+        )
+
+    def extra_repr(self) -> str:
+        return f"epsilon={self.epsilon}, mining={self.mining}, reduction={self.reduction!r}"

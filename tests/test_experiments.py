@@ -1,0 +1,201 @@
+"""Tests of dmlbook.experiments (multi-seed loss comparisons) and plots.plot_recall_bars."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from dmlbook.experiments import (  # noqa: E402
+    LossSpec,
+    compare_losses,
+    format_summary,
+    paired_differences,
+    recall_columns,
+    summarize,
+)
+from dmlbook.losses import ContrastiveLoss  # noqa: E402
+from dmlbook.models import EmbeddingMLP  # noqa: E402
+from dmlbook.plots import plot_recall_bars  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _blobs(n_classes: int, per_class: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gaussian blobs in 8-d: an easy retrieval problem whose recall training can improve."""
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.randn(n_classes, 8, generator=g) * 1.5
+    y = torch.arange(n_classes).repeat_interleave(per_class)
+    x = centres[y] + torch.randn(len(y), 8, generator=g)
+    return x, y
+
+
+TRAIN = _blobs(6, 10, 0)
+TEST = _blobs(6, 10, 1)
+MODEL = lambda: EmbeddingMLP(in_features=8, hidden=(16,), dim=4)  # noqa: E731
+FIT = {"epochs": 2, "batch_size": 12, "k": 4, "lr": 1e-2, "progress": False}
+LOSSES = {"contrastive": "contrastive", "triplet": ("triplet", {"margin": 0.2})}
+
+
+@pytest.fixture(scope="module")
+def results() -> pd.DataFrame:
+    return compare_losses(LOSSES, MODEL, TRAIN, TEST, seeds=(0, 1, 2), **FIT)
+
+
+def test_tidy_frame_one_row_per_loss_and_seed(results):
+    assert list(results.columns) == [
+        "loss", "seed", "epoch", "train_loss", "R@1", "R@2", "R@4", "R@8", "seconds",
+    ]  # fmt: skip
+    assert len(results) == 6
+    assert results["loss"].tolist() == ["contrastive"] * 3 + ["triplet"] * 3
+    assert results["seed"].tolist() == [0, 1, 2, 0, 1, 2]
+    assert (results["epoch"] == 2).all()
+    assert results[["R@1", "R@8"]].stack().between(0, 1).all()
+    assert (results["R@8"] >= results["R@1"]).all()
+    assert results["train_loss"].notna().all()
+    assert results.attrs["seeds"] == [0, 1, 2] and results.attrs["fit"]["epochs"] == 2
+
+
+def test_runs_repeat_exactly_and_seeds_differ(results):
+    again = compare_losses({"contrastive": "contrastive"}, MODEL, TRAIN, TEST, seeds=(1,), **FIT)
+    first = results[(results["loss"] == "contrastive") & (results["seed"] == 1)]
+    cols = ["train_loss", "R@1", "R@2", "R@4", "R@8"]
+    assert first[cols].to_numpy().tolist() == again[cols].to_numpy().tolist()
+    losses = results[results["loss"] == "contrastive"]["train_loss"]
+    assert losses.nunique() == 3  # different initial weights and batches per seed
+
+
+def test_same_seed_means_same_initial_model_for_every_loss():
+    """Epoch 0 (before training) is identical across losses for one seed: a paired design."""
+    res = compare_losses(LOSSES, MODEL, TRAIN, TEST, seeds=(0, 5), eval_every=1, **FIT)
+    assert sorted(res["epoch"].unique().tolist()) == [0, 1, 2]
+    start = res[res["epoch"] == 0].pivot(index="seed", columns="loss", values="R@1")
+    assert (start["contrastive"] == start["triplet"]).all()
+    assert res[res["epoch"] == 0]["train_loss"].isna().all()
+    # the final row of an evaluated run equals the evaluate-once run of the same seed
+    once = compare_losses(LOSSES, MODEL, TRAIN, TEST, seeds=(0,), **FIT)
+    last = res[(res["epoch"] == 2) & (res["seed"] == 0)]
+    assert last["R@1"].tolist() == once["R@1"].tolist()
+
+
+def test_summary_is_mean_and_sample_std_over_seeds(results):
+    summary = summarize(results)
+    assert list(summary.index) == ["contrastive", "triplet"]
+    assert recall_columns(summary) == ["R@1", "R@2", "R@4", "R@8"]
+    values = results[results["loss"] == "triplet"]["R@2"]
+    assert summary.loc["triplet", "R@2 mean"] == pytest.approx(values.mean())
+    assert summary.loc["triplet", "R@2 std"] == pytest.approx(values.std(ddof=1))
+    assert summary["seeds"].tolist() == [3, 3]
+
+
+def test_summary_of_one_seed_has_nan_std_and_formats_without_it():
+    res = compare_losses({"c": "contrastive"}, MODEL, TRAIN, TEST, seeds=(0,), **FIT)
+    summary = summarize(res)
+    assert math.isnan(summary.loc["c", "R@1 std"])
+    text = format_summary(summary, ["R@1"])
+    assert "±" not in text.loc["c", "R@1"]
+
+
+def test_format_summary_and_sorting():
+    summary = pd.DataFrame(
+        {"R@1 mean": [0.5, 0.7], "R@1 std": [0.01, 0.123], "seeds": [3, 3]},
+        index=pd.Index(["a", "b"], name="loss"),
+    )
+    text = format_summary(summary)
+    assert text.loc["a", "R@1"] == "50.0 ± 1.0" and text.loc["b", "R@1"] == "70.0 ± 12.3"
+    assert list(format_summary(summary, sort_by="R@1").index) == ["b", "a"]
+    with pytest.raises(ValueError, match="sort"):
+        format_summary(summary, sort_by="R@2")
+
+
+def test_paired_differences():
+    res = pd.DataFrame(
+        {
+            "loss": ["a"] * 3 + ["b"] * 3,
+            "seed": [0, 1, 2] * 2,
+            "epoch": [4] * 6,
+            "R@1": [0.50, 0.60, 0.55, 0.52, 0.61, 0.54],
+        }
+    )
+    d = paired_differences(res, "a")
+    assert list(d.index) == ["b"]
+    assert d.loc["b", "mean"] == pytest.approx((0.02 + 0.01 - 0.01) / 3)
+    assert d.loc["b", "wins"] == 2
+    assert d.loc["b", "min"] == pytest.approx(-0.01) and d.loc["b", "max"] == pytest.approx(0.02)
+    with pytest.raises(ValueError, match="reference"):
+        paired_differences(res, "c")
+
+
+def test_loss_entries_of_every_kind(results):
+    kinds = {
+        "name": "contrastive",
+        "tuple": ("contrastive", {"margin": 0.5}),
+        "spec": LossSpec("contrastive", {"margin": 0.5}),
+        "factory": lambda: ContrastiveLoss(margin=0.5),
+    }
+    res = compare_losses(kinds, MODEL, TRAIN, TEST, seeds=(2,), **FIT)
+    assert res["R@1"].nunique() == 1  # four spellings of one loss
+    ref = results[(results["loss"] == "contrastive") & (results["seed"] == 2)]["R@1"].item()
+    assert res["R@1"].iloc[0] == ref
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"losses": {}}, ValueError, "non-empty"),
+        ({"losses": {"x": "contrastiv"}}, ValueError, "unknown loss"),
+        ({"losses": {"x": ("triplet", {"margn": 0.1})}}, ValueError, "hyper-parameter"),
+        ({"losses": {"x": ContrastiveLoss()}}, TypeError, "factory"),
+        ({"losses": {"x": ("triplet", 0.1)}}, TypeError, "dict"),
+        ({"seeds": ()}, ValueError, "at least one"),
+        ({"seeds": (0, 0)}, ValueError, "distinct"),
+        ({"seeds": (-1,)}, ValueError, "non-negative"),
+        ({"seed": 3}, ValueError, "sets seed"),
+        ({"make_model": "mlp"}, TypeError, "make_model"),
+        ({"eval_every": 0}, ValueError, "eval_every"),
+    ],
+)
+def test_bad_arguments_fail_before_training(kwargs, error, match):
+    args = {"losses": {"c": "contrastive"}, "make_model": MODEL, "seeds": (0,)} | kwargs
+    losses, make_model = args.pop("losses"), args.pop("make_model")
+    with pytest.raises(error, match=match):
+        compare_losses(losses, make_model, TRAIN, TEST, **(FIT | args))
+
+
+def test_summarize_checks_its_input(results):
+    with pytest.raises(TypeError, match="compare_losses"):
+        summarize([1, 2])
+    with pytest.raises(ValueError, match="no column"):
+        summarize(results, ["MAP@R"])
+    with pytest.raises(ValueError, match="epoch"):
+        summarize(results, epoch=7)
+
+
+def test_plot_recall_bars(results):
+    summary = summarize(results)
+    fig = plot_recall_bars(summary, results=results)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert len(ax.containers) >= 4  # one bar container per metric (plus error bars)
+    bars = [c for c in ax.containers if hasattr(c, "patches")]
+    assert len(bars) == 4 and all(len(b.patches) == 2 for b in bars)
+    heights = [p.get_height() for p in bars[0].patches]
+    assert heights == pytest.approx((100 * summary["R@1 mean"]).tolist())
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["contrastive", "triplet"]
+    assert len(ax.collections) >= 8  # per-seed dots: 2 losses x 4 metrics
+    one = plot_recall_bars(summary, "R@1")
+    assert one.axes[0].get_ylabel() == "R@1 (%)"
+    with pytest.raises(ValueError, match="no column"):
+        plot_recall_bars(summary, ["R@16"])

@@ -1,0 +1,294 @@
+"""Tests of dmlbook.data.image_cache: decode once into a memory-mapped uint8 cache, read batches."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from dmlbook.data import CachedImageDataset, ImageListDataset, PKSampler, build_image_cache
+from dmlbook.data import image_cache as ic
+from dmlbook.data.image_cache import decode_resized, open_image_cache, resized_geometry
+
+SIZE = 32
+
+
+def write_image(path, seed: int, size=(40, 30), mode: str = "RGB", fmt: str = "JPEG") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    arr = rng.integers(0, 256, size=(size[1], size[0], 3), dtype=np.uint8)
+    Image.fromarray(arr).convert(mode).save(path, format=fmt)
+
+
+@pytest.fixture
+def images(tmp_path):
+    """Eight images: landscape, portrait, square, grey, CMYK, PNG; two classes of four."""
+    folder = tmp_path / "data"
+    specs = [
+        ("a/0.jpg", (40, 30), "RGB", "JPEG"),
+        ("a/1.jpg", (30, 40), "RGB", "JPEG"),
+        ("a/2.jpg", (64, 64), "RGB", "JPEG"),
+        ("a/3.jpg", (50, 33), "L", "JPEG"),
+        ("b/4.jpg", (45, 60), "CMYK", "JPEG"),
+        ("b/5.png", (70, 35), "RGB", "PNG"),
+        ("b/6.png", (33, 33), "P", "PNG"),
+        ("b/7.jpg", (100, 75), "RGB", "JPEG"),
+    ]
+    for i, (rel, size, mode, fmt) in enumerate(specs):
+        write_image(folder / rel, i, size, mode, fmt)
+    return ImageListDataset(
+        root=folder,
+        paths=[s[0] for s in specs],
+        labels=torch.tensor([0, 0, 0, 0, 1, 1, 1, 1]),
+        name="toy",
+        split="train",
+    )
+
+
+def reference_cell(path, size: int) -> np.ndarray:
+    """torchvision's Resize(size) -> CenterCrop(size), written out with PIL."""
+    img = Image.open(path).convert("RGB")
+    w, h = img.size
+    if w <= h:
+        new_w, new_h = size, int(size * h / w)
+    else:
+        new_w, new_h = int(size * w / h), size
+    img = img.resize((new_w, new_h), Image.Resampling.BILINEAR)
+    top, left = int(round((new_h - size) / 2.0)), int(round((new_w - size) / 2.0))
+    return np.asarray(img)[top : top + size, left : left + size]
+
+
+# ------------------------------------------------------------------------------------------
+# geometry and decoding
+# ------------------------------------------------------------------------------------------
+
+
+def test_geometry_matches_torchvision_resize():
+    assert resized_geometry(500, 375, 256, "crop") == ((341, 256), (0, -42), (0, 0, 256, 256))
+    assert resized_geometry(375, 500, 256, "crop") == ((256, 341), (-42, 0), (0, 0, 256, 256))
+    assert resized_geometry(500, 375, 256, "pad") == ((256, 192), (32, 0), (32, 0, 192, 256))
+    with pytest.raises(ValueError, match="fit"):
+        resized_geometry(10, 10, 8, "stretch")
+
+
+def test_decode_matches_reference(images):
+    for f in images.files:
+        cell, (h, w) = decode_resized(f, SIZE, "crop", draft=False)
+        assert cell.shape == (SIZE, SIZE, 3) and cell.dtype == np.uint8
+        assert (h, w) == Image.open(f).size[::-1]
+        np.testing.assert_array_equal(cell, reference_cell(f, SIZE))
+
+
+def test_decode_pad_keeps_whole_image(images):
+    f = images.files[5]  # 70 x 35
+    cell, _ = decode_resized(f, SIZE, "pad", draft=False)
+    _, _, (top, left, h, w) = resized_geometry(70, 35, SIZE, "pad")
+    assert (top, left, h, w) == (8, 0, 16, 32)
+    assert cell[:top].max() == 0 and cell[top + h :].max() == 0
+    ref = np.asarray(Image.open(f).convert("RGB").resize((32, 16), Image.Resampling.BILINEAR))
+    np.testing.assert_array_equal(cell[top : top + h], ref)
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L", "CMYK"])
+def test_draft_decoding_is_close(tmp_path, mode):
+    """Reduced-scale JPEG decoding (8x smaller photo than the file) changes pixels only slightly."""
+    rng = np.random.default_rng(0)
+    smooth = Image.fromarray(rng.integers(0, 256, (20, 26, 3), dtype=np.uint8)).resize(
+        (520, 400), Image.Resampling.BICUBIC
+    )
+    path = tmp_path / "photo.jpg"
+    smooth.convert(mode).save(path, quality=92)
+    fast, size = decode_resized(path, 48, draft=True)
+    exact, _ = decode_resized(path, 48, draft=False)
+    assert size == (400, 520) and fast.shape == exact.shape == (48, 48, 3)
+    diff = np.abs(fast.astype(int) - exact.astype(int))
+    assert diff.mean() < 3.0 and diff.max() < 32  # of 255
+
+
+# ------------------------------------------------------------------------------------------
+# building, reuse and rebuild
+# ------------------------------------------------------------------------------------------
+
+
+def test_build_and_reuse(images, tmp_path, monkeypatch):
+    cached = images.cached(
+        SIZE, cache_dir=tmp_path / "cache", workers=2, draft=False, progress=False
+    )
+    assert isinstance(cached, CachedImageDataset)
+    cache = cached.cache
+    assert cache.images.shape == (8, SIZE, SIZE, 3) and cache.images.dtype == np.uint8
+    assert isinstance(cache.images, np.memmap) and not cache.images.flags.writeable
+    for i, f in enumerate(images.files):
+        np.testing.assert_array_equal(cache.images[i], reference_cell(f, SIZE))
+    manifest = json.loads(cache.path.with_suffix(".json").read_text())
+    assert manifest["version"] == ic.CACHE_VERSION and manifest["count"] == 8
+    assert manifest["paths"] == images.paths
+    assert manifest["file_sizes"] == [f.stat().st_size for f in images.files]
+    assert manifest["image_sizes"][0] == [30, 40]
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(
+        [cache.path.name, cache.path.with_suffix(".json").name, cache.path.stem + ".lock"]
+    )
+
+    def fail(*args):
+        raise AssertionError("a valid cache must not be rebuilt")
+
+    monkeypatch.setattr(ic, "_decode_or_error", fail)
+    again = images.cached(SIZE, cache_dir=tmp_path / "cache", draft=False, progress=False)
+    assert again.cache.path == cache.path
+
+
+def test_changed_file_list_rebuilds(images, tmp_path):
+    kw = {"cache_dir": tmp_path / "cache", "progress": False}
+    first = images.cached(SIZE, **kw).cache.path
+    assert images.subset([0, 1, 2]).cached(SIZE, **kw).cache.path != first
+    write_image(images.files[2], 99, (80, 80))  # same path, other content and byte size
+    rebuilt = images.cached(SIZE, **kw).cache
+    assert rebuilt.path != first
+    np.testing.assert_array_equal(rebuilt.images[2], decode_resized(images.files[2], SIZE)[0])
+    assert images.cached(SIZE, fit="pad", **kw).cache.path != rebuilt.path
+    assert images.cached(SIZE + 8, **kw).cache.path != rebuilt.path
+
+
+def test_cache_survives_a_moved_root(images, tmp_path):
+    path = images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False).cache.path
+    moved = tmp_path / "moved"
+    images.root.rename(moved)
+    copy = ImageListDataset(moved, images.paths, images.labels, "toy", "train")
+    assert copy.cached(SIZE, cache_dir=tmp_path / "cache", progress=False).cache.path == path
+
+
+def test_corrupt_image_reported_by_path(images, tmp_path):
+    images.files[3].write_bytes(b"\xff\xd8\xff\xe0 truncated")
+    images.files[5].write_bytes(b"plain text, not an image")
+    with pytest.raises(ValueError, match=r"Cannot decode 2 of 8 images") as err:
+        images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False)
+    assert str(images.files[3]) in str(err.value) and str(images.files[5]) in str(err.value)
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.suffix in (".npy", ".json")]
+
+
+def test_missing_image(images, tmp_path):
+    images.files[1].unlink()
+    with pytest.raises(FileNotFoundError, match=r"1 images to cache do not exist: .*1.jpg"):
+        images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False)
+
+
+def test_interrupted_build_resumes(images, tmp_path, monkeypatch):
+    calls = []
+    real = ic._decode_or_error
+
+    def flaky(args):
+        calls.append(args[0])
+        if len(calls) == 70:  # in the second chunk of 64
+            raise KeyboardInterrupt
+        return real(args)
+
+    monkeypatch.setattr(ic, "_decode_or_error", flaky)
+    kw = {"cache_dir": tmp_path / "cache", "workers": 1, "progress": False}
+    with pytest.raises(KeyboardInterrupt):
+        build_image_cache(images.files[:4] * 40, size=SIZE, **kw)  # 160 images, chunks of 64
+    cache_files = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert any(n.endswith(".partial.npy") for n in cache_files)
+    assert not any(n.endswith(".json") and ".partial" not in n for n in cache_files)
+
+    resumed: list[str] = []
+
+    def counting(args):
+        resumed.append(args[0])
+        return real(args)
+
+    monkeypatch.setattr(ic, "_decode_or_error", counting)
+    cache = build_image_cache(images.files[:4] * 40, size=SIZE, **kw)
+    assert len(resumed) == 160 - 64  # the first chunk was kept
+    for i in (0, 63, 64, 159):
+        np.testing.assert_array_equal(cache.images[i], decode_resized(images.files[i % 4], SIZE)[0])
+    assert not [p for p in (tmp_path / "cache").iterdir() if ".partial" in p.name]
+
+
+def test_array_without_manifest_is_not_used(images, tmp_path):
+    cache = images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False).cache
+    manifest = cache.path.with_suffix(".json")
+    manifest.unlink()
+    with pytest.raises(FileNotFoundError, match="No complete image cache"):
+        open_image_cache(cache.path)
+    rebuilt = images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False).cache
+    assert manifest.is_file() and rebuilt.path == cache.path
+
+
+def test_bad_options(images, tmp_path):
+    with pytest.raises(ValueError, match="size"):
+        build_image_cache(images.files, size=4, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="fit"):
+        build_image_cache(images.files, size=SIZE, fit="stretch", cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="empty"):
+        build_image_cache([], size=SIZE, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="workers"):
+        build_image_cache(images.files, size=SIZE, workers=0, cache_dir=tmp_path)
+
+
+# ------------------------------------------------------------------------------------------
+# reading: CachedImageDataset
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cached(images, tmp_path):
+    return images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False)
+
+
+def test_dataset_conventions(cached):
+    assert len(cached) == 8 and cached.num_classes == 2 and cached.class_counts().tolist() == [4, 4]
+    assert cached.input_shape == (3, SIZE, SIZE)
+    assert cached.describe() == "toy/train: 8 images, 2 classes, 4-4 per class, cached 32x32 (crop)"
+    img, label = cached[5]
+    assert img.dtype == torch.uint8 and img.shape == (3, SIZE, SIZE) and int(label) == 1
+    np.testing.assert_array_equal(img.permute(1, 2, 0).numpy(), cached.cache.images[5])
+
+
+def test_batch(cached):
+    b = cached.batch(torch.tensor([6, 1, 6]))
+    assert b.images.shape == (3, 3, SIZE, SIZE) and b.images.dtype == torch.uint8
+    assert b.images.is_contiguous(memory_format=torch.channels_last)
+    assert b.labels.tolist() == [1, 0, 1] and b.indices.tolist() == [6, 1, 6]
+    assert b.regions.tolist() == [[0, 0, SIZE, SIZE]] * 3
+    torch.testing.assert_close(b.images[1], cached[1][0])
+    images, labels, regions, indices = cached.batch([0])  # a NamedTuple
+    assert images.shape[0] == 1
+
+
+def test_batches_in_order_and_sampled(cached):
+    got = list(cached.batches(3))
+    assert [len(b.labels) for b in got] == [3, 3, 2]
+    assert torch.cat([b.indices for b in got]).tolist() == list(range(8))
+    sampler = PKSampler(cached.labels, batch_size=4, k=2, seed=1)
+    threaded = [b.indices for b in cached.batches(sampler, prefetch=2)]
+    plain = [b.indices for b in cached.batches(sampler, prefetch=0)]
+    assert len(threaded) == len(sampler) and all(
+        torch.equal(a, b) for a, b in zip(threaded, plain, strict=True)
+    )
+    first = next(iter(cached.batches(sampler)))  # stopping early must not hang
+    assert first.labels.shape == (4,)
+
+
+def test_batches_propagate_errors(cached):
+    with pytest.raises(IndexError):
+        list(cached.batches([torch.tensor([0, 1]), torch.tensor([99])]))
+    with pytest.raises(ValueError, match="batch size"):
+        list(cached.batches(0))
+
+
+def test_subset_view(cached):
+    sub = cached.subset(cached.labels == 1)
+    assert len(sub) == 4 and sub.rows.tolist() == [4, 5, 6, 7]
+    torch.testing.assert_close(sub[0][0], cached[4][0])
+    torch.testing.assert_close(sub.batch([1]).images, cached.batch([5]).images)
+
+
+def test_pad_regions(images, tmp_path):
+    padded = images.cached(SIZE, fit="pad", cache_dir=tmp_path / "cache", progress=False)
+    assert padded.regions[5].tolist() == [8, 0, 16, 32]  # 70 x 35
+    assert padded.regions[1].tolist() == [0, 4, 32, 24]  # 30 x 40
+    assert padded.batch([5]).regions.tolist() == [[8, 0, 16, 32]]
+    assert padded.describe().endswith("cached 32x32 (pad)")

@@ -1,0 +1,559 @@
+"""The MS loss of dmlbook: mining (Wang et al. Eq. 11-12), weighting (Eq. 13-14), loss (Eq. 15),
+the Table 2 ablation family, and their behaviour at the edges (nothing mined, one class, one
+sample, extreme similarities in float32, bfloat16 autocast).
+
+The comparisons with independent implementations (the per-anchor loop, pytorch-metric-learning,
+Liu et al.'s forms) are in ``tests/test_ms_equivalence.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import hypothesis.strategies as st
+import pandas as pd
+import pytest
+import sympy as sp
+import torch
+from hypothesis import given, settings
+
+from dmlbook import symbolic as sy
+from dmlbook.losses import (
+    PAPER_TABLE_2,
+    TABLE_2,
+    MinedPairLoss,
+    MSMiningLoss,
+    MultiSimilarityLoss,
+    PairLoss,
+    ablation_loss,
+    binomial_deviance_loss,
+    get_loss,
+    lifted_star_loss,
+    ms_anchor_weights,
+    ms_case_weights,
+    ms_mining_loss,
+    ms_mining_masks,
+    ms_weights,
+    multi_similarity_loss,
+    paper_table_2,
+    read_ablation_csv,
+    summarize_ablation,
+    table_2_names,
+)
+from dmlbook.similarity import cosine_similarity, pair_masks
+from dmlbook.three_similarities import (
+    ProbeSpec,
+    compare_with_paper,
+    default_probes,
+    three_similarities_table,
+)
+
+FAST = settings(max_examples=40, deadline=None)
+
+
+def rand_S(B: int, seed: int = 0, dtype=torch.float64, d: int = 5) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return cosine_similarity(torch.randn(B, d, generator=g, dtype=dtype))
+
+
+def grad_of(fn, S):
+    S = S.detach().clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(fn(S), S)
+    return g
+
+
+@st.composite
+def batches(draw, max_b: int = 9, n_classes: int = 3):
+    """Labels (singletons, one class, B = 1 included) and a cosine similarity matrix."""
+    B = draw(st.integers(1, max_b))
+    labels = draw(st.lists(st.integers(0, n_classes - 1), min_size=B, max_size=B))
+    seed = draw(st.integers(0, 10_000))
+    return rand_S(B, seed), torch.tensor(labels)
+
+
+# ------------------------------------------------------------------------------ mining
+
+
+def test_mining_on_the_shared_fixture():
+    """The mined sets listed in the notes for PML's fixture (eps = 0.1)."""
+    a = torch.tensor([0.0, 20.0, 40.0, 60.0, 80.0], dtype=torch.float64) * math.pi / 180
+    x = torch.stack([2 * torch.cos(a), 0.5 * torch.sin(a)], dim=1)
+    pos, neg = ms_mining_masks(cosine_similarity(x), torch.tensor([0, 0, 1, 1, 2]), 0.1)
+    assert sorted(map(tuple, pos.nonzero().tolist())) == [(0, 1), (1, 0), (2, 3), (3, 2)]
+    assert sorted(map(tuple, neg.nonzero().tolist())) == [
+        (0, 2), (0, 3), (1, 2), (1, 3), (2, 0), (2, 1), (3, 0), (3, 1),
+    ]  # fmt: skip
+    assert not pos[4].any() and not neg[4].any()  # the singleton anchor gets nothing
+
+
+@FAST
+@given(batches(), st.sampled_from([0.0, 0.05, 0.1, 0.5]))
+def test_mining_follows_eq_11_12_and_gives_both_sets_or_neither(batch, eps):
+    S, y = batch
+    pos, neg = ms_mining_masks(S, y, eps)
+    lp, ln = pair_masks(y)
+    assert not (pos & ~lp).any() and not (neg & ~ln).any()
+    for i in range(len(y)):
+        P = [k for k in range(len(y)) if lp[i, k]]
+        N = [k for k in range(len(y)) if ln[i, k]]
+        for j in N:  # Eq. 11, threshold over all positives
+            assert bool(neg[i, j]) == (bool(P) and float(S[i, j]) + eps > min(S[i, P]).item())
+        for j in P:  # Eq. 12, threshold over all negatives
+            assert bool(pos[i, j]) == (bool(N) and float(S[i, j]) - eps < max(S[i, N]).item())
+        assert bool(pos[i].any()) == bool(neg[i].any())
+
+
+def test_mining_edges():
+    S = rand_S(6)
+    for y in (torch.zeros(6, dtype=torch.long), torch.arange(6)):  # one class / all singletons
+        pos, neg = ms_mining_masks(S, y)
+        assert not pos.any() and not neg.any()
+    pos, neg = ms_mining_masks(torch.ones(1, 1), torch.tensor([3]))
+    assert pos.shape == (1, 1) and not pos.any() and not neg.any()
+    # a huge epsilon mines every pair of every anchor that has both kinds
+    pos, neg = ms_mining_masks(S, torch.tensor([0, 0, 1, 1, 2, 2]), 10.0)
+    lp, ln = pair_masks(torch.tensor([0, 0, 1, 1, 2, 2]))
+    assert torch.equal(pos, lp) and torch.equal(neg, ln)
+
+
+def test_mining_reads_S_detached_and_candidate_masks_narrow_the_thresholds():
+    S = rand_S(8, 3).requires_grad_(True)
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2])
+    pos, neg = ms_mining_masks(S, y)
+    assert pos.dtype == torch.bool and not pos.requires_grad
+    keep = torch.ones(8, 8, dtype=torch.bool)
+    keep[:, 1] = False  # drop column 1 from the candidates: thresholds are then taken without it
+    p2, n2 = ms_mining_masks(S.detach(), y, pos_mask=keep, neg_mask=keep)
+    assert not p2[:, 1].any() and not n2[:, 1].any()
+    lp, ln = pair_masks(y)
+    expected, _ = ms_mining_masks(S.detach(), y, pos_mask=lp & keep)
+    assert torch.equal(p2, expected & keep)
+
+
+# ---------------------------------------------------------------------- weights = gradient
+
+
+@pytest.mark.parametrize("mining", [True, False])
+@pytest.mark.parametrize("margin", [0.5, 1.0])
+def test_weights_are_the_gradient_of_the_sum(mining, margin):
+    """Eq. 13-14 are dL/dS of Eq. 15: +w on negatives, -w on positives."""
+    S = rand_S(12, 1)
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 4])
+    masks = ms_mining_masks(S, y) if mining else pair_masks(y)
+    w_pos, w_neg = ms_weights(S, y, 2.0, 50.0, margin, pos_mask=masks[0], neg_mask=masks[1])
+    g = grad_of(
+        lambda s: multi_similarity_loss(s, y, 2, 50, margin, mining=mining, reduction="sum"), S
+    )
+    torch.testing.assert_close(g, w_neg - w_pos, rtol=0, atol=1e-13)
+    assert (w_pos >= 0).all() and (w_neg >= 0).all()
+    assert (w_neg.sum(1) < 1).all() and (w_pos.sum(1) < 1).all()  # the "1 +" of Eq. 13-14
+
+
+def test_weights_equal_the_printed_eq_13_14():
+    S = rand_S(9, 4)
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2])
+    a, b, lam = 2.0, 50.0, 0.5
+    pos, neg = ms_mining_masks(S, y)
+    w_pos, w_neg = ms_weights(S, y, a, b, lam, pos_mask=pos, neg_mask=neg)
+    for i in range(9):
+        P, N = pos[i].nonzero().flatten(), neg[i].nonzero().flatten()
+        for j in N:
+            eq13 = 1 / (math.exp(b * (lam - S[i, j])) + torch.exp(b * (S[i, N] - S[i, j])).sum())
+            assert float(w_neg[i, j]) == pytest.approx(float(eq13), rel=1e-12)
+        for j in P:
+            eq14 = 1 / (math.exp(-a * (lam - S[i, j])) + torch.exp(-a * (S[i, P] - S[i, j])).sum())
+            assert float(w_pos[i, j]) == pytest.approx(float(eq14), rel=1e-12)
+
+
+def test_anchor_weights_match_the_matrix_form():
+    S = rand_S(7, 5)
+    y = torch.tensor([0, 0, 0, 1, 1, 2, 2])
+    w_pos, w_neg = ms_weights(S, y)
+    lp, ln = pair_masks(y)
+    for i in range(7):
+        wp, wn = ms_anchor_weights(S[i, lp[i]], S[i, ln[i]])
+        torch.testing.assert_close(wp, w_pos[i, lp[i]], rtol=1e-12, atol=0)
+        torch.testing.assert_close(wn, w_neg[i, ln[i]], rtol=1e-12, atol=0)
+    wp, wn = ms_anchor_weights(torch.zeros(4, 0), torch.rand(4, 3))  # empty P, batched
+    assert wp.shape == (4, 0) and wn.shape == (4, 3)
+
+
+def test_blog_cases_order_the_weights():
+    """Seed 001: a pair's weight falls as the anchor's other pairs get harder (Case 1 > 2 > 3)."""
+    s = 0.4
+    others = torch.tensor([[s - 0.2] * 5, [s] * 5, [s + 0.2] * 5], dtype=torch.float64)
+    pair = torch.full((3, 1), s, dtype=torch.float64)
+    _, w_neg = ms_anchor_weights(
+        torch.zeros(3, 0, dtype=torch.float64), torch.cat([pair, others], 1)
+    )
+    assert w_neg[0, 0] > w_neg[1, 0] > w_neg[2, 0]
+    # positives: the other positives more similar (easier) -> the pair gets the larger weight
+    w_pos, _ = ms_anchor_weights(torch.cat([pair, others.flip(0)], 1), torch.zeros(3, 0))
+    assert w_pos[0, 0] > w_pos[1, 0] > w_pos[2, 0]
+
+
+def test_case_weights_helper():
+    s = torch.linspace(-0.5, 1.0, 31, dtype=torch.float64)
+    for positive in (False, True):
+        w1, w2, w3 = (ms_case_weights(s, h, positive=positive) for h in (-0.2, 0.0, 0.2))
+        assert w1.shape == s.shape and (w1 >= w2).all() and (w2 >= w3).all()
+    # alone, a negative gets binomial deviance's sigmoid; a positive the mirrored one
+    torch.testing.assert_close(ms_case_weights(s, 0.0, 0), torch.sigmoid(50 * (s - 0.5)))
+    torch.testing.assert_close(
+        ms_case_weights(s, 0.0, 0, positive=True), torch.sigmoid(-2 * (s - 0.5))
+    )
+    # the helper is the anchor weight of the pair with its others
+    row = torch.tensor([0.3, 0.5, 0.5, 0.5], dtype=torch.float64)
+    _, wn = ms_anchor_weights(row[:0], row)
+    assert float(ms_case_weights(torch.tensor(0.3, dtype=torch.float64), 0.2, 3)) == pytest.approx(
+        float(wn[0]), rel=1e-12
+    )
+    assert float(ms_case_weights(0.9, 0.5)) > 0  # others clipped at S = 1
+    with pytest.raises(ValueError, match="n_others"):
+        ms_case_weights(0.5, 0.0, -1)
+
+
+def test_symbolic_eq_13_14_for_a_small_anchor():
+    alpha, beta = sy.hyperparameters("alpha beta")
+    lam = sp.Symbol("lambda", real=True)
+    a = sy.anchor_similarities(2, 2)
+    L = (
+        sy.log1p_sum_exp([-alpha * (s - lam) for s in a.pos]) / alpha
+        + sy.log1p_sum_exp([beta * (s - lam) for s in a.neg]) / beta
+    )
+    w = sy.pair_weights(L, a)
+    eq13 = 1 / (sp.exp(beta * (lam - a.neg[0])) + sum(sp.exp(beta * (s - a.neg[0])) for s in a.neg))
+    eq14 = 1 / (
+        sp.exp(-alpha * (lam - a.pos[0])) + sum(sp.exp(-alpha * (s - a.pos[0])) for s in a.pos)
+    )
+    assert sy.prove_equal(w[a.neg[0]], eq13)
+    assert sy.prove_equal(-w[a.pos[0]], eq14)  # Eq. 14 is a magnitude: dL/dS = -w+
+    assert not sy.prove_equal(w[a.pos[0]], eq14, verbose=False)
+    # and dmlbook's implementation against these symbolic weights, on a mined real batch
+    S = rand_S(10, 7)
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 2])
+    pos, neg = ms_mining_masks(S, y)
+    vals = {alpha: 2.0, beta: 50.0, lam: 0.5}
+    check = sy.check_against_autograd(
+        lambda s, lab: multi_similarity_loss(s, lab, 2.0, 50.0, 0.5),
+        sy.weights_from_loss(
+            lambda b: (
+                sy.log1p_sum_exp([-alpha * (s - lam) for s in b.pos]) / alpha
+                + sy.log1p_sum_exp([beta * (s - lam) for s in b.neg]) / beta
+            ),
+            vals,
+        ),
+        S,
+        y,
+        scale=1 / 10,
+        pos_mask=pos,
+        neg_mask=neg,
+    )
+    assert check.passed and check.max_abs_err <= 1e-10
+
+
+# --------------------------------------------------------------- backward implementations
+
+
+@pytest.mark.parametrize("mining", [True, False])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_closed_form_backward_equals_autograd(mining, reduction):
+    S = rand_S(15, 2).requires_grad_(True)
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 4, 5, 5, 5])
+    g_out = torch.rand(15, dtype=torch.float64) if reduction == "none" else None
+    grads = []
+    for backward in ("closed_form", "autograd"):
+        out = multi_similarity_loss(S, y, mining=mining, reduction=reduction, backward=backward)
+        (g,) = torch.autograd.grad(out, S, grad_outputs=g_out)
+        grads.append((out.detach(), g))
+    torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-13, atol=1e-15)
+    torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-12, atol=1e-15)
+
+
+def test_finite_differences_agree():
+    S = rand_S(8, 11)
+    y = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2])
+    for mining in (True, False):
+        fn = lambda s, lab, m=mining: multi_similarity_loss(s, lab, 2.0, 10.0, 0.5, mining=m)
+        assert sy.gradcheck_witness(fn, S, y)
+
+
+def test_autograd_backward_supports_double_backward():
+    S = rand_S(6, 2).requires_grad_(True)
+    y = torch.tensor([0, 0, 1, 1, 2, 2])
+    loss = multi_similarity_loss(S, y, backward="autograd")
+    (g,) = torch.autograd.grad(loss, S, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), S)
+    assert torch.isfinite(h).all() and h.abs().sum() > 0
+    # the closed-form backward refuses a second derivative instead of returning a wrong one
+    (g2,) = torch.autograd.grad(multi_similarity_loss(S, y), S, create_graph=True)
+    with pytest.raises(RuntimeError):
+        torch.autograd.grad(g2.sum(), S)
+
+
+# ----------------------------------------------------------------------------- edges
+
+
+@FAST
+@given(batches())
+def test_never_nan_and_empty_anchors_contribute_zero(batch):
+    S, y = batch
+    per = multi_similarity_loss(S, y, reduction="none")
+    pos, neg = ms_mining_masks(S, y)
+    empty = ~(pos.any(1) | neg.any(1))
+    assert torch.isfinite(per).all() and (per[empty] == 0).all() and (per[~empty] > 0).all()
+    g = grad_of(lambda s: multi_similarity_loss(s, y), S)
+    assert torch.isfinite(g).all()
+    assert (g[~(pos | neg)] == 0).all()  # unmined pairs (and the diagonal) get no weight
+    assert float(multi_similarity_loss(S, y)) == pytest.approx(float(per.sum() / len(y)), rel=1e-12)
+
+
+def test_batches_without_pairs():
+    for S, y in (
+        (torch.ones(1, 1), torch.tensor([0])),
+        (rand_S(4), torch.zeros(4, dtype=torch.long)),
+    ):
+        S = S.clone().requires_grad_(True)
+        loss = multi_similarity_loss(S, y)
+        (g,) = torch.autograd.grad(loss, S)
+        assert float(loss.detach()) == 0.0 and (g == 0).all()
+    # without mining a one-class batch still has its positive halves
+    assert (
+        float(multi_similarity_loss(rand_S(4), torch.zeros(4, dtype=torch.long), mining=False)) > 0
+    )
+
+
+@pytest.mark.parametrize("margin", [0.5, 1.0])
+@pytest.mark.parametrize("mining", [True, False])
+def test_float32_safe_at_extreme_similarities(margin, mining):
+    """alpha = 2, beta = 50 in float32 for any S in [-1, 1]: finite and equal to float64."""
+    g = torch.Generator().manual_seed(0)
+    B = 40
+    vals = torch.rand(B, B, generator=g, dtype=torch.float64) * 2 - 1
+    vals[torch.rand(B, B, generator=g) < 0.3] = 1.0
+    vals[torch.rand(B, B, generator=g) < 0.2] = -1.0
+    S64 = ((vals + vals.T) / 2).fill_diagonal_(1.0)
+    y = torch.arange(B) % 7
+    S32 = S64.float()
+    for S in (S32, S64):
+        assert torch.isfinite(
+            grad_of(lambda s: multi_similarity_loss(s, y, 2, 50, margin, mining=mining), S)
+        ).all()
+    v32 = multi_similarity_loss(S32, y, 2, 50, margin, mining=mining)
+    v64 = multi_similarity_loss(S32.double(), y, 2, 50, margin, mining=mining)
+    assert v32.dtype == torch.float32 and float(v32) == pytest.approx(float(v64), rel=1e-5)
+    g32 = grad_of(lambda s: multi_similarity_loss(s, y, 2, 50, margin, mining=mining), S32)
+    g64 = grad_of(lambda s: multi_similarity_loss(s, y, 2, 50, margin, mining=mining), S32.double())
+    torch.testing.assert_close(g32.double(), g64, rtol=1e-4, atol=1e-7)
+
+
+def test_huge_scales_do_not_overflow():
+    S = rand_S(10, 3).float()
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3])
+    for margin in (-1.0, 0.0, 2.0):
+        loss = multi_similarity_loss(S, y, 200.0, 500.0, margin, mining=False)
+        g = grad_of(
+            lambda s, m=margin: multi_similarity_loss(s, y, 200.0, 500.0, m, mining=False), S
+        )
+        assert torch.isfinite(loss) and torch.isfinite(g).all()
+
+
+def test_bfloat16_autocast_on_cpu():
+    """S from a matmul under bf16 autocast: the loss runs in float32 on the bf16 similarities."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(24, 16, generator=g)
+    y = torch.arange(24) % 6
+    x1 = x.clone().requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = torch.nn.functional.normalize(x1, dim=1)
+        S = z @ z.T
+        assert S.dtype == torch.bfloat16
+        loss = multi_similarity_loss(S, y)
+    loss.backward()
+    assert loss.dtype == torch.float32 and torch.isfinite(loss) and torch.isfinite(x1.grad).all()
+    # the same numbers as float32 arithmetic on the bf16-rounded similarities
+    S_rounded = S.detach().float().requires_grad_(True)
+    ref = multi_similarity_loss(S_rounded, y)
+    assert float(loss.detach()) == pytest.approx(float(ref.detach()), rel=1e-6)
+    # and close to the all-float32 loss
+    ref32 = MultiSimilarityLoss()(x, y)
+    assert float(loss.detach()) == pytest.approx(float(ref32.detach()), rel=5e-2)
+    # the gradient with respect to bf16 S comes back as bf16
+    Sb = S.detach().clone().requires_grad_(True)
+    (gb,) = torch.autograd.grad(multi_similarity_loss(Sb, y), Sb)
+    assert gb.dtype == torch.bfloat16
+    for backward in ("autograd", "closed_form"):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert torch.isfinite(MultiSimilarityLoss(backward=backward)(x, y))
+
+
+def test_reductions_and_module():
+    S = rand_S(9, 2)
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2])
+    per = multi_similarity_loss(S, y, reduction="none")
+    assert per.shape == (9,)
+    assert float(multi_similarity_loss(S, y, reduction="sum")) == pytest.approx(float(per.sum()))
+    x = torch.randn(9, 4, dtype=torch.float64)
+    m = MultiSimilarityLoss(2.0, 40.0, 0.5, 0.1)
+    assert float(m(x, y)) == pytest.approx(
+        float(multi_similarity_loss(cosine_similarity(x), y, 2.0, 40.0, 0.5)), rel=1e-12
+    )
+    assert "beta=40.0" in repr(m) and "mining=True" in repr(m)
+
+
+def test_bad_arguments_fail_with_a_message():
+    S, y = rand_S(4), torch.tensor([0, 0, 1, 1])
+    with pytest.raises(ValueError, match="alpha"):
+        multi_similarity_loss(S, y, alpha=0.0)
+    with pytest.raises(ValueError, match="beta"):
+        multi_similarity_loss(S, y, beta=-1.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        multi_similarity_loss(S, y, epsilon=-0.1)
+    with pytest.raises(ValueError, match="reduction"):
+        multi_similarity_loss(S, y, reduction="max")
+    with pytest.raises(ValueError, match="backward"):
+        multi_similarity_loss(S, y, backward="magic")
+    with pytest.raises(ValueError, match="square"):
+        multi_similarity_loss(S[:3], y)
+    with pytest.raises(ValueError, match="labels"):
+        multi_similarity_loss(S, torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="NaN"):
+        multi_similarity_loss(S * float("nan"), y)
+    with pytest.raises(TypeError):
+        multi_similarity_loss(S.long(), y)
+    with pytest.raises(ValueError, match="pos_mask"):
+        ms_mining_masks(S, y, pos_mask=torch.ones(3, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="epsilon"):
+        MultiSimilarityLoss(epsilon=float("inf"))
+
+
+# ------------------------------------------------------------------------- MS mining row
+
+
+def test_ms_mining_loss_weights_every_mined_pair_equally():
+    S = rand_S(10, 8)
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3, 3])
+    pos, neg = ms_mining_masks(S, y)
+    g = grad_of(lambda s: ms_mining_loss(s, y, reduction="sum"), S)
+    assert torch.equal(g, neg.double() - pos.double())
+    g_all = grad_of(lambda s: ms_mining_loss(s, y, mining=False, reduction="sum"), S)
+    lp, ln = pair_masks(y)
+    assert torch.equal(g_all, ln.double() - lp.double())
+    x = torch.randn(10, 3, dtype=torch.float64)
+    module = MSMiningLoss(0.2)
+    assert float(module(x, y)) == pytest.approx(
+        float(ms_mining_loss(cosine_similarity(x), y, 0.2)), rel=1e-12
+    )
+    assert "epsilon=0.2" in repr(module)
+
+
+# ------------------------------------------------------------------------ registry, Table 1
+
+
+def test_registered_in_the_loss_registry():
+    assert isinstance(get_loss("multi_similarity"), MultiSimilarityLoss)
+    assert isinstance(get_loss("MS", margin=1.0), MultiSimilarityLoss)
+    assert isinstance(get_loss("multi-similarity", mining=False), MultiSimilarityLoss)
+    assert isinstance(get_loss("ms_mining"), MSMiningLoss)
+    with pytest.raises(ValueError, match="epsilon"):
+        get_loss("ms", epsilonn=0.2)
+
+
+def test_three_similarities_table_sees_all_three_for_ms():
+    spec = [s for s in default_probes() if s.loss == "multi_similarity"]
+    assert len(spec) == 1
+    table = three_similarities_table(spec, n_configs=4)
+    cmp = compare_with_paper(table, spec)
+    row = cmp.loc["MS (Wang Eq. 15)"]
+    assert row["S (dmlbook)"] and row["P (dmlbook)"] and row["N (dmlbook)"] and row["agrees"]
+    # without mining, Similarity-P is gone (the "MS weighting" row of Table 2 is S, N)
+    t2 = three_similarities_table([ProbeSpec("w", "ms", {"mining": False}, "MS")], n_configs=4)
+    assert t2.loc["w", "S"] and t2.loc["w", "N"] and not t2.loc["w", "P"]
+
+
+# ---------------------------------------------------------------------- Table 2 family
+
+
+def test_table_2_names_and_paper_numbers():
+    assert table_2_names() == (
+        "Binomial", "LiftedStruct*", "MS mining", "BinLifted",
+        "MS weighting", "Binomial_m", "LiftedStruct*_m", "MS",
+    )  # fmt: skip
+    assert set(PAPER_TABLE_2) == set(table_2_names())
+    paper = paper_table_2()
+    assert paper.loc["MS", "R@1"] == 77.3 and paper["R@1"].idxmax() == "MS"
+    assert paper.loc["MS mining", "R@1"] == paper["R@1"].min()
+    assert (paper[["R@1", "R@2", "R@4", "R@8"]].diff(axis=1).iloc[:, 1:] > 0).all().all()
+    assert [v.similarities for v in TABLE_2] == ["S", "N", "P", "SN", "SN", "SP", "NP", "SNP"]
+
+
+@pytest.mark.parametrize("name", table_2_names())
+def test_every_variant_builds_and_trains_a_step(name):
+    loss_fn = ablation_loss(name, margin=0.5)
+    assert isinstance(loss_fn, PairLoss)
+    x = torch.randn(20, 8, requires_grad=True)
+    y = torch.arange(20) % 4
+    loss = loss_fn(x, y)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
+    mined = next(v.mined for v in TABLE_2 if v.name == name)
+    assert ("P" in next(v.similarities for v in TABLE_2 if v.name == name)) == mined
+
+
+def test_mined_variants_are_the_base_losses_on_ms_masks():
+    S = rand_S(12, 9)
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3])
+    pos, neg = ms_mining_masks(S, y, 0.1)
+    got = ablation_loss("binomial_m", margin=0.5).loss_on_similarity(S, y)
+    want = binomial_deviance_loss(S, y, 2.0, 50.0, 0.5, pos_mask=pos, neg_mask=neg)
+    assert float(got) == pytest.approx(float(want), rel=1e-12)
+    got = ablation_loss("LiftedStruct*_m").loss_on_similarity(S, y)
+    want = lifted_star_loss(S, y, 2.0, 50.0, pos_mask=pos, neg_mask=neg)
+    assert float(got) == pytest.approx(float(want), rel=1e-12)
+    assert float(ablation_loss("Binomial").loss_on_similarity(S, y)) != pytest.approx(
+        float(ablation_loss("Binomial_m").loss_on_similarity(S, y)), rel=1e-6
+    )
+    ms_w = ablation_loss("MS weighting", margin=0.7)
+    assert isinstance(ms_w, MultiSimilarityLoss) and not ms_w.mining and ms_w.margin == 0.7
+    assert isinstance(ablation_loss("ms"), MultiSimilarityLoss) and ablation_loss("ms").mining
+    assert isinstance(ablation_loss("lifted_star_m"), MinedPairLoss)
+    with pytest.raises(ValueError, match="Table 2"):
+        ablation_loss("triplet")
+    with pytest.raises(ValueError, match="beta"):
+        ablation_loss("MS", beta=0)
+
+
+def test_summarize_ablation_beside_the_paper():
+    rows = [
+        {
+            "variant": n,
+            "seed": s,
+            "R@1": 0.5 + 0.01 * i + 0.001 * s,
+            "R@2": 0.6,
+            "R@4": 0.7,
+            "R@8": 0.8,
+        }
+        for i, n in enumerate(table_2_names())
+        for s in range(3)
+    ]
+    out = summarize_ablation(pd.DataFrame(rows))
+    assert list(out.index) == list(table_2_names())
+    assert out.loc["MS", "R@1"] == "57.1 ± 0.1" and out.loc["MS", "R@1 (paper)"] == "77.3"
+    assert out.loc["MS", "rank"] == 1 and out.loc["MS", "rank (paper)"] == 1
+    assert out.loc["Binomial", "seeds"] == 3
+    assert out.attrs["mean"].loc["MS", "R@1"] == pytest.approx(57.1)
+    # the frame of dmlbook.experiments.compare_losses (column "loss") is accepted too
+    other = pd.DataFrame(rows).rename(columns={"variant": "loss"})
+    assert summarize_ablation(other).equals(out)
+    with pytest.raises(ValueError, match="variant"):
+        summarize_ablation(pd.DataFrame({"x": [1]}))
+
+
+def test_read_ablation_csv(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("# machine X\n# protocol Y\nvariant,seed,R@1\nMS,0,0.5\n")
+    frame = read_ablation_csv(path)
+    assert frame.attrs["header"] == ["machine X", "protocol Y"]
+    assert list(frame.columns) == ["variant", "seed", "R@1"] and frame.loc[0, "R@1"] == 0.5
+    with pytest.raises(FileNotFoundError, match="ms_ablation.py"):
+        read_ablation_csv(tmp_path / "missing.csv")
