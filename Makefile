@@ -8,6 +8,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.dmlbook-installed
 PYTEST_NOTEBOOKS := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with book/sanitize.cfg
 JOBS   ?= 2
+# Idle OpenMP threads sleep instead of spinning (two test workers share two cores).
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: help install book test test-unit test-book refresh lab lint format bench clean
 
@@ -57,6 +59,8 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_recall.py
+	$(BIN)/python bench/bench_ms.py
+	$(BIN)/python bench/bench_input_pipeline.py
 
 clean:
 	rm -rf build book/_build .pytest_cache .hypothesis

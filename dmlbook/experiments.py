@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 from torch import nn
+from tqdm import tqdm
 
 from .losses.registry import get_loss
 from .models.embedding import check_positive_int, embed
@@ -110,6 +111,7 @@ def compare_losses(
     seeds: Sequence[int] = (0, 1, 2),
     eval_every: int | None = None,
     ks: Sequence[int] = (1, 2, 4, 8),
+    progress: bool | None = None,
     **fit_kwargs: Any,
 ) -> pd.DataFrame:
     """Train one model per (loss, seed) under one protocol and record Recall@K on ``test``.
@@ -133,10 +135,12 @@ def compare_losses(
         before training (epoch 0), every ``eval_every`` epochs and after the last one.
     ks : sequence of int
         The ``K`` of Recall@K.
+    progress : bool, optional
+        A tqdm bar over the runs (and ``fit``'s bar within each run). ``None``: on unless the
+        environment variable ``TQDM_DISABLE`` is set.
     **fit_kwargs
         Everything else :func:`~dmlbook.train.fit` accepts (``epochs``, ``batch_size``, ``k``,
-        ``lr``, ``optimizer``, ``batches_per_epoch``, ``device``, ``progress`` ...), the same for
-        every run.
+        ``lr``, ``optimizer``, ``batches_per_epoch``, ``device`` ...), the same for every run.
 
     Returns
     -------
@@ -146,13 +150,19 @@ def compare_losses(
         epoch; NaN at epoch 0 and, with ``eval_every=None``, the last epoch's value),
         ``R@K`` for each ``K`` (fractions) and ``seconds`` (wall time of the run so far; the
         only column that varies between identical runs). ``attrs`` holds the protocol:
-        ``seeds``, ``eval_every``, ``ks`` and the ``fit`` keyword arguments.
+        ``interrupted``, ``seeds``, ``eval_every``, ``ks`` and the ``fit`` keyword arguments.
 
     Raises
     ------
     ValueError, TypeError
         For an empty ``losses``, a bad seed or loss entry, or a ``fit`` keyword that
-        :func:`compare_losses` sets itself (``seed``, ``test``).
+        :func:`compare_losses` sets itself (``seed``, ``test``, ``eval_every``, ``ks``).
+
+    Notes
+    -----
+    Ctrl-C (``KeyboardInterrupt``) stops the grid: the runs that finished are returned with
+    ``attrs["interrupted"] = True``; the run in progress is dropped, since a shorter run is not
+    comparable with the others.
 
     Examples
     --------
@@ -162,7 +172,7 @@ def compare_losses(
     >>> format_summary(summarize(runs))  # doctest: +SKIP
     """
     from .evaluate import recall_at_k
-    from .train import _split, fit
+    from .train import _progress_disabled, _split, fit
 
     if not isinstance(losses, Mapping) or not losses:
         raise ValueError("losses must be a non-empty dict {label: loss}.")
@@ -185,9 +195,13 @@ def compare_losses(
     device = fit_kwargs.get("device", "cpu")
     test_x, test_y = _split(test, "test")
 
-    frames = []
-    for label, factory in factories.items():
-        for seed in seeds:
+    runs = [(label, seed) for label in factories for seed in seeds]
+    bar = tqdm(total=len(runs), desc="runs", unit="run", disable=_progress_disabled(progress))
+    frames: list[pd.DataFrame] = []
+    interrupted = False
+    try:
+        for label, seed in runs:
+            bar.set_postfix(loss=label, seed=seed, refresh=False)
             start = time.perf_counter()
             seed_everything(seed)
             model = make_model()
@@ -195,36 +209,51 @@ def compare_losses(
                 raise TypeError(
                     f"make_model() must return a torch.nn.Module, got {type(model).__name__}."
                 )
-            loss_fn = factory()
+            loss_fn = factories[label]()
+            kwargs = dict(fit_kwargs, progress=progress, seed=seed, ks=ks)
             if eval_every is None:
-                history = fit(model, loss_fn, train, None, seed=seed, ks=ks, **fit_kwargs)
-                last = history.iloc[[-1]].copy()
-                emb = embed(model, test_x, device=device)
-                recall = recall_at_k(emb, test_y, ks)
-                for k in ks:
-                    last[f"R@{k}"] = float(recall[k])
-                last["seconds"] = time.perf_counter() - start
-                history = last
+                history = fit(model, loss_fn, train, None, **kwargs)
+                interrupted = bool(history.attrs.get("interrupted", False))
+                history = history.iloc[[-1]].copy()
+                if not interrupted:  # score the finished run once
+                    recall = recall_at_k(embed(model, test_x, device=device), test_y, ks)
+                    for k in ks:
+                        history[f"R@{k}"] = float(recall[k])
+                history["seconds"] = time.perf_counter() - start
             else:
-                history = fit(
-                    model,
-                    loss_fn,
-                    train,
-                    test,
-                    seed=seed,
-                    ks=ks,
-                    eval_every=eval_every,
-                    **fit_kwargs,
-                )
-            history = history.rename(columns={"loss": "train_loss"})
-            history.insert(0, "seed", seed)
-            history.insert(0, "loss", label)
-            frames.append(history)
+                history = fit(model, loss_fn, train, test, eval_every=eval_every, **kwargs)
+                interrupted = bool(history.attrs.get("interrupted", False))
+            if not interrupted:  # a run cut short is not comparable with the others: drop it
+                history = history.rename(columns={"loss": "train_loss"})
+                history.insert(0, "seed", seed)
+                history.insert(0, "loss", label)
+                frames.append(history)
+                bar.update(1)
+            else:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+    if interrupted:
+        print(
+            f"compare_losses interrupted: returning the {len(frames)} of {len(runs)} runs that "
+            "finished; the run in progress was dropped."
+        )
     columns = ["loss", "seed", "epoch", "train_loss", *(f"R@{k}" for k in ks), "seconds"]
-    out = pd.concat(frames, ignore_index=True)[columns]
+    if not frames:
+        out = pd.DataFrame(columns=columns)
+        out.attrs.update(interrupted=True, seeds=list(seeds), eval_every=eval_every, ks=list(ks))
+        return out
+    out = pd.concat(frames, ignore_index=True)
+    for col in columns:  # an interrupted evaluate-once run never gets its R@K columns
+        if col not in out.columns:
+            out[col] = float("nan")
+    out = out[columns]
     out["seed"] = out["seed"].astype(int)
     out["epoch"] = out["epoch"].astype(int)
     out.attrs.update(
+        interrupted=interrupted,
         seeds=list(seeds),
         eval_every=eval_every,
         ks=list(ks),

@@ -40,7 +40,9 @@ def setup(seed: int = 0, threads: int = 2) -> Profile:
     try:
         import matplotlib
 
-        matplotlib.rcParams.update({"figure.dpi": 80, "savefig.dpi": 80, "figure.figsize": (6, 3.6)})
+        matplotlib.rcParams.update(
+            {"figure.dpi": 80, "savefig.dpi": 80, "figure.figsize": (6, 3.6)}
+        )
         from IPython import get_ipython
 
         ip = get_ipython()

@@ -37,7 +37,9 @@ def as_embeddings(x: torch.Tensor | np.ndarray, name: str = "embeddings") -> tor
             "Flatten each sample's embedding into one row."
         )
     if x.shape[0] == 0 or x.shape[1] == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(x.shape)}); pass at least one row and column.")
+        raise ValueError(
+            f"{name} is empty (shape {tuple(x.shape)}); pass at least one row and column."
+        )
     if not torch.is_floating_point(x):
         x = x.float()
     finite = torch.isfinite(x)
@@ -65,9 +67,13 @@ def as_labels(labels: torch.Tensor | np.ndarray | list, name: str = "labels") ->
     if isinstance(labels, np.ndarray):
         labels = torch.from_numpy(labels)
     if not isinstance(labels, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, numpy array or list, got {type(labels).__name__}.")
+        raise TypeError(
+            f"{name} must be a torch.Tensor, numpy array or list, got {type(labels).__name__}."
+        )
     if labels.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (one class id per sample), got shape {tuple(labels.shape)}.")
+        raise ValueError(
+            f"{name} must be 1-D (one class id per sample), got shape {tuple(labels.shape)}."
+        )
     if torch.is_floating_point(labels):
         if not bool((labels == labels.round()).all()):
             raise ValueError(f"{name} must be integer class ids, got non-integer values.")

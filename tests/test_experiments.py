@@ -199,3 +199,37 @@ def test_plot_recall_bars(results):
     assert one.axes[0].get_ylabel() == "R@1 (%)"
     with pytest.raises(ValueError, match="no column"):
         plot_recall_bars(summary, ["R@16"])
+
+
+def test_interrupt_keeps_the_finished_runs_and_drops_the_one_in_progress(capsys):
+    calls = {"n": 0}
+
+    def flaky():
+        inner = ContrastiveLoss(margin=0.5)
+
+        def loss(emb, y):
+            calls["n"] += 1
+            if calls["n"] > 12:  # 2 epochs x 5 batches per run: the second run is cut short
+                raise KeyboardInterrupt
+            return inner(emb, y)
+
+        return loss
+
+    res = compare_losses({"flaky": flaky}, MODEL, TRAIN, TEST, seeds=(0, 1, 2), **FIT)
+    assert res.attrs["interrupted"]
+    assert res["seed"].tolist() == [0] and res["R@1"].notna().all()
+    assert "1 of 3 runs" in capsys.readouterr().out
+
+    def stop():
+        raise KeyboardInterrupt
+
+    empty = compare_losses({"c": "contrastive"}, stop, TRAIN, TEST, seeds=(0,), **FIT)
+    assert empty.attrs["interrupted"] and len(empty) == 0
+
+
+def test_progress_bar_over_runs_can_be_shown(capsys):
+    res = compare_losses(
+        {"c": "contrastive"}, MODEL, TRAIN, TEST, seeds=(0,), **(FIT | {"progress": True})
+    )
+    assert len(res) == 1 and not res.attrs["interrupted"]
+    assert "runs" in capsys.readouterr().err

@@ -557,3 +557,27 @@ def test_read_ablation_csv(tmp_path):
     assert list(frame.columns) == ["variant", "seed", "R@1"] and frame.loc[0, "R@1"] == 0.5
     with pytest.raises(FileNotFoundError, match="ms_ablation.py"):
         read_ablation_csv(tmp_path / "missing.csv")
+
+
+@pytest.mark.parametrize("mining", [True, False])
+def test_candidate_masks_in_the_closed_form_path(mining):
+    """Given masks go through the general path; it matches autograd and the label-mask path."""
+    S = rand_S(14, 12)
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 4])
+    lp, ln = pair_masks(y)
+    g = torch.Generator().manual_seed(3)
+    keep = torch.rand(14, 14, generator=g) < 0.7
+    for pm, nm in ((lp, ln), (lp & keep, ln & keep), (None, keep)):
+        out = {}
+        for backward in ("closed_form", "autograd"):
+            fn = lambda s, b=backward, pm=pm, nm=nm: multi_similarity_loss(
+                s, y, mining=mining, backward=b, pos_mask=pm, neg_mask=nm
+            )
+            out[backward] = (float(fn(S)), grad_of(fn, S))
+        assert out["closed_form"][0] == pytest.approx(out["autograd"][0], rel=1e-12)
+        torch.testing.assert_close(
+            out["closed_form"][1], out["autograd"][1], rtol=1e-12, atol=1e-15
+        )
+    plain = float(multi_similarity_loss(S, y, mining=mining))
+    labelled = float(multi_similarity_loss(S, y, mining=mining, pos_mask=lp, neg_mask=ln))
+    assert plain == pytest.approx(labelled, rel=1e-13)

@@ -501,3 +501,12 @@ def test_symbolic_jacobian_matches_autograd_of_l2_normalize():
     v = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
     auto = torch.autograd.functional.jacobian(lambda t: l2_normalize(t[None])[0], v)
     torch.testing.assert_close(J(v), auto, rtol=1e-13, atol=1e-15)
+
+
+def test_batch_similarities_names_are_unique_beyond_nine():
+    from dmlbook.symbolic import batch_similarities
+
+    for B in (3, 9, 12):
+        S = batch_similarities(B)
+        names = [S[i, j].name for i in range(B) for j in range(B) if i != j]
+        assert len(set(names)) == B * (B - 1)

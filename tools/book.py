@@ -78,6 +78,7 @@ def execute(src: Path, dst: Path, cell_timeout: int) -> float:
     nb = nbformat.read(src, as_version=4)
     os.environ["TQDM_DISABLE"] = "1"
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads sleep, not spin
     client = NotebookClient(
         nb,
         timeout=cell_timeout,

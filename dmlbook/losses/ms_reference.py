@@ -43,9 +43,9 @@ def _anchor_sets(
     hardest_positive = s[i, positives].min()
     hardest_negative = s[i, negatives].max()
     # Eq. 11: a negative is kept if it is more similar than the hardest positive minus eps.
-    kept_negatives = negatives[s[i, negatives] + epsilon > hardest_positive]
+    kept_negatives = negatives[s[i, negatives] > hardest_positive - epsilon]
     # Eq. 12: a positive is kept if it is less similar than the hardest negative plus eps.
-    kept_positives = positives[s[i, positives] - epsilon < hardest_negative]
+    kept_positives = positives[s[i, positives] < hardest_negative + epsilon]
     return kept_positives, kept_negatives
 
 

@@ -34,11 +34,14 @@ Semantics (what the paper leaves open, and what dmlbook chose)
 * **Thresholds** come from the *unmined* sets: Eq. 11 uses the minimum over all the anchor's
   positives, Eq. 12 the maximum over all its negatives (as in the authors' code and in
   pytorch-metric-learning's ``MultiSimilarityMiner``). Inequalities are strict and evaluated as
-  ``S - epsilon < max`` and ``S + epsilon > min``, the arithmetic of both reference codes.
+  printed, ``S > min - epsilon`` and ``S < max + epsilon`` (the reference codes write
+  ``S + epsilon > min`` and ``S - epsilon < max``: the same sets except for ties within one
+  rounding error).
 * **Both or neither.** An anchor's hardest positive is mined iff
-  ``min_P S < max_N S + epsilon`` and its hardest negative iff the same inequality holds, so an
-  anchor gets mined positives *and* negatives, or nothing at all (also when it has no positive,
-  e.g. a singleton class, or no negative, e.g. a one-class batch).
+  ``min_P S < max_N S + epsilon`` and its hardest negative iff ``max_N S > min_P S - epsilon``,
+  the same condition (up to a tie within one rounding error), so an anchor gets mined positives
+  *and* negatives, or nothing at all (also when it has no positive, e.g. a singleton class, or
+  no negative, e.g. a one-class batch).
 * **Empty sets.** An empty ``P_i`` or ``N_i`` contributes ``log(1 + 0) = 0`` with gradient 0; an
   anchor with nothing mined contributes 0. The mean divides by **all** ``B`` anchors (the paper's
   ``1/m`` with ``m`` the batch size; the authors' code and pytorch-metric-learning do the same),
@@ -56,6 +59,17 @@ float64. Half-precision inputs (``bfloat16``/``float16``, e.g. ``S`` from a matm
 The default backward is the closed form Eq. 13-14 itself (one ``B x B`` tensor saved, one
 multiply in the backward pass); ``backward="autograd"`` differentiates the same forward formula
 with autograd (slower, but supports double backward).
+
+Performance
+-----------
+On CPUs the cost of the element-wise work is not the arithmetic: ``torch.where`` (and
+``masked_fill``) with a *data-dependent* mask such as a mined one runs a branchy kernel, tens of
+times slower than a multiplication, and every extra ``B x B`` temporary is fresh memory whose
+first-touch page faults can cost more than the matrix product (notably in VMs). The closed-form
+path therefore keeps positives as index lists (``K - 1`` per row in a P x K batch), writes the
+Eq. 11 mask as a float whose logarithm (0 or ``-inf``) is added to the exponent, and works in
+one ``B x B`` buffer that becomes the saved weights. ``bench/bench_ms.py`` times it against
+pytorch-metric-learning and the bare ``X X^T``.
 """
 
 from __future__ import annotations
@@ -156,53 +170,33 @@ def _candidates(
     y = _validated_labels(S, labels)
     if pos_mask is not None or neg_mask is not None:
         return resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    # pair_masks, with two allocations instead of five (see _hardest on why that matters)
     pos = y[:, None] == y[None, :]
     neg = pos.logical_not()
     pos.fill_diagonal_(False)
     return pos, neg
 
 
-# Performance notes (CPU, B = 1000). Two things dominate the cost of this module's element-wise
-# work, far more than the arithmetic itself:
-# * ``torch.where`` with a *data-dependent* mask (a mined one) runs a branchy kernel, tens of
-#   times slower than with a label-structured mask or than a multiplication by the mask;
-# * every B x B temporary that is alive at the same time as others is fresh memory, and
-#   first-touch page faults can cost more than the matrix product (notably in VMs).
-# Hence: ``where`` only with label masks, mined masks applied by multiplication, and one scratch
-# buffer reused through ``out=``.
-
-
 def _hardest(
-    s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, buf: torch.Tensor | None = None
+    s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per row: the least similar positive (``+inf`` if none), the most similar negative (``-inf``).
-
-    ``buf`` (shaped and typed like ``s``) is used as scratch when given.
-    """
-    buf = torch.empty_like(s) if buf is None else buf
+    """Per row: the least similar positive (``+inf`` if none), the most similar negative (``-inf``)."""
     inf = torch.full((), float("inf"), dtype=s.dtype, device=s.device)
-    min_pos = torch.where(pos, s, inf, out=buf).amin(dim=1)
-    max_neg = torch.where(neg, s, -inf, out=buf).amax(dim=1)
+    min_pos = torch.where(pos, s, inf).amin(dim=1)
+    max_neg = torch.where(neg, s, -inf).amax(dim=1)
     return min_pos, max_neg
 
 
 def _mine(
-    s: torch.Tensor,
-    pos: torch.Tensor,
-    neg: torch.Tensor,
-    epsilon: float,
-    buf: torch.Tensor | None = None,
+    s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, epsilon: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Eq. 11-12 on detached similarities; also returns the two thresholds' extremes.
+    """Eq. 11-12 on detached similarities, as dense masks; also returns the two extremes.
 
-    Evaluated as ``S - eps < max_N S`` and ``S + eps > min_P S`` (the arithmetic of the
-    reference implementations). ``buf`` is optional scratch shaped like ``s``.
+    Evaluated literally: ``S_ij > min_P S - eps`` (Eq. 11), ``S_ij < max_N S + eps`` (Eq. 12),
+    with the per-row thresholds computed first (:func:`_ms_core` uses the same arithmetic).
     """
-    buf = torch.empty_like(s) if buf is None else buf
-    min_pos, max_neg = _hardest(s, pos, neg, buf)
-    mined_pos = torch.lt(torch.sub(s, epsilon, out=buf), max_neg[:, None]).logical_and_(pos)
-    mined_neg = torch.gt(torch.add(s, epsilon, out=buf), min_pos[:, None]).logical_and_(neg)
+    min_pos, max_neg = _hardest(s, pos, neg)
+    mined_pos = torch.lt(s, (max_neg + epsilon)[:, None]).logical_and_(pos)
+    mined_neg = torch.gt(s, (min_pos - epsilon)[:, None]).logical_and_(neg)
     return mined_pos, mined_neg, min_pos, max_neg
 
 
@@ -230,9 +224,9 @@ def ms_mining_masks(
     Returns
     -------
     pos, neg : bool Tensor of shape (B, B)
-        ``pos[i, j]`` iff ``j`` is a positive of ``i`` with ``S_ij - epsilon < max_{N} S_ik``
+        ``pos[i, j]`` iff ``j`` is a positive of ``i`` with ``S_ij < max_{N} S_ik + epsilon``
         (Eq. 12); ``neg[i, j]`` iff ``j`` is a negative of ``i`` with
-        ``S_ij + epsilon > min_{P} S_ik`` (Eq. 11). The thresholds come from the unmined sets;
+        ``S_ij > min_{P} S_ik - epsilon`` (Eq. 11). The thresholds come from the unmined sets;
         the diagonal is never a pair. An anchor gets mined positives and negatives, or neither
         (see the module notes): in particular an anchor with no positive (a singleton class) or
         no negative (a one-class batch) gets an empty row in both.
@@ -252,65 +246,111 @@ def ms_mining_masks(
     return mined_pos, mined_neg
 
 
-def _shifted_exponents(
+def _positive_pairs(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row and column indices of every positive pair ``(i, j)``, ``y_i = y_j``, ``i != j``.
+
+    Built from the sorted labels in O(number of pairs), without a ``B x B`` mask.
+    """
+    B = y.shape[0]
+    order = torch.argsort(y, stable=True)
+    _, counts = torch.unique_consecutive(y[order], return_counts=True)
+    size = counts.repeat_interleave(counts)  # class size of each sample, in sorted order
+    start = (torch.cumsum(counts, 0) - counts).repeat_interleave(counts)
+    anchor = torch.arange(B, device=y.device).repeat_interleave(size)
+    first = (torch.cumsum(size, 0) - size).repeat_interleave(size)
+    partner = start.repeat_interleave(size) + torch.arange(anchor.shape[0], device=y.device) - first
+    keep = anchor != partner
+    return order[anchor[keep]], order[partner[keep]]
+
+
+def _ms_core(
     s: torch.Tensor,
-    side: torch.Tensor,
-    kept: torch.Tensor,
+    y: torch.Tensor,
+    masks: tuple[torch.Tensor, torch.Tensor] | None,
     alpha: float,
     beta: float,
     margin: float,
-    min_pos: torch.Tensor,
-    max_neg: torch.Tensor,
-    buf: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The exponentials of Eq. 15, shifted per row so that no exponent is positive.
+    epsilon: float | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 11-15 on detached similarities: the anchor terms and the matrix ``dL_i/dS_ij``.
 
     Parameters
     ----------
     s : Tensor (B, B)
-        Detached similarities.
-    side : bool Tensor (B, B)
-        Which entries are read as positive pairs (``-alpha`` slope); every other entry is read
-        as a negative pair (``beta`` slope). The candidate positives before mining: a label-
-        structured mask, which ``torch.where`` handles fast (a data-dependent mask, such as a
-        mined one, makes ``torch.where`` branchy and many times slower on CPUs).
-    kept : bool Tensor (B, B)
-        The pairs that enter the sums (``P_i`` and ``N_i``); a subset of the candidates.
-    min_pos, max_neg : Tensor (B,)
-        At most / at least the extremes of ``s`` over the kept positives / negatives; they fix
-        the shifts (any such bound is valid; the exact extremes lose the least precision).
-    buf : Tensor (B, B), optional
-        Scratch shaped like ``s``; it holds ``where(side, 1, 0)``-split copies of ``E`` on return.
+        Similarities (no graph), in the compute dtype.
+    y : Tensor (B,)
+        Labels.
+    masks : (pos, neg) bool Tensors (B, B), or None
+        Candidate pairs; ``None`` means the label masks (the fast path: positives as index
+        lists, negatives implicit).
+    alpha, beta, margin : float
+    epsilon : float or None
+        Mine with Eq. 11-12 (``None``: keep every candidate).
 
     Returns
     -------
-    E : Tensor (B, B)
-        ``e^{-alpha (S - lambda) - c_p}`` on kept positives, ``e^{beta (S - lambda) - c_n}`` on
-        kept negatives, exactly 0 elsewhere.
-    lse : Tensor (2, B)
-        Per row, ``log(1 + sum_{P_i} e^{-alpha (S - lambda)})`` and the same for ``N_i``
-        (exactly 0 for an empty set).
-    totals : Tensor (2, B)
-        The shifted totals ``e^{-c} + sum E`` of the positive and the negative half.
+    per_anchor : Tensor (B,)
+        Eq. 15's anchor terms (0 for an anchor with nothing kept).
+    W : Tensor (B, B)
+        ``dL_i/dS_ij``: ``+w^-_ij`` (Eq. 13) on kept negatives, ``-w^+_ij`` (Eq. 14) on kept
+        positives, 0 elsewhere.
+
+    Notes
+    -----
+    Positive pairs are few (``K - 1`` per row in a P x K batch) and handled as index lists;
+    negatives densely, in one ``B x B`` buffer that becomes ``W``. Every exponent is shifted by
+    its row maximum (including the implicit 0 of the ``1 +``). Kept negatives are selected
+    without a data-dependent ``torch.where`` (slow on CPUs): the 0/1 mask of Eq. 11 is written
+    as a float, its logarithm (0 or ``-inf``) is added to the exponent, and ``exp(-inf) = 0``.
     """
-    buf = torch.empty_like(s) if buf is None else buf
-    zero = torch.zeros((), dtype=s.dtype, device=s.device)
+    B = s.shape[0]
+    dt, dev = s.dtype, s.device
+    inf = torch.full((), float("inf"), dtype=dt, device=dev)
+    W = torch.empty_like(s)
+    if masks is None:
+        rows, cols = _positive_pairs(y)
+        W.copy_(s)  # hardest negative: the row maximum with positives and self excluded
+        W[rows, cols] = -inf
+        W.fill_diagonal_(-inf)
+        max_neg = W.amax(dim=1)
+    else:
+        rows, cols = masks[0].nonzero(as_tuple=True)
+        max_neg = torch.where(masks[1], s, -inf, out=W).amax(dim=1)
+    s_pos = s[rows, cols]
+    min_pos = torch.full((B,), float("inf"), dtype=dt, device=dev)
+    min_pos.scatter_reduce_(0, rows, s_pos, "amin")
+    if epsilon is None:
+        keep_pos = torch.ones_like(s_pos, dtype=torch.bool)
+        W.fill_(1.0)
+    else:
+        keep_pos = s_pos < (max_neg + epsilon)[rows]  # Eq. 12
+        torch.gt(s, (min_pos - epsilon)[:, None], out=W)  # Eq. 11, as 0./1.
+    if masks is not None:
+        W.mul_(masks[1])
+    # Shifts: the largest exponent of each half (the hardest kept positive and negative are
+    # the extremes whenever anything is kept), and 0 for the "1 +".
+    zero = torch.zeros((), dtype=dt, device=dev)
     shifts = torch.stack([alpha * (margin - min_pos), beta * (max_neg - margin)]).clamp_min(0.0)
     shifts = torch.where(torch.isfinite(shifts), shifts, zero)
     c_p, c_n = shifts
-    # -alpha (s - lambda) - c_p = -alpha s + (alpha lambda - c_p); likewise for negatives.
-    E = torch.add((-beta * margin - c_n)[:, None], s, alpha=beta)
-    torch.add((alpha * margin - c_p)[:, None], s, alpha=-alpha, out=buf)
-    torch.where(side, buf, E, out=E)
-    # Kept entries are <= 0 up to rounding; the clamp keeps the others (the diagonal, unmined
-    # pairs) from overflowing before the mask zeroes them.
-    E.clamp_max_(0.0).exp_().mul_(kept)
-    sum_p = torch.where(side, E, zero, out=buf).sum(dim=1)
-    sum_n = torch.where(side, zero, E, out=buf).sum(dim=1)
+    # negatives: log(mask) + beta (s - lambda) - c_n, then exp (masked-out entries -> 0)
+    W.log_().add_(s, alpha=beta).add_((-beta * margin - c_n)[:, None])
+    W.clamp_max_(0.0).exp_()
+    if masks is None:
+        W[rows, cols] = 0.0
+        W.fill_diagonal_(0.0)
+    sum_n = W.sum(dim=1)
+    # positives, as a list: exp(-alpha (s - lambda) - c_p) on the kept ones
+    e_pos = ((alpha * margin - c_p)[rows] - alpha * s_pos).clamp_max_(0.0).exp_() * keep_pos
+    sum_p = torch.zeros(B, dtype=dt, device=dev).index_add_(0, rows, e_pos)
     sums = torch.stack([sum_p, sum_n])
     totals = torch.exp(-shifts) + sums
     lse = torch.where(sums > 0, shifts + totals.log(), zero)
-    return E, lse, totals
+    per_anchor = lse[0] / alpha + lse[1] / beta
+    inv = 1.0 / totals
+    W.mul_(inv[1][:, None])  # Eq. 13 on kept negatives
+    W[rows, cols] = -e_pos * inv[0][rows]  # Eq. 14, with the sign of dL/dS
+    return per_anchor, W
 
 
 def ms_weights(
@@ -353,16 +393,13 @@ def ms_weights(
     """
     alpha = check_positive(alpha, "alpha")
     beta = check_positive(beta, "beta")
-    pos, neg = _candidates(S, labels, pos_mask, neg_mask)
+    y = _validated_labels(S, labels)
+    masks = None
+    if pos_mask is not None or neg_mask is not None:
+        masks = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     s = S.detach().to(_compute_dtype(S))
-    buf = torch.empty_like(s)
-    min_pos, max_neg = _hardest(s, pos, neg, buf)
-    E, _, totals = _shifted_exponents(
-        s, pos, pos | neg, alpha, beta, float(margin), min_pos, max_neg, buf
-    )
-    w_pos = E * pos / totals[0][:, None]
-    w_neg = E * neg / totals[1][:, None]
-    return w_pos, w_neg
+    _, W = _ms_core(s, y, masks, alpha, beta, float(margin), None)
+    return (-W).clamp_min_(0.0), W.clamp_min_(0.0)
 
 
 def ms_anchor_weights(
@@ -457,28 +494,18 @@ class _MSClosedForm(torch.autograd.Function):
     def forward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx,
         S: torch.Tensor,
-        side: torch.Tensor,
-        kept: torch.Tensor,
-        min_pos: torch.Tensor,
-        max_neg: torch.Tensor,
+        y: torch.Tensor,
+        masks: tuple[torch.Tensor, torch.Tensor] | None,
         alpha: float,
         beta: float,
         margin: float,
-        buf: torch.Tensor | None,
+        epsilon: float | None,
     ) -> torch.Tensor:
         with torch.autocast(device_type=S.device.type, enabled=False):
             s = S.detach().to(_compute_dtype(S))
-            buf = torch.empty_like(s) if buf is None else buf
-            E, lse, totals = _shifted_exponents(
-                s, side, kept, alpha, beta, margin, min_pos, max_neg, buf
-            )
-            per_anchor = lse[0] / alpha + lse[1] / beta
-            # dL_i/dS_ij = -E_ij / total_p (Eq. 14 with its sign) on positives and
-            # +E_ij / total_n (Eq. 13) on negatives; E is 0 on every other entry.
-            inv = 1.0 / totals
-            E.mul_(torch.where(side, -inv[0][:, None], inv[1][:, None], out=buf))
-            ctx.save_for_backward(E)
-            ctx.input_dtype = S.dtype
+            per_anchor, W = _ms_core(s, y, masks, alpha, beta, margin, epsilon)
+        ctx.save_for_backward(W)
+        ctx.input_dtype = S.dtype
         return per_anchor
 
     @staticmethod
@@ -488,7 +515,7 @@ class _MSClosedForm(torch.autograd.Function):
     ) -> tuple[torch.Tensor | None, ...]:
         (W,) = ctx.saved_tensors
         grad = W * grad_per_anchor.to(W.dtype)[:, None]
-        return (grad.to(ctx.input_dtype), *([None] * 8))
+        return (grad.to(ctx.input_dtype), *([None] * 6))
 
 
 def _reduce(per_anchor: torch.Tensor, reduction: str) -> torch.Tensor:
@@ -563,20 +590,16 @@ def multi_similarity_loss(
     margin = float(margin)
     check_choice(reduction, _REDUCTIONS, "reduction")
     check_choice(backward, BACKWARDS, "backward")
-    side, neg_candidates = _candidates(S, labels, pos_mask, neg_mask)
-    s = S.detach().to(_compute_dtype(S))
-    buf = torch.empty_like(s)  # one scratch buffer for the whole call
-    if mining:
-        # The hardest positive and negative of an anchor are mined whenever anything is, so the
-        # extremes of the unmined sets are those of the mined sets: they fix the row shifts.
-        pos, neg, min_pos, max_neg = _mine(s, side, neg_candidates, eps, buf)
-    else:
-        pos, neg = side, neg_candidates
-        min_pos, max_neg = _hardest(s, pos, neg, buf)
     if backward == "closed_form":
-        kept = pos.logical_or_(neg) if mining else pos | neg
-        per = _MSClosedForm.apply(S, side, kept, min_pos, max_neg, alpha, beta, margin, buf)
+        y = _validated_labels(S, labels)
+        masks = None
+        if pos_mask is not None or neg_mask is not None:
+            masks = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        per = _MSClosedForm.apply(S, y, masks, alpha, beta, margin, eps if mining else None)
     else:
+        pos, neg = _candidates(S, labels, pos_mask, neg_mask)
+        if mining:
+            pos, neg, _, _ = _mine(S.detach().to(_compute_dtype(S)), pos, neg, eps)
         x = S.to(_compute_dtype(S))
         lse_p, _ = masked_logsumexp(-alpha * (x - margin), pos, dim=1, add_one=True)
         lse_n, _ = masked_logsumexp(beta * (x - margin), neg, dim=1, add_one=True)

@@ -111,11 +111,16 @@ def batch_similarities(B: int, name: str = "S") -> sp.Matrix:
     Every off-diagonal entry is its own symbol (``S_ij`` and ``S_ji`` are distinct), matching how
     autograd treats a loss's input ``S``: one partial derivative per entry. Use it to write a loss
     on a whole tiny batch, batch reduction included, when it does not split into anchors.
+    Symbols are named ``S_ij`` for ``B <= 9`` and ``S_i,j`` beyond, so that no two entries share
+    a name (``S_112`` would be both (1, 12) and (11, 2)).
     """
     if not isinstance(B, int) or B < 1:
         raise ValueError(f"B must be a positive int (the batch size), got {B!r}.")
+    sep = "" if B <= 9 else ","
     return sp.Matrix(
-        B, B, lambda i, j: sp.S.One if i == j else sp.Symbol(f"{name}_{i + 1}{j + 1}", real=True)
+        B,
+        B,
+        lambda i, j: sp.S.One if i == j else sp.Symbol(f"{name}_{i + 1}{sep}{j + 1}", real=True),
     )
 
 
