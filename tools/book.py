@@ -68,7 +68,9 @@ def stderr_cells(nb: nbformat.NotebookNode) -> list[int]:
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or IGNORE_MARK in cell.source:
             continue
-        if any(o.get("output_type") == "stream" and o.get("name") == "stderr" for o in cell.outputs):
+        if any(
+            o.get("output_type") == "stream" and o.get("name") == "stderr" for o in cell.outputs
+        ):
             bad.append(i)
     return bad
 
@@ -164,7 +166,9 @@ def build(cell_timeout: int, max_seconds: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("command", choices=("refresh", "build", "list"))
     parser.add_argument("chapters", nargs="*", help="chapters for refresh (default: all)")
     parser.add_argument("--cell-timeout", type=int, default=300, help="seconds per cell")
@@ -178,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.chapters:
             parser.error("build always executes the whole book")
         return build(args.cell_timeout, args.max_seconds)
-    return 1 if run_all(chapters(args.chapters), lambda p: p, args.cell_timeout, args.max_seconds) else 0
+    return (
+        1
+        if run_all(chapters(args.chapters), lambda p: p, args.cell_timeout, args.max_seconds)
+        else 0
+    )
 
 
 if __name__ == "__main__":

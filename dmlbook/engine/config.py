@@ -5,7 +5,7 @@ A config file has five sections (every key optional except where a default canno
     name: ms_cub_bninception
     data:  {dataset: cub, crop: 227, resize: 256, ...}
     model: {backbone: bn_inception, pretrained: default, dim: 512, pooling: max, freeze_bn: true}
-    loss:  {name: multi_similarity, params: {alpha: 2, beta: 40, base: 0.5, epsilon: 0.1}}
+    loss:  {name: multi_similarity, params: {alpha: 2, beta: 40, margin: 0.5, epsilon: 0.1}}
     optim: {name: adam, lr: 3.0e-5, weight_decay: 5.0e-4, milestones: [1200, 2400], gamma: 0.1}
     train: {iterations: 3000, batch_size: 80, k: 5, bf16: true, ...}
 
