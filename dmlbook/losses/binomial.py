@@ -166,48 +166,8 @@ def binlifted_loss(
 class BinomialDevianceLoss(PairLoss):
     """Module form of :func:`binomial_deviance_loss` (Wang et al. 2019, Eq. 9)."""
 
-    def __init__(
-        self,
-        alpha: float = 2.0,
-        beta: float = 50.0,
-        margin: float = 0.5,
-        *,
-        reduction: str = "mean",
-    ) -> None:
-        super().__init__()
-        self.alpha = check_positive(alpha, "alpha")
-        self.beta = check_positive(beta, "beta")
-        self.margin = float(margin)
-        self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
-
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return binomial_deviance_loss(
-            S,
-            labels,
-            self.alpha,
-            self.beta,
-            self.margin,
-            reduction=self.reduction,
-            pos_mask=pos_mask,
-            neg_mask=neg_mask,
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"alpha={self.alpha}, beta={self.beta}, margin={self.margin}, "
-            f"reduction={self.reduction!r}"
-        )
-
-
-class BinLiftedLoss(PairLoss):
-    """Module form of :func:`binlifted_loss` (Wang et al. 2019, supplement Eq. 10)."""
+    #: The pure function of ``S`` this module calls; :class:`BinLiftedLoss` swaps it.
+    loss_function = staticmethod(binomial_deviance_loss)
 
     def __init__(
         self,
@@ -231,7 +191,7 @@ class BinLiftedLoss(PairLoss):
         pos_mask: torch.Tensor | None = None,
         neg_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        return binlifted_loss(
+        return self.loss_function(
             S,
             labels,
             self.alpha,
@@ -247,3 +207,12 @@ class BinLiftedLoss(PairLoss):
             f"alpha={self.alpha}, beta={self.beta}, margin={self.margin}, "
             f"reduction={self.reduction!r}"
         )
+
+
+class BinLiftedLoss(BinomialDevianceLoss):
+    """Module form of :func:`binlifted_loss` (Wang et al. 2019, supplement Eq. 10).
+
+    Same hyper-parameters as :class:`BinomialDevianceLoss`.
+    """
+
+    loss_function = staticmethod(binlifted_loss)
