@@ -85,6 +85,8 @@ def execute(src: Path, dst: Path, cell_timeout: int) -> float:
         nb,
         timeout=cell_timeout,
         kernel_name="python3",
+        # Kernel start-up chatter (log warnings) would interleave with the progress lines.
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
         resources={"metadata": {"path": str(src.parent)}},
     )
     start = time.perf_counter()
