@@ -16,11 +16,31 @@ from torch.utils.data import Dataset
 
 from ..validation import as_labels
 
-__all__ = ["EmbeddedDataset"]
+__all__ = ["ClassStats", "EmbeddedDataset"]
+
+
+class ClassStats:
+    """Class statistics shared by every data set that has a 1-D ``labels`` tensor."""
+
+    labels: torch.Tensor
+
+    @property
+    def classes(self) -> torch.Tensor:
+        """Sorted unique class ids present in this split (int64)."""
+        return torch.unique(self.labels, sorted=True)
+
+    @property
+    def num_classes(self) -> int:
+        """Number of distinct classes in this split."""
+        return int(self.classes.numel())
+
+    def class_counts(self) -> torch.Tensor:
+        """Number of samples of each class in :attr:`classes`, in the same order."""
+        return torch.unique(self.labels, sorted=True, return_counts=True)[1]
 
 
 @dataclass(eq=False, repr=False)
-class EmbeddedDataset(Dataset):
+class EmbeddedDataset(ClassStats, Dataset):
     """A data split held in memory: ``inputs[i]`` is a sample, ``labels[i]`` its class id.
 
     Parameters
@@ -87,23 +107,9 @@ class EmbeddedDataset(Dataset):
         return self.inputs[index], self.labels[index]
 
     @property
-    def classes(self) -> torch.Tensor:
-        """Sorted unique class ids present in this split (int64)."""
-        return torch.unique(self.labels, sorted=True)
-
-    @property
-    def num_classes(self) -> int:
-        """Number of distinct classes in this split."""
-        return int(self.classes.numel())
-
-    @property
     def input_shape(self) -> tuple[int, ...]:
         """Shape of one sample, e.g. ``(64,)`` or ``(3, 32, 32)``."""
         return tuple(self.inputs.shape[1:])
-
-    def class_counts(self) -> torch.Tensor:
-        """Number of samples of each class in :attr:`classes`, in the same order."""
-        return torch.unique(self.labels, sorted=True, return_counts=True)[1]
 
     def subset(self, indices: torch.Tensor | list[int]) -> EmbeddedDataset:
         """A new data set with the samples at ``indices`` (a LongTensor, index list or bool mask)."""

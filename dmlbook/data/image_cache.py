@@ -56,6 +56,7 @@ from torch.utils.data import Dataset
 from tqdm import tqdm
 
 from ..validation import as_labels
+from .dataset import ClassStats
 from .image_folder import _progress_disabled
 
 __all__ = [
@@ -554,7 +555,7 @@ _END = object()
 
 
 @dataclass(eq=False, repr=False)
-class CachedImageDataset(Dataset):
+class CachedImageDataset(ClassStats, Dataset):
     """A data split backed by an :class:`ImageCache`: fixed-size ``uint8`` images and labels.
 
     Built by :meth:`dmlbook.data.ImageListDataset.cached`. ``ds[i]`` is ``(image, label)`` with a
@@ -731,20 +732,6 @@ class CachedImageDataset(Dataset):
         finally:
             stop.set()
             thread.join(timeout=5)
-
-    @property
-    def classes(self) -> torch.Tensor:
-        """Sorted unique class ids present in this split (int64)."""
-        return torch.unique(self.labels, sorted=True)
-
-    @property
-    def num_classes(self) -> int:
-        """Number of distinct classes in this split."""
-        return int(self.classes.numel())
-
-    def class_counts(self) -> torch.Tensor:
-        """Number of images of each class in :attr:`classes`, in the same order."""
-        return torch.unique(self.labels, sorted=True, return_counts=True)[1]
 
     def subset(self, indices: torch.Tensor | Sequence[int] | np.ndarray) -> CachedImageDataset:
         """A view of the images at ``indices`` (LongTensor, index list or bool mask); no copy."""

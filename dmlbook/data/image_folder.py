@@ -33,6 +33,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..validation import as_labels
+from .dataset import ClassStats
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -250,7 +251,7 @@ def check_split_size(
 
 
 @dataclass(eq=False, repr=False)
-class ImageListDataset(Dataset):
+class ImageListDataset(ClassStats, Dataset):
     """A data split as image files: ``root / paths[i]`` is image ``i``, ``labels[i]`` its class.
 
     Parameters
@@ -336,20 +337,6 @@ class ImageListDataset(Dataset):
         """``(image, label)``: the decoded image as a ``uint8`` tensor ``(3, H, W)`` at its own size."""
         img = np.asarray(self.open_image(int(index)))
         return torch.from_numpy(img.copy()).permute(2, 0, 1), self.labels[index]
-
-    @property
-    def classes(self) -> torch.Tensor:
-        """Sorted unique class ids present in this split (int64)."""
-        return torch.unique(self.labels, sorted=True)
-
-    @property
-    def num_classes(self) -> int:
-        """Number of distinct classes in this split."""
-        return int(self.classes.numel())
-
-    def class_counts(self) -> torch.Tensor:
-        """Number of images of each class in :attr:`classes`, in the same order."""
-        return torch.unique(self.labels, sorted=True, return_counts=True)[1]
 
     def subset(self, indices: torch.Tensor | Sequence[int] | np.ndarray) -> ImageListDataset:
         """A new data set with the images at ``indices`` (LongTensor, index list or bool mask)."""
