@@ -40,14 +40,12 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .image_folder import (
     ImageListDataset,
-    check_split_size,
     data_root,
+    finish_split,
     is_junk,
-    keep_existing,
     scan_images,
 )
 
@@ -272,35 +270,17 @@ def load(
     in_split = (classes >= lo) & (classes <= hi)
     paths = [p for p, k in zip(paths, in_split, strict=True) if k]
     classes, boxes = classes[in_split], boxes[in_split]
-    if layout == "mat":
-        keep = keep_existing(
-            folder,
-            paths,
-            dataset="cars",
-            split=split,
-            list_file=source,
-            allow_partial=allow_partial,
-        )
-        paths = [p for p, k in zip(paths, keep, strict=True) if k]
-        classes, boxes = classes[keep], boxes[keep]
-    labels = classes - 1
-    n_images, n_classes = EXPECTED[split]
-    check_split_size(
-        labels,
+    return finish_split(
+        folder,
+        paths,
+        classes - 1,
         dataset="cars",
         split=split,
-        expected_images=n_images,
-        expected_classes=n_classes,
-        source=str(source),
+        list_file=source,
+        expected=EXPECTED[split],
         allow_partial=allow_partial,
-        note=_NOTE,
-    )
-    return ImageListDataset(
-        root=folder,
-        paths=paths,
-        labels=torch.from_numpy(labels),
-        name="cars",
-        split=split,
         class_names=names,
-        metadata={"bbox": torch.from_numpy(boxes)},
+        metadata={"bbox": boxes},
+        note=_NOTE,
+        check_files=layout == "mat",  # the folder layout was listed from disk already
     )

@@ -23,13 +23,11 @@ import os
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .image_folder import (
     ImageListDataset,
-    check_split_size,
     data_root,
-    keep_existing,
+    finish_split,
     read_table,
 )
 
@@ -122,32 +120,16 @@ def load(
         if lo <= c <= hi:
             paths.append("images/" + fields[1])
             labels.append(c - 1)
-    keep = keep_existing(
+    return finish_split(
         folder,
         paths,
+        np.asarray(labels, dtype=np.int64),
         dataset="cub",
         split=split,
         list_file=images_file,
+        expected=EXPECTED[split],
         allow_partial=allow_partial,
-    )
-    y = np.asarray(labels, dtype=np.int64)[keep]
-    n_images, n_classes = EXPECTED[split]
-    check_split_size(
-        y,
-        dataset="cub",
-        split=split,
-        expected_images=n_images,
-        expected_classes=n_classes,
-        source=str(images_file),
-        allow_partial=allow_partial,
+        class_names=names,
         note="(5,794 is the size of the classification test split in train_test_split.txt, "
         "which deep metric learning does not use.) ",
-    )
-    return ImageListDataset(
-        root=folder,
-        paths=[p for p, k in zip(paths, keep, strict=True) if k],
-        labels=torch.from_numpy(y),
-        name="cub",
-        split=split,
-        class_names=names,
     )

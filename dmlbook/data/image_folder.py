@@ -45,6 +45,7 @@ __all__ = [
     "IncompleteDatasetError",
     "IMAGE_EXTENSIONS",
     "check_split_size",
+    "finish_split",
     "data_root",
     "is_junk",
     "keep_existing",
@@ -435,3 +436,59 @@ def read_table(path: Path, *, columns: int, what: str, skip: int = 0) -> Iterabl
                     "truncated or from another data set?"
                 )
             yield fields
+
+
+def finish_split(
+    root: Path,
+    paths: Sequence[str],
+    labels: np.ndarray,
+    *,
+    dataset: str,
+    split: str,
+    list_file: Path,
+    expected: tuple[int, int | None],
+    allow_partial: bool,
+    class_names: list[str] | None = None,
+    metadata: dict[str, np.ndarray] | None = None,
+    note: str = "",
+    check_files: bool = True,
+) -> ImageListDataset:
+    """The last steps every benchmark loader shares.
+
+    Drop listed images that are missing (:func:`keep_existing`, unless ``check_files`` is False
+    because the caller listed the folder itself), check the split against its official
+    ``expected = (images, classes)`` (:func:`check_split_size`), and build the data set.
+    ``metadata`` rows are filtered together with the paths and labels.
+    """
+    metadata = dict(metadata or {})
+    if check_files:
+        keep = keep_existing(
+            root,
+            paths,
+            dataset=dataset,
+            split=split,
+            list_file=list_file,
+            allow_partial=allow_partial,
+        )
+        paths = [p for p, k in zip(paths, keep, strict=True) if k]
+        labels = labels[keep]
+        metadata = {key: value[keep] for key, value in metadata.items()}
+    check_split_size(
+        labels,
+        dataset=dataset,
+        split=split,
+        expected_images=expected[0],
+        expected_classes=expected[1],
+        source=str(list_file),
+        allow_partial=allow_partial,
+        note=note,
+    )
+    return ImageListDataset(
+        root=root,
+        paths=list(paths),
+        labels=torch.from_numpy(np.ascontiguousarray(labels, dtype=np.int64)),
+        name=dataset,
+        split=split,
+        class_names=class_names,
+        metadata={key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in metadata.items()},
+    )

@@ -25,14 +25,12 @@ import os
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .image_folder import (
     ImageListDataset,
     IncompleteDatasetError,
-    check_split_size,
     data_root,
-    keep_existing,
+    finish_split,
     read_table,
 )
 
@@ -137,30 +135,14 @@ def load(
     chosen = [r for r in rows if r[2] == split]
     paths = [r[0].replace("\\", "/") for r in chosen]
     labels = np.asarray([index[r[1]] for r in chosen], dtype=np.int64)
-    keep = keep_existing(
+    return finish_split(
         image_root,
         paths,
-        dataset="inshop",
-        split=split,
-        list_file=list_file,
-        allow_partial=allow_partial,
-    )
-    labels = labels[keep]
-    n_images, n_classes = EXPECTED[split]
-    check_split_size(
         labels,
         dataset="inshop",
         split=split,
-        expected_images=n_images,
-        expected_classes=n_classes,
-        source=str(list_file),
+        list_file=list_file,
+        expected=EXPECTED[split],
         allow_partial=allow_partial,
-    )
-    return ImageListDataset(
-        root=image_root,
-        paths=[p for p, k in zip(paths, keep, strict=True) if k],
-        labels=torch.from_numpy(labels),
-        name="inshop",
-        split=split,
         class_names=items,
     )

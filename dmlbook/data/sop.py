@@ -20,13 +20,11 @@ import os
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .image_folder import (
     ImageListDataset,
-    check_split_size,
     data_root,
-    keep_existing,
+    finish_split,
     read_table,
 )
 
@@ -101,26 +99,14 @@ def load(
     paths = [r[3].replace("\\", "/") for r in rows]
     labels = np.asarray([int(r[1]) - 1 for r in rows], dtype=np.int64)
     supers = np.asarray([int(r[2]) - 1 for r in rows], dtype=np.int64)
-    keep = keep_existing(
-        folder, paths, dataset="sop", split=split, list_file=list_file, allow_partial=allow_partial
-    )
-    labels, supers = labels[keep], supers[keep]
-    n_images, n_classes = EXPECTED[split]
-    check_split_size(
+    return finish_split(
+        folder,
+        paths,
         labels,
         dataset="sop",
         split=split,
-        expected_images=n_images,
-        expected_classes=n_classes,
-        source=str(list_file),
+        list_file=list_file,
+        expected=EXPECTED[split],
         allow_partial=allow_partial,
-    )
-    return ImageListDataset(
-        root=folder,
-        paths=[p for p, k in zip(paths, keep, strict=True) if k],
-        labels=torch.from_numpy(labels),
-        name="sop",
-        split=split,
-        class_names=None,
-        metadata={"super_label": torch.from_numpy(supers)},
+        metadata={"super_label": supers},
     )
