@@ -127,38 +127,6 @@ def recall_time(n: int, dim: int, device: torch.device, repeats: int) -> dict:
     return {"seconds": best, "R@1": out["R@1"], "ks": ks}
 
 
-def verify_torchvision(device: torch.device) -> str:
-    """Compare dmlbook's ResNet-50 with torchvision's: keys, shapes, and outputs on random weights.
-
-    Returns a markdown line for the results file (torchvision is not a dependency of dmlbook;
-    install it next to a matching torch to run this check).
-    """
-    try:
-        import torchvision
-    except Exception as err:  # noqa: BLE001 - any import failure means "not available"
-        return (
-            f"- torchvision comparison: not run (torchvision not importable: {type(err).__name__})"
-        )
-    from dmlbook.models import resnet50
-
-    torch.manual_seed(0)
-    ours = resnet50().to(device).eval()
-    theirs = torchvision.models.resnet50(weights=None).to(device).eval()
-    a, b = ours.state_dict(), theirs.state_dict()
-    same_keys = list(a) == list(b)
-    same_shapes = same_keys and all(a[k].shape == b[k].shape for k in a)
-    theirs.load_state_dict(a)  # our random weights into torchvision's network
-    x = torch.randn(4, 3, 224, 224, device=device)
-    with torch.no_grad():
-        diff = float((ours(x) - theirs(x)).abs().max())
-    n = sum(p.numel() for p in theirs.parameters())
-    return (
-        f"- torchvision {torchvision.__version__} resnet50: keys identical (names and order): "
-        f"{same_keys}; shapes identical: {same_shapes}; parameters {n:,}; max |logit difference| "
-        f"on random weights, 4 x 224 px: {diff:.2e}"
-    )
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="auto")
@@ -176,7 +144,6 @@ def main() -> None:
     p.add_argument("--recall-n", type=int, default=60_000)
     p.add_argument("--recall-dim", type=int, default=512)
     p.add_argument("--recall-repeats", type=int, default=3)
-    p.add_argument("--verify-torchvision", action="store_true", help="compare with torchvision")
     p.add_argument("--note", default="", help="a line added under the title (e.g. the scope)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
@@ -187,9 +154,6 @@ def main() -> None:
         torch.backends.cudnn.benchmark = True
     out = args.out or RESULTS / f"training_{device.type}.md"
 
-    check = verify_torchvision(device) if args.verify_torchvision else ""
-    if check:
-        print(check)
     rows = []
     for name in args.models:
         for batch in args.batch_sizes:
@@ -234,7 +198,6 @@ def main() -> None:
         f"{args.recall_n:,} x {args.recall_dim} float32 embeddings (SOP-like, 5 per class): "
         f"**{rec['seconds']:.3f} s** (best of {args.recall_repeats}).",
         "",
-        *([check, ""] if check else []),
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))
