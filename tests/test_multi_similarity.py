@@ -29,6 +29,7 @@ from dmlbook.losses import (
     binomial_deviance_loss,
     get_loss,
     lifted_star_loss,
+    loss_parameters,
     ms_anchor_weights,
     ms_case_weights,
     ms_mining_loss,
@@ -40,6 +41,7 @@ from dmlbook.losses import (
     summarize_ablation,
     table_2_names,
 )
+from dmlbook.losses.multi_similarity import BACKWARDS
 from dmlbook.similarity import cosine_similarity, pair_masks
 from dmlbook.three_similarities import (
     ProbeSpec,
@@ -399,6 +401,13 @@ def test_reductions_and_module():
         float(multi_similarity_loss(cosine_similarity(x), y, 2.0, 40.0, 0.5)), rel=1e-12
     )
     assert "beta=40.0" in repr(m) and "mining=True" in repr(m)
+    hp = {"alpha": 3.0, "beta": 30.0, "margin": 0.4, "epsilon": 0.2, "mining": False,
+          "reduction": "sum", "backward": BACKWARDS[-1]}  # fmt: skip
+    assert set(hp) == set(loss_parameters("multi_similarity"))
+    S = cosine_similarity(x)
+    m = MultiSimilarityLoss(**hp)
+    assert torch.equal(m.loss_on_similarity(S, y), multi_similarity_loss(S, y, **hp))
+    assert all(f"{k}={v!r}" in repr(m) for k, v in hp.items())
 
 
 def test_bad_arguments_fail_with_a_message():

@@ -14,7 +14,8 @@ small numerical building blocks that the pair-based losses are written with:
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
@@ -244,11 +245,21 @@ def masked_mean(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
 class PairLoss(nn.Module):
     """Base class of the thin loss modules: ``loss(embeddings, labels)`` like pytorch-metric-learning.
 
-    Subclasses implement :meth:`loss_on_similarity`, a call of a pure function of ``S``.
+    A subclass names the pure function of ``S`` it wraps in :attr:`loss_function` and the
+    hyper-parameters it stores in :attr:`hyper_parameters`; its ``__init__`` checks them and stores
+    each under the name of the function's keyword. :meth:`loss_on_similarity` then calls
+    ``loss_function(S, labels, **hyper_parameters, pos_mask=..., neg_mask=...)`` and ``repr``
+    lists them. A subclass with more to do (a built-in miner) overrides :meth:`loss_on_similarity`.
+
     Masks from a miner can be passed as ``loss(embeddings, labels, pos_mask=..., neg_mask=...)``;
     they are forwarded only when given, so a subclass whose :meth:`loss_on_similarity` takes no
     masks keeps working for the plain call.
     """
+
+    #: The pure function of ``S`` the module calls (set with ``staticmethod`` in a subclass).
+    loss_function: ClassVar[Callable[..., torch.Tensor] | None] = None
+    #: Attribute names passed to :attr:`loss_function` by keyword and shown by ``repr``.
+    hyper_parameters: ClassVar[tuple[str, ...]] = ()
 
     def forward(
         self,
@@ -266,5 +277,21 @@ class PairLoss(nn.Module):
             masks["neg_mask"] = neg_mask
         return self.loss_on_similarity(S, y, **masks)
 
-    def loss_on_similarity(self, S: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The loss of a similarity matrix: :attr:`loss_function` with this module's settings."""
+        if self.loss_function is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} must set loss_function or override loss_on_similarity."
+            )
+        settings = {name: getattr(self, name) for name in self.hyper_parameters}
+        return self.loss_function(S, labels, **settings, pos_mask=pos_mask, neg_mask=neg_mask)
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{name}={getattr(self, name)!r}" for name in self.hyper_parameters)

@@ -166,8 +166,9 @@ def binlifted_loss(
 class BinomialDevianceLoss(PairLoss):
     """Module form of :func:`binomial_deviance_loss` (Wang et al. 2019, Eq. 9)."""
 
-    #: The pure function of ``S`` this module calls; :class:`BinLiftedLoss` swaps it.
+    #: :class:`BinLiftedLoss` swaps the function and keeps the hyper-parameters.
     loss_function = staticmethod(binomial_deviance_loss)
+    hyper_parameters = ("alpha", "beta", "margin", "reduction")
 
     def __init__(
         self,
@@ -182,31 +183,6 @@ class BinomialDevianceLoss(PairLoss):
         self.beta = check_positive(beta, "beta")
         self.margin = float(margin)
         self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
-
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return self.loss_function(
-            S,
-            labels,
-            self.alpha,
-            self.beta,
-            self.margin,
-            reduction=self.reduction,
-            pos_mask=pos_mask,
-            neg_mask=neg_mask,
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"alpha={self.alpha}, beta={self.beta}, margin={self.margin}, "
-            f"reduction={self.reduction!r}"
-        )
 
 
 class BinLiftedLoss(BinomialDevianceLoss):

@@ -96,6 +96,9 @@ class ContrastiveLoss(PairLoss):
     Embeddings are L2-normalised before ``S`` is formed.
     """
 
+    loss_function = staticmethod(contrastive_loss)
+    hyper_parameters = ("margin",)
+
     def __init__(self, margin: float = 0.5) -> None:
         super().__init__()
         if not -1.0 <= margin <= 1.0:
@@ -103,19 +106,6 @@ class ContrastiveLoss(PairLoss):
                 f"margin is a cosine similarity and must lie in [-1, 1], got {margin}."
             )
         self.margin = float(margin)
-
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return contrastive_loss(S, labels, self.margin, pos_mask=pos_mask, neg_mask=neg_mask)
-
-    def extra_repr(self) -> str:
-        return f"margin={self.margin}"
 
 
 def contrastive_distance_loss(
@@ -199,6 +189,9 @@ class ContrastiveDistanceLoss(PairLoss):
     reduction : {"mean", "sum"}
     """
 
+    loss_function = staticmethod(contrastive_distance_loss)
+    hyper_parameters = ("pos_margin", "neg_margin", "variant", "reduction")
+
     def __init__(
         self,
         pos_margin: float = 0.0,
@@ -219,28 +212,3 @@ class ContrastiveDistanceLoss(PairLoss):
         self.neg_margin = float(neg_margin)
         self.variant = variant
         self.reduction = reduction
-
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return contrastive_distance_loss(
-            S,
-            labels,
-            self.pos_margin,
-            self.neg_margin,
-            variant=self.variant,
-            reduction=self.reduction,
-            pos_mask=pos_mask,
-            neg_mask=neg_mask,
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"pos_margin={self.pos_margin}, neg_margin={self.neg_margin}, "
-            f"variant={self.variant!r}, reduction={self.reduction!r}"
-        )

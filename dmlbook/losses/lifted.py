@@ -244,6 +244,9 @@ def lifted_star_loss(
 class LiftedLoss(PairLoss):
     """Module form of :func:`lifted_loss` (Wang et al. 2019, Eq. 6)."""
 
+    loss_function = staticmethod(lifted_loss)
+    hyper_parameters = ("margin", "form", "reduction")
+
     def __init__(
         self, margin: float = 1.0, *, form: str = "similarity", reduction: str = "mean"
     ) -> None:
@@ -254,30 +257,12 @@ class LiftedLoss(PairLoss):
         self.form = form
         self.reduction = reduction
 
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return lifted_loss(
-            S,
-            labels,
-            self.margin,
-            form=self.form,
-            reduction=self.reduction,
-            pos_mask=pos_mask,
-            neg_mask=neg_mask,
-        )
-
-    def extra_repr(self) -> str:
-        return f"margin={self.margin}, form={self.form!r}, reduction={self.reduction!r}"
-
 
 class LiftedStructureLoss(PairLoss):
     """Module form of :func:`lifted_structure_loss` (Song et al.; Liu et al., Eq. 14)."""
+
+    loss_function = staticmethod(lifted_structure_loss)
+    hyper_parameters = ("margin", "form", "squared_hinge", "joint_negatives", "reduction")
 
     def __init__(
         self,
@@ -297,59 +282,15 @@ class LiftedStructureLoss(PairLoss):
         self.joint_negatives = bool(joint_negatives)
         self.reduction = reduction
 
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return lifted_structure_loss(
-            S,
-            labels,
-            self.margin,
-            form=self.form,
-            squared_hinge=self.squared_hinge,
-            joint_negatives=self.joint_negatives,
-            reduction=self.reduction,
-            pos_mask=pos_mask,
-            neg_mask=neg_mask,
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"margin={self.margin}, form={self.form!r}, squared_hinge={self.squared_hinge}, "
-            f"joint_negatives={self.joint_negatives}, reduction={self.reduction!r}"
-        )
-
 
 class LiftedStarLoss(PairLoss):
     """Module form of :func:`lifted_star_loss` (LiftedStruct*, Wang et al. 2019, Eq. 16)."""
+
+    loss_function = staticmethod(lifted_star_loss)
+    hyper_parameters = ("alpha", "beta", "reduction")
 
     def __init__(self, alpha: float = 2.0, beta: float = 50.0, *, reduction: str = "mean") -> None:
         super().__init__()
         self.alpha = check_positive(alpha, "alpha")
         self.beta = check_positive(beta, "beta")
         self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
-
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return lifted_star_loss(
-            S,
-            labels,
-            self.alpha,
-            self.beta,
-            reduction=self.reduction,
-            pos_mask=pos_mask,
-            neg_mask=neg_mask,
-        )
-
-    def extra_repr(self) -> str:
-        return f"alpha={self.alpha}, beta={self.beta}, reduction={self.reduction!r}"

@@ -658,6 +658,9 @@ class MultiSimilarityLoss(PairLoss):
     and ``margin=0.5`` (authors' code, pytorch-metric-learning; the paper states ``lambda = 1``).
     """
 
+    loss_function = staticmethod(multi_similarity_loss)
+    hyper_parameters = ("alpha", "beta", "margin", "epsilon", "mining", "reduction", "backward")
+
     def __init__(
         self,
         alpha: float = 2.0,
@@ -691,37 +694,12 @@ class MultiSimilarityLoss(PairLoss):
         S, y = _prepare(embeddings, labels)
         return self.loss_on_similarity(S, y, pos_mask=pos_mask, neg_mask=neg_mask)
 
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return multi_similarity_loss(
-            S,
-            labels,
-            self.alpha,
-            self.beta,
-            self.margin,
-            self.epsilon,
-            mining=self.mining,
-            reduction=self.reduction,
-            backward=self.backward,
-            pos_mask=pos_mask,
-            neg_mask=neg_mask,
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"alpha={self.alpha}, beta={self.beta}, margin={self.margin}, "
-            f"epsilon={self.epsilon}, mining={self.mining}, reduction={self.reduction!r}"
-        )
-
 
 class MSMiningLoss(PairLoss):
     """Module form of :func:`ms_mining_loss` ("MS mining" of Wang et al. 2019, Table 2)."""
+
+    loss_function = staticmethod(ms_mining_loss)
+    hyper_parameters = ("epsilon", "mining", "reduction")
 
     def __init__(
         self, epsilon: float = 0.1, *, mining: bool = True, reduction: str = "mean"
@@ -730,24 +708,3 @@ class MSMiningLoss(PairLoss):
         self.epsilon = _check_epsilon(epsilon)
         self.mining = bool(mining)
         self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
-
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return ms_mining_loss(
-            S,
-            labels,
-            self.epsilon,
-            mining=self.mining,
-            reduction=self.reduction,
-            pos_mask=pos_mask,
-            neg_mask=neg_mask,
-        )
-
-    def extra_repr(self) -> str:
-        return f"epsilon={self.epsilon}, mining={self.mining}, reduction={self.reduction!r}"

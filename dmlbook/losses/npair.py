@@ -106,6 +106,9 @@ class NPairLoss(PairLoss):
     dmlbook loss module, normalises the embeddings instead, so there is nothing to penalise.
     """
 
+    loss_function = staticmethod(npair_loss)
+    hyper_parameters = ("form", "sampling", "reduction")
+
     def __init__(
         self, *, form: str = "similarity", sampling: str = "npair", reduction: str = "mean"
     ) -> None:
@@ -113,24 +116,3 @@ class NPairLoss(PairLoss):
         self.form = check_choice(form, FORMS, "form")
         self.sampling = check_choice(sampling, tuple(NPAIR_SAMPLING), "sampling")
         self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
-
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return npair_loss(
-            S,
-            labels,
-            form=self.form,
-            sampling=self.sampling,
-            reduction=self.reduction,
-            pos_mask=pos_mask,
-            neg_mask=neg_mask,
-        )
-
-    def extra_repr(self) -> str:
-        return f"form={self.form!r}, sampling={self.sampling!r}, reduction={self.reduction!r}"

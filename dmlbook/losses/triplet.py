@@ -148,6 +148,8 @@ class TripletLoss(PairLoss):
     reduction : {"mean", "mean_nonzero", "sum"}
     """
 
+    hyper_parameters = ("margin", "form", "mining", "reduction")
+
     def __init__(
         self,
         margin: float = 0.1,
@@ -195,10 +197,4 @@ class TripletLoss(PairLoss):
             pos_mask=pos_mask,
             neg_mask=neg_mask,
             triplet_mask=triplet_mask,
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"margin={self.margin}, form={self.form!r}, mining={self.mining!r}, "
-            f"reduction={self.reduction!r}"
         )
