@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from .losses.registry import get_loss
 from .models.embedding import check_positive_int, embed
+from .progress import progress_disabled
 from .reproducibility import seed_everything
 
 __all__ = [
@@ -172,7 +173,7 @@ def compare_losses(
     >>> format_summary(summarize(runs))  # doctest: +SKIP
     """
     from .evaluate import recall_at_k
-    from .train import _progress_disabled, _split, fit
+    from .train import fit, inputs_and_labels
 
     if not isinstance(losses, Mapping) or not losses:
         raise ValueError("losses must be a non-empty dict {label: loss}.")
@@ -193,10 +194,10 @@ def compare_losses(
             "ks=... to compare_losses instead."
         )
     device = fit_kwargs.get("device", "cpu")
-    test_x, test_y = _split(test, "test")
+    test_x, test_y = inputs_and_labels(test, "test")
 
     runs = [(label, seed) for label in factories for seed in seeds]
-    bar = tqdm(total=len(runs), desc="runs", unit="run", disable=_progress_disabled(progress))
+    bar = tqdm(total=len(runs), desc="runs", unit="run", disable=progress_disabled(progress))
     frames: list[pd.DataFrame] = []
     interrupted = False
     try:

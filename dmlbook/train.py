@@ -16,7 +16,6 @@ differences in the returned tables come from the loss alone.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Sequence
 
@@ -26,9 +25,10 @@ from torch import nn
 from tqdm import tqdm
 
 from .models.embedding import check_positive_int, embed
+from .progress import progress_disabled
 from .reproducibility import seed_everything
 
-__all__ = ["fit", "make_optimizer", "OPTIMIZERS"]
+__all__ = ["fit", "inputs_and_labels", "make_optimizer", "OPTIMIZERS"]
 
 #: Optimiser names accepted by :func:`fit`.
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -56,8 +56,30 @@ def make_optimizer(
     raise ValueError(f"Unknown optimizer {name!r}; use one of {', '.join(OPTIMIZERS)}.")
 
 
-def _split(data: object, name: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return ``(inputs, labels)`` of a dataset (``.inputs``/``.labels``) or an ``(x, y)`` pair."""
+def inputs_and_labels(data: object, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``(inputs, labels)`` tensors of a data set, checked.
+
+    Parameters
+    ----------
+    data : dataset or (inputs, labels)
+        A dmlbook data set (``.inputs`` and ``.labels``, e.g. from
+        :func:`dmlbook.data.load_dataset`) or a pair of array-likes.
+    name : str
+        What to call it in an error message (``"train"``, ``"test"``).
+
+    Returns
+    -------
+    inputs, labels : Tensor
+        Floating-point inputs as float32 (other dtypes, e.g. uint8 images, unchanged) and the
+        labels as int64.
+
+    Raises
+    ------
+    TypeError
+        For anything else.
+    ValueError
+        If the labels are not a 1-D integer tensor with one entry per input.
+    """
     if isinstance(data, tuple | list) and len(data) == 2:
         inputs, labels = data
     elif hasattr(data, "inputs") and hasattr(data, "labels"):
@@ -101,14 +123,6 @@ def _check_args(
     if not ks:
         raise ValueError("ks must name at least one K for Recall@K, e.g. ks=(1, 2, 4, 8).")
     return tuple(check_positive_int(k, "each K in ks") for k in ks)
-
-
-def _progress_disabled(progress: bool | None) -> bool:
-    """``progress=None``: on unless ``TQDM_DISABLE`` is set (read now, not at tqdm's import)."""
-    if progress is not None:
-        return not progress
-    flag = os.environ.get("TQDM_DISABLE", "").strip().lower()
-    return flag not in ("", "0", "false", "no", "off")
 
 
 def _loss_value(loss: object, epoch: int, batch: int, lr: float) -> float:
@@ -219,8 +233,8 @@ def fit(
     from .evaluate import recall_at_k
 
     ks = _check_args(model, loss_fn, epochs, lr, eval_every, ks)
-    train_x, train_y = _split(train, "train")
-    test_x, test_y = _split(test, "test") if test is not None else (None, None)
+    train_x, train_y = inputs_and_labels(train, "train")
+    test_x, test_y = inputs_and_labels(test, "test") if test is not None else (None, None)
     if grad_clip is not None and not (math.isfinite(grad_clip) and grad_clip > 0):
         raise ValueError(f"grad_clip must be a positive number or None, got {grad_clip!r}.")
     if augment is not None and not callable(augment):
@@ -254,7 +268,7 @@ def fit(
 
     interrupted, epoch, batch = False, 0, 0
     bar = tqdm(
-        total=epochs * n_batches, desc="fit", unit="batch", disable=_progress_disabled(progress)
+        total=epochs * n_batches, desc="fit", unit="batch", disable=progress_disabled(progress)
     )
     try:
         record(0, math.nan)

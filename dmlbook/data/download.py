@@ -50,7 +50,8 @@ from typing import BinaryIO
 
 from tqdm import tqdm
 
-from .image_folder import _progress_disabled, is_junk
+from ..progress import progress_disabled
+from .image_folder import is_junk
 
 __all__ = [
     "ChecksumError",
@@ -274,7 +275,7 @@ def download(
             unit_scale=True,
             unit_divisor=1024,
             desc=dest.name,
-            disable=_progress_disabled(progress),
+            disable=progress_disabled(progress),
         )
         try:
             with stream, open(part, "ab" if offset else "wb") as f:
@@ -386,7 +387,7 @@ def extract(
     kind = _archive_kind(archive)
     dest.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".extract-{archive.name}-", dir=dest))
-    disable = _progress_disabled(progress)
+    disable = progress_disabled(progress)
     try:
         if kind == "zip":
             with zipfile.ZipFile(archive) as zf:

@@ -55,9 +55,9 @@ import torch
 from torch.utils.data import Dataset
 from tqdm import tqdm
 
+from ..progress import progress_disabled
 from ..validation import as_labels
 from .dataset import ClassStats
-from .image_folder import _progress_disabled
 
 __all__ = [
     "CACHE_VERSION",
@@ -485,7 +485,7 @@ def _build(
         initial=done,
         desc=f"caching {name} at {size}px",
         unit="img",
-        disable=_progress_disabled(progress),
+        disable=progress_disabled(progress),
     )
 
     def save_state(arrays: tuple[np.ndarray, np.ndarray], done: int) -> None:

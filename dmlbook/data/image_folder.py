@@ -65,14 +65,6 @@ class IncompleteDatasetError(ValueError):
     """
 
 
-def _progress_disabled(progress: bool | None) -> bool:
-    """``progress=None``: on unless ``TQDM_DISABLE`` is set (read at call time)."""
-    if progress is not None:
-        return not progress
-    flag = os.environ.get("TQDM_DISABLE", "").strip().lower()
-    return flag not in ("", "0", "false", "no", "off")
-
-
 def is_junk(name: str) -> bool:
     """True for files that archives made on macOS carry and that are not images.
 

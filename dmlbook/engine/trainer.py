@@ -30,8 +30,8 @@ import torch
 from tqdm import tqdm
 
 from ..data import PKSampler
+from ..progress import progress_disabled
 from ..reproducibility import seed_everything
-from ..train import _progress_disabled
 from .build import build_loss, build_model, build_optimizer, lr_factor, milestones, resolve_device
 from .checkpoint import load_checkpoint, save_checkpoint, write_csv, write_json
 from .config import Config, load_config
@@ -277,7 +277,7 @@ def train(
         initial=pos["iteration"],
         desc=cfg.name,
         unit="it",
-        disable=_progress_disabled(progress),
+        disable=progress_disabled(progress),
     )
     window = Mean(device)  # mean training loss since the last log row
     if state is not None:
