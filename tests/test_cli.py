@@ -2,61 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-import torch
 import yaml
+from tiny_run import tiny_config
 
 from dmlbook.cli import main
 from dmlbook.evaluate import retrieval_metrics
 
-TINY = {
-    "name": "cli_tiny",
-    "data": {
-        "dataset": "synthetic",
-        "options": {"num_classes": 16, "images_per_class": 6, "cache": False},
-        "resize": 32,
-        "crop": 32,
-    },
-    "model": {
-        "backbone": "resnet18",
-        "backbone_options": {"width": 8},
-        "pretrained": None,
-        "dim": 16,
-        "freeze_bn": False,
-    },
-    "loss": {"name": "contrastive"},
-    "optim": {"lr": 1e-3},
-    "train": {
-        "iterations": 4,
-        "epoch_iters": 2,
-        "batch_size": 16,
-        "k": 4,
-        "ks": [1, 2],
-        "device": "cpu",
-        "bf16": False,
-        "channels_last": False,
-        "tensorboard": False,
-    },
-}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Single-threaded CPU math: identical results in this process and in subprocesses.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture
 def config_file(tmp_path):
-    cfg = json.loads(json.dumps(TINY))
-    cfg["train"]["out_dir"] = str(tmp_path / "run")
+    cfg = tiny_config(
+        tmp_path / "run",
+        loss={"name": "contrastive"},
+        train={"iterations": 4, "epoch_iters": 2, "ks": [1, 2]},
+    )
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

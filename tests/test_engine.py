@@ -23,6 +23,7 @@ import pytest
 import torch
 import yaml
 from PIL import Image
+from tiny_run import tiny_config
 
 from dmlbook.data import register_dataset, synthetic
 from dmlbook.data.registry import _REGISTRY
@@ -48,51 +49,12 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Single-threaded CPU math: identical results in this process and in subprocesses."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Single-threaded CPU math: identical results in this process and in subprocesses.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny(tmp_path: Path, **sections: dict) -> dict:
-    """A run of a few seconds: 8 train / 8 test classes of 6 synthetic images, ResNet-18 / 8."""
-    cfg = {
-        "name": "tiny",
-        "data": {
-            "dataset": "synthetic",
-            "options": {"num_classes": 16, "images_per_class": 6, "cache": False},
-            "resize": 32,
-            "crop": 32,
-        },
-        "model": {
-            "backbone": "resnet18",
-            "backbone_options": {"width": 8},
-            "pretrained": None,
-            "dim": 16,
-            "freeze_bn": False,
-        },
-        "loss": {"name": "multi_similarity"},
-        "optim": {"name": "adam", "lr": 1e-3, "milestones": [0.5]},
-        "train": {
-            "iterations": 12,
-            "epoch_iters": 4,
-            "batch_size": 16,
-            "k": 4,
-            "ks": [1, 2, 4],
-            "device": "cpu",
-            "bf16": False,
-            "channels_last": False,
-            "out_dir": str(tmp_path / "run"),
-            "log_every": 2,
-            "tensorboard": False,
-        },
-    }
-    for key, values in sections.items():
-        cfg[key].update(values)
-    return cfg
+    return tiny_config(tmp_path / "run", **sections)
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:
