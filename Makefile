@@ -11,7 +11,7 @@ JOBS   ?= 2
 # Idle OpenMP threads sleep instead of spinning (two test workers share two cores).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: help install book test test-unit test-book refresh lab lint format bench clean
+.PHONY: help install book test test-unit test-book refresh lab lint format bench verify-backbones clean
 
 help:
 	@echo "make book     install (if needed), execute every chapter into build/book/ and render HTML"
@@ -20,6 +20,7 @@ help:
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"
 	@echo "make lint     ruff check and format check"
 	@echo "make bench    CPU benchmarks, results under bench/results/"
+	@echo "make verify-backbones  ResNet/BN-Inception against torchvision and the port (downloads them)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,6 +62,14 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_recall.py
 	$(BIN)/python bench/bench_ms.py
 	$(BIN)/python bench/bench_input_pipeline.py
+
+# The reference model code, installed beside (not into) the venv: torchvision 0.28 is the release
+# built for torch 2.13; neither package is a dependency of dmlbook.
+REFS := build/refs
+verify-backbones: $(STAMP)
+	@test -d $(REFS)/pretrainedmodels || $(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		--no-deps --target $(REFS) torchvision==0.28.0 pretrainedmodels==0.7.4
+	PYTHONPATH=$(REFS) $(BIN)/python bench/verify_backbones.py
 
 clean:
 	rm -rf build book/_build .pytest_cache .hypothesis

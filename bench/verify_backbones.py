@@ -27,11 +27,11 @@ CPU torch the compiled torchvision operators (``torchvision::nms`` ...) cannot b
 ``import torchvision`` fails; the model code itself is plain PyTorch. The script then loads
 ``torchvision.models`` without running ``torchvision/__init__.py`` (which registers those
 operators) and says so in the results. The port's package ``__init__`` imports torchvision
-models, so its ``bninception.py`` is always loaded as a file. Install both next to dmlbook without
-their dependencies, e.g.::
+models, so its ``bninception.py`` is always loaded as a file. ``make verify-backbones`` installs
+both beside the venv without their dependencies and runs this script; by hand::
 
-    pip install --no-deps --target /tmp/refs torchvision==0.28.0 pretrainedmodels==0.7.4
-    PYTHONPATH=/tmp/refs python bench/verify_backbones.py
+    pip install --no-deps --target build/refs torchvision==0.28.0 pretrainedmodels==0.7.4
+    PYTHONPATH=build/refs python bench/verify_backbones.py
 
 (torchvision 0.28 is the release built against torch 2.13.) Results go to
 ``bench/results/backbones_verified.md``; the script exits with status 1 if any check fails.
