@@ -34,7 +34,7 @@ def embed_source(
 
     The model is put in eval mode for the pass and back into its previous mode afterwards.
     """
-    forward = forward or model
+    forward = model if forward is None else forward  # not `or`: a compiled module has no bool()
     device = source.device
     was_training = model.training
     model.eval()
