@@ -654,7 +654,10 @@ def test_bad_inputs_raise_clear_errors():
 
 def test_get_loss_builds_every_loss_with_its_defaults():
     for name in available_losses():
-        assert isinstance(get_loss(name), PairLoss)
+        module = get_loss(name)
+        assert isinstance(module, PairLoss)
+        # every constructor argument is stored, passed on and shown by repr
+        assert set(module.hyper_parameters) == set(loss_parameters(name)), name
     assert isinstance(get_loss("Binomial-Deviance"), BinomialDevianceLoss)
     assert isinstance(get_loss("n_pairs"), NPairLoss)
     assert loss_parameters("triplet") == {
