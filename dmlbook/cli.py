@@ -158,7 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--gallery-labels")
     rec.set_defaults(func=_cmd_recall)
     tr = sub.add_parser("train", help="train the run a config file describes")
-    tr.add_argument("--config", required=True, help="a .yaml/.yml/.toml file (see configs/)")
+    tr.add_argument(
+        "--config", required=True,
+        help="a .yaml/.yml/.toml file, or the name of one in configs/ (e.g. ms_cub_bninception)",
+    )  # fmt: skip
     tr.add_argument("--data", help="folder holding the data sets (as DMLBOOK_DATA)")
     tr.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. optim.lr=1e-4"

@@ -32,9 +32,12 @@ from dmlbook.engine import (
     TEST_SELECTION_NOTE,
     Config,
     ConfigError,
+    compare_on_benchmark,
     evaluate_checkpoint,
+    find_config,
     load_checkpoint,
     load_config,
+    plan_benchmark,
     train,
 )
 from dmlbook.engine import trainer as trainer_module
@@ -42,6 +45,7 @@ from dmlbook.engine.build import build_model, lr_factor, milestones
 from dmlbook.engine.checkpoint import atomic_write
 from dmlbook.engine.data import normalization
 from dmlbook.evaluate import retrieval_metrics
+from dmlbook.losses import ContrastiveLoss, TripletLoss
 from dmlbook.models.pretrained import InputSpec
 from dmlbook.reproducibility import seed_everything
 
@@ -117,6 +121,9 @@ def test_config_errors_are_clear(tmp_path):
         load_config(base, ["train.epochs=3"])
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="Shipped configs \\(by name\\): gs_cars_resnet50, "):
+        load_config("ms_cub_bninceptoin")
+
     with pytest.raises(ConfigError, match="--set expects"):
         load_config(base, ["optim.lr"])
     with pytest.raises(ConfigError, match="model.pooling"):
@@ -125,6 +132,16 @@ def test_config_errors_are_clear(tmp_path):
         train(load_config(base, data_dir=tmp_path / "nowhere"), progress=False)
     with pytest.raises(ConfigError, match="loss: unknown loss 'multi_sim'"):
         train(load_config(base, ["loss.name=multi_sim"]), progress=False)
+
+
+def test_shipped_configs_load_by_bare_name_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert find_config("ms_cub_bninception") == ROOT / "configs" / "ms_cub_bninception.yaml"
+    assert load_config("liu_cub_bninception").name == "liu_cub_bninception"
+    (tmp_path / "mine.yaml").write_text("name: mine\ntrain: {iterations: 5}\n")
+    assert load_config("mine.yaml").name == "mine"  # ordinary paths work as before
+    with pytest.raises(ConfigError, match="does not exist"):
+        find_config("configs/ms_cub_bninception")  # a path without suffix is not a name
 
 
 def test_yaml_floats_overrides_and_toml(tmp_path):
@@ -457,3 +474,84 @@ def test_image_pipeline_end_to_end(tmp_path, capsys):
     straight["train"]["out_dir"] = str(tmp_path / "straight")
     ref = train(load_config(straight, data_dir=data_dir), progress=False, verbose=False)
     assert_same_weights(weights(ref.out_dir / "last.pt"), weights(resumed.out_dir / "last.pt"))
+
+
+# ------------------------------------------------------------------ several losses, one recipe
+
+
+def test_compare_on_benchmark_swaps_only_the_loss_and_resumes(tmp_path):
+    base = tiny(tmp_path)
+    base["train"].pop("out_dir")
+    losses = {
+        "contrastive (m=0.3)": ContrastiveLoss(margin=0.3),
+        "MS": ("multi_similarity", {"beta": 40.0}),
+    }
+    plan = plan_benchmark(
+        losses, base, out_root=tmp_path / "cmp", overrides=["train.iterations=4"],
+        run_overrides={"MS": ["train.k=2"]},
+    )  # fmt: skip
+    assert not (tmp_path / "cmp").exists()  # planning trains nothing
+    assert plan.drop(columns=["config", "out_dir"]).to_dict("index") == {
+        ("contrastive (m=0.3)", 0): {"loss": "contrastive", "hyper-parameters": "margin=0.3",
+                                     "batch": "4 x 4", "length": "4 iterations"},
+        ("MS", 0): {"loss": "multi_similarity", "hyper-parameters": "beta=40.0",
+                    "batch": "8 x 2", "length": "4 iterations"},
+    }  # fmt: skip
+    table = compare_on_benchmark(plan, progress=False)
+    assert list(table.index) == list(plan.index)
+    assert not table.attrs["interrupted"]
+    for _, row in table.iterrows():
+        run = json.loads((Path(row["out_dir"]) / "run.json").read_text())
+        assert run["complete"] and row["iterations"] == 4
+        assert Path(row["out_dir"]).parent.parent == tmp_path / "cmp"
+        last = pd.read_csv(Path(row["out_dir"]) / "metrics.csv").iloc[-1]
+        assert row[["R@1", "R@2", "R@4", "MAP@R"]].to_list() == pytest.approx(
+            last[["R@1", "R@2", "R@4", "MAP@R"]].to_list()
+        )
+    configs = {label: json.loads((Path(r["out_dir"]) / "run.json").read_text())["config"]
+               for (label, _), r in table.iterrows()}  # fmt: skip
+    loss = configs["contrastive (m=0.3)"]["loss"]
+    assert loss == {"name": "contrastive", "params": {"margin": 0.3}}
+    assert configs["MS"]["loss"] == {"name": "multi_similarity", "params": {"beta": 40.0}}
+    assert (configs["contrastive (m=0.3)"]["train"]["k"], configs["MS"]["train"]["k"]) == (4, 2)
+    checkpoint = Path(table.iloc[0]["out_dir"]) / "last.pt"
+    stamp = checkpoint.stat().st_mtime_ns
+    again = compare_on_benchmark(plan, progress=False)
+    assert checkpoint.stat().st_mtime_ns == stamp  # finished runs are not trained again
+    pd.testing.assert_frame_equal(again, table)
+
+
+def test_plan_benchmark_rejects_bad_entries(tmp_path):
+    base = tiny(tmp_path)
+    kw = {"out_root": tmp_path / "cmp"}
+    with pytest.raises(ValueError, match="non-empty"):
+        plan_benchmark({}, base, **kw)
+    with pytest.raises(TypeError, match="registered loss module, a registry name"):
+        plan_benchmark({"x": 3}, base, **kw)
+    with pytest.raises(ValueError, match="unknown loss 'tripplet'"):
+        plan_benchmark({"x": "tripplet"}, base, **kw)
+    with pytest.raises(ValueError, match="not in losses"):
+        plan_benchmark({"x": "triplet"}, base, run_overrides={"y": ["train.k=2"]}, **kw)
+
+    class Unregistered(ContrastiveLoss):
+        pass
+
+    with pytest.raises(ValueError, match="not in the loss registry"):
+        plan_benchmark({"x": Unregistered()}, base, **kw)
+    with pytest.raises(ConfigError, match="run 'x' \\(seed 0\\)"):
+        plan_benchmark({"x": "triplet"}, base, overrides=["train.batch_size=-3"], **kw)
+    with pytest.raises(TypeError, match="plan_benchmark"):
+        compare_on_benchmark(pd.DataFrame({"a": [1]}))
+
+
+def test_shipped_benchmark_plans_check_without_data():
+    plan = plan_benchmark(
+        {"triplet": TripletLoss(0.1, mining="semihard"), "N-pair": "npair"},
+        "liu_cub_bninception", out_root="~/runs", seeds=(0, 1),
+        run_overrides={"N-pair": ["train.k=2"]},
+    )  # fmt: skip
+    assert plan.loc[("triplet", 1), "hyper-parameters"] == "mining=semihard"
+    assert plan.loc[("N-pair", 0), "batch"] == "40 x 2"
+    assert plan.loc[("triplet", 0), "length"] == "20 epochs"
+    assert plan.loc[("N-pair", 1), "out_dir"] == "~/runs/N-pair/seed1"
+    assert plan.loc[("N-pair", 1), "config"].train.seed == 1

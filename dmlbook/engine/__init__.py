@@ -9,11 +9,13 @@ The same path runs the small CPU configs on the ``synthetic`` data set.
 * :mod:`~dmlbook.engine.data`: splits as batch sources (in-memory tensors or cached images);
 * :mod:`~dmlbook.engine.trainer`: the loop, :func:`train`;
 * :mod:`~dmlbook.engine.evaluation`: Recall@K of a model or a checkpoint;
-* :mod:`~dmlbook.engine.checkpoint`: atomic files.
+* :mod:`~dmlbook.engine.checkpoint`: atomic files;
+* :mod:`~dmlbook.engine.compare`: several losses under one recipe (the chapters' full profile).
 """
 
 from .checkpoint import load_checkpoint, save_checkpoint
-from .config import RECALL_KS, Config, ConfigError, config_from_dict, load_config
+from .compare import compare_on_benchmark, plan_benchmark
+from .config import RECALL_KS, Config, ConfigError, config_from_dict, find_config, load_config
 from .evaluation import evaluate_checkpoint, evaluate_model
 from .trainer import TEST_SELECTION_NOTE, RunResult, train
 
@@ -23,11 +25,14 @@ __all__ = [
     "RECALL_KS",
     "RunResult",
     "TEST_SELECTION_NOTE",
+    "compare_on_benchmark",
     "config_from_dict",
     "evaluate_checkpoint",
     "evaluate_model",
+    "find_config",
     "load_checkpoint",
     "load_config",
+    "plan_benchmark",
     "save_checkpoint",
     "train",
 ]

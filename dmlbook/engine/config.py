@@ -34,9 +34,11 @@ __all__ = [
     "ModelConfig",
     "OptimConfig",
     "TrainConfig",
+    "CONFIG_DIR",
     "RECALL_KS",
     "apply_overrides",
     "config_from_dict",
+    "find_config",
     "load_config",
 ]
 
@@ -386,11 +388,37 @@ def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, A
     return values
 
 
-def read_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file into a dict."""
+#: The configs of a source checkout (``configs/`` beside the package), found by bare name.
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+def find_config(path: str | Path) -> Path:
+    """A config file: ``path`` itself, or ``configs/<path>.yaml`` of the checkout for a bare name.
+
+    ``find_config("ms_cub_bninception")`` finds ``configs/ms_cub_bninception.yaml`` from any
+    working directory.
+
+    Raises
+    ------
+    ConfigError
+        If neither exists, listing the shipped config names.
+    """
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist.")
+    if p.is_file():
+        return p
+    if p.parent == Path(".") and not p.suffix and (CONFIG_DIR / f"{p.name}.yaml").is_file():
+        return CONFIG_DIR / f"{p.name}.yaml"
+    shipped = sorted(c.stem for c in CONFIG_DIR.glob("*.yaml")) if CONFIG_DIR.is_dir() else []
+    listing = f" Shipped configs (by name): {', '.join(shipped)}." if shipped else ""
+    raise ConfigError(f"config file {str(path)!r} does not exist.{listing}")
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file into a dict.
+
+    ``path`` may also be the bare name of a shipped config (see :func:`find_config`).
+    """
+    p = find_config(path)
     if p.suffix == ".toml":
         try:
             import tomllib

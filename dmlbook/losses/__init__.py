@@ -31,7 +31,7 @@ from .lifted import (
     lifted_structure_loss,
 )
 from .npair import NPairLoss, npair_loss
-from .registry import available_losses, get_loss, loss_parameters, register_loss
+from .registry import available_losses, describe_loss, get_loss, loss_parameters, register_loss
 from .triplet import TripletLoss, triplet_loss
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "NPairLoss",
     "npair_loss",
     "available_losses",
+    "describe_loss",
     "get_loss",
     "loss_parameters",
     "register_loss",

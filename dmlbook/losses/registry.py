@@ -22,7 +22,7 @@ from .lifted import LiftedLoss, LiftedStarLoss, LiftedStructureLoss
 from .npair import NPairLoss
 from .triplet import TripletLoss
 
-__all__ = ["available_losses", "get_loss", "loss_parameters", "register_loss"]
+__all__ = ["available_losses", "describe_loss", "get_loss", "loss_parameters", "register_loss"]
 
 LossFactory = Callable[..., PairLoss]
 
@@ -165,3 +165,29 @@ register_loss("lifted_star", LiftedStarLoss, aliases=("lifted_struct_star", "lif
 register_loss("binomial", BinomialDevianceLoss, aliases=("binomial_deviance",))
 register_loss("binlifted", BinLiftedLoss, aliases=("bin_lifted",))
 register_loss("npair", NPairLoss, aliases=("n_pair", "npairs", "n_pairs"))
+
+
+def describe_loss(module: PairLoss) -> tuple[str, dict[str, Any]]:
+    """The registry name and hyper-parameters that rebuild ``module`` with :func:`get_loss`.
+
+    This is how a loss built in a notebook travels into a config file (``loss.name`` and
+    ``loss.params``) and so to the training engine.
+
+    Raises
+    ------
+    ValueError
+        If the module's class is not registered (register it with :func:`register_loss`).
+
+    Examples
+    --------
+    >>> describe_loss(get_loss("triplet", margin=0.2))
+    ('triplet', {'margin': 0.2, 'form': 'similarity', 'mining': 'all', 'reduction': 'mean'})
+    """
+    names = [name for name, factory in _REGISTRY.items() if factory is type(module)]
+    if not names:
+        raise ValueError(
+            f"{type(module).__name__} is not in the loss registry, so it cannot be named in a "
+            "config; register it with dmlbook.losses.register_loss(name, "
+            f"{type(module).__name__})."
+        )
+    return names[0], {h: getattr(module, h) for h in module.hyper_parameters}
