@@ -107,6 +107,8 @@ def test_train_errors_exit_2_with_a_message(config_file, tmp_path, capsys):
     assert code == 2 and "unknown key 'optim.lrr'. Did you mean 'lr'?" in err
     code, _, err = run(["train", "--config", tmp_path / "none.yaml"], capsys)
     assert code == 2 and "does not exist" in err
+    code, _, err = run(["train", "--config", "ms_cub_bninceptio"], capsys)
+    assert code == 2 and "Shipped configs (by name): gs_cars_resnet50" in err
     code, _, err = run(["train", "--config", config_file, "--data", tmp_path / "nowhere"], capsys)
     assert code == 2 and "data folder" in err
     code, _, err = run(["evaluate", tmp_path / "none.pt"], capsys)
