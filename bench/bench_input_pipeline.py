@@ -33,6 +33,8 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from machine import cpu_model, sync  # noqa: E402
+
 from dmlbook.data import EvalTransform, ImageListDataset, TrainTransform  # noqa: E402
 
 
@@ -59,26 +61,11 @@ def make_fixture(folder: Path, n: int) -> ImageListDataset:
     return ImageListDataset(root=folder, paths=paths, labels=labels, name="bench", split="train")
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def load() -> str:
     try:
         return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "load: " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def rate(fn, images: int, device: str, repeats: int = 5, warmup: int = 2) -> tuple[float, float]:
@@ -160,7 +147,7 @@ def main() -> None:
                     print(rows[-1], flush=True)
 
     load_after = load()
-    dev_name = torch.cuda.get_device_name() if device.startswith("cuda") else cpu_name()
+    dev_name = torch.cuda.get_device_name() if device.startswith("cuda") else cpu_model()
     lines = [
         f"# Input pipeline throughput ({device})",
         "",
@@ -169,7 +156,7 @@ def main() -> None:
         + f"` on {time.strftime('%Y-%m-%d')}.",
         "",
         f"- device: {dev_name}",
-        f"- CPU: {cpu_name()}, {cores} usable cores; torch {torch.__version__} "
+        f"- CPU: {cpu_model()}, {cores} usable cores; torch {torch.__version__} "
         f"({torch.get_num_threads()} threads); Pillow {Image.__version__}; Python "
         f"{platform.python_version()}",
         f"- load before: `{load_before}`",

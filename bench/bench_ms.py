@@ -38,6 +38,7 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 import torch  # noqa: E402
+from machine import cpu_model, load_average  # noqa: E402
 from pytorch_metric_learning import __version__ as pml_version  # noqa: E402
 from pytorch_metric_learning import losses as pml_losses  # noqa: E402
 from pytorch_metric_learning import miners as pml_miners  # noqa: E402
@@ -47,21 +48,6 @@ from dmlbook.similarity import cosine_similarity  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ms_cpu.md"
 ALPHA, BETA, LAMBDA, EPS = 2.0, 50.0, 0.5, 0.1
-
-
-def cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (or the platform string elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def load() -> str:
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def contenders(x: torch.Tensor, y: torch.Tensor) -> dict[str, Callable[[], float]]:
@@ -132,7 +118,7 @@ def render_header(args: argparse.Namespace, before: str) -> list[str]:
         f"alpha = {ALPHA}, beta = {BETA}, lambda = {LAMBDA}, epsilon = {EPS}",
         f"- Timing: median of {args.repeats} interleaved rounds of forward + backward "
         f"(the loop: {args.loop_repeats}), after warm-up calls",
-        f"- Load average (1, 5, 15 min) before: {before}; after: {load()} "
+        f"- Load average (1, 5, 15 min) before: {before}; after: {load_average()} "
         "(the machine is shared with other jobs)",
         "",
     ]
@@ -200,7 +186,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    before = load()
+    before = load_average()
     tables: list[str] = []
     for threads in args.threads:
         torch.set_num_threads(threads)

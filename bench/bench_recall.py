@@ -33,21 +33,11 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported: keep the output clean
 
 import torch  # noqa: E402
+from machine import cpu_model, load_average  # noqa: E402
 
 from dmlbook.evaluate import recall_at_k, retrieval_metrics  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "recall_cpu.md"
-
-
-def cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (or the platform string elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def bare_matmul(x: torch.Tensor, chunk_size: int, preallocated: bool) -> None:
@@ -107,7 +97,7 @@ def render(rows: list[dict[str, object]], args: argparse.Namespace, load: str) -
         f"float32, chunk_size = {args.chunk_size}",
         "- Timing: best of interleaved rounds (at least "
         f"{args.repeats}, more for small N, see the table); load average (1, 5, 15 min) at start: "
-        f"{load}, at end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}",
+        f"{load}, at end: {load_average()}",
         f"- Peak resident memory of the whole run: {peak_mb:,.0f} MB "
         f"(the full N x N float32 matrix at N = {max(r['n'] for r in rows):,} would be "
         f"{max(r['n'] for r in rows) ** 2 * 4 / 2**30:,.1f} GiB)",
@@ -148,7 +138,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    load = load_average()
     rows = []
     for n in args.sizes:
         print(f"N = {n:,} ...", flush=True)

@@ -32,28 +32,13 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 import torch  # noqa: E402
+from machine import device_name, load_average, sync  # noqa: E402
 
 from dmlbook.evaluate import retrieval_metrics  # noqa: E402
 from dmlbook.losses import get_loss  # noqa: E402
 from dmlbook.models import EmbeddingModel, build_backbone  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    for line in (
-        Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
-    ):
-        if line.startswith("model name"):
-            return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} logical CPUs, {torch.get_num_threads()} threads)"
-    return platform.processor() or platform.machine()
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def train_throughput(
@@ -182,7 +167,7 @@ def main() -> None:
         f"{'on' if args.channels_last else 'off'}, torch.compile {'on' if args.compile else 'off'}, "
         f"{args.warmup} warm-up + {args.iters} timed iterations; random inputs already on the "
         "device; MS head (max pool, Linear 512, L2) with frozen BN, MS loss, Adam",
-        f"- Load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}",
+        f"- Load average at the end: {load_average()}",
         "",
         "| backbone | batch | precision | images/s | s / iteration | peak memory (GiB) |",
         "|---|---:|---|---:|---:|---:|",

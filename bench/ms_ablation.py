@@ -36,6 +36,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
+from machine import cpu_model  # noqa: E402
 
 from dmlbook.data import load_dataset  # noqa: E402
 from dmlbook.experiments import compare_losses  # noqa: E402
@@ -57,17 +58,6 @@ COLUMNS = [
     "seconds",
     "load1",
 ]
-
-
-def cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (or the platform string elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def header(args: argparse.Namespace, study: str) -> str:
