@@ -328,6 +328,9 @@ def test_subset_keeps_alignment(sop_dir):
     ]
     mask = ds.labels == ds.labels[0]
     assert len(ds.subset(mask)) == int(mask.sum())
+    assert ds.subset(np.array([4, 0])).paths == sub.paths
+    with pytest.raises(ValueError, match=f"a boolean mask needs {len(ds)} entries, got 3"):
+        ds.subset(mask[:3])
 
 
 # ------------------------------------------------------------------------------------------

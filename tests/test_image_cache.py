@@ -284,6 +284,9 @@ def test_subset_view(cached):
     assert len(sub) == 4 and sub.rows.tolist() == [4, 5, 6, 7]
     torch.testing.assert_close(sub[0][0], cached[4][0])
     torch.testing.assert_close(sub.batch([1]).images, cached.batch([5]).images)
+    assert cached.subset([5, 4]).rows.tolist() == [5, 4]
+    with pytest.raises(ValueError, match=f"a boolean mask needs {len(cached)} entries, got 2"):
+        cached.subset(torch.tensor([True, False]))
 
 
 def test_pad_regions(images, tmp_path):

@@ -9,8 +9,10 @@ and ``class_names[label]`` names a class in either split.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset
 
@@ -37,6 +39,19 @@ class ClassStats:
     def class_counts(self) -> torch.Tensor:
         """Number of samples of each class in :attr:`classes`, in the same order."""
         return torch.unique(self.labels, sorted=True, return_counts=True)[1]
+
+    def _subset_index(self, indices: torch.Tensor | Sequence[int] | np.ndarray) -> torch.Tensor:
+        """``indices`` (LongTensor, index list, array or bool mask) as a flat int64 index."""
+        idx = torch.as_tensor(
+            np.asarray(indices) if not isinstance(indices, torch.Tensor) else indices
+        )
+        if idx.dtype == torch.bool:
+            if idx.numel() != len(self.labels):
+                raise ValueError(
+                    f"a boolean mask needs {len(self.labels)} entries, got {idx.numel()}."
+                )
+            idx = idx.nonzero().flatten()
+        return idx.long().flatten()
 
 
 @dataclass(eq=False, repr=False)

@@ -735,14 +735,7 @@ class CachedImageDataset(ClassStats, Dataset):
 
     def subset(self, indices: torch.Tensor | Sequence[int] | np.ndarray) -> CachedImageDataset:
         """A view of the images at ``indices`` (LongTensor, index list or bool mask); no copy."""
-        idx = torch.as_tensor(
-            np.asarray(indices) if not isinstance(indices, torch.Tensor) else indices
-        )
-        if idx.dtype == torch.bool:
-            if idx.numel() != len(self):
-                raise ValueError(f"a boolean mask needs {len(self)} entries, got {idx.numel()}.")
-            idx = idx.nonzero().flatten()
-        idx = idx.long().flatten()
+        idx = self._subset_index(indices)
         return CachedImageDataset(
             cache=self.cache,
             labels=self.labels[idx],

@@ -333,14 +333,7 @@ class ImageListDataset(ClassStats, Dataset):
 
     def subset(self, indices: torch.Tensor | Sequence[int] | np.ndarray) -> ImageListDataset:
         """A new data set with the images at ``indices`` (LongTensor, index list or bool mask)."""
-        idx = torch.as_tensor(
-            np.asarray(indices) if not isinstance(indices, torch.Tensor) else indices
-        )
-        if idx.dtype == torch.bool:
-            if idx.numel() != len(self):
-                raise ValueError(f"a boolean mask needs {len(self)} entries, got {idx.numel()}.")
-            idx = idx.nonzero().flatten()
-        idx = idx.long().flatten()
+        idx = self._subset_index(indices)
         rows = idx.tolist()
         return ImageListDataset(
             root=self.root,
