@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -26,9 +27,9 @@ def notebook(*sources: str) -> nbformat.NotebookNode:
 def test_execute_stores_counts_outputs_and_strips_metadata(tmp_path):
     src = tmp_path / "01_demo.ipynb"
     nbformat.write(notebook("import os\nprint(os.environ['TQDM_DISABLE'])", "1 + 1"), src)
-    seconds = book.execute(src, src, cell_timeout=60)
+    seconds, cpu = book.execute(src, src, cell_timeout=60)
     nb = nbformat.read(src, as_version=4)
-    assert seconds > 0
+    assert seconds > 0 and cpu > 0
     assert [c.execution_count for c in nb.cells] == [1, 2]
     assert nb.cells[0].outputs[0].text == "1\n"
     assert nb.cells[1].outputs[0].data["text/plain"] == "2"
@@ -39,16 +40,61 @@ def test_execute_stores_counts_outputs_and_strips_metadata(tmp_path):
 def test_stderr_output_is_refused(tmp_path):
     src = tmp_path / "02_noisy.ipynb"
     nbformat.write(notebook("import sys\nprint('oops', file=sys.stderr)"), src)
-    with pytest.raises(RuntimeError, match="wrote to stderr"):
+    with pytest.raises(book.ChapterError, match="wrote to stderr"):
         book.execute(src, tmp_path / "out.ipynb", cell_timeout=60)
 
 
-def test_failing_chapter_counts_as_failure(tmp_path, capsys):
+def test_failing_chapter_counts_as_failure_and_is_not_stored_by_refresh(tmp_path, capsys):
     src = tmp_path / "03_broken.ipynb"
-    nbformat.write(notebook("raise ValueError('broken on purpose')"), src)
-    failures = book.run_all([src], lambda p: tmp_path / "out.ipynb", 60, 60.0)
+    nbformat.write(notebook("print('before')", "raise ValueError('broken on purpose')"), src)
+    failures, slow = book.run_all([src], lambda p: tmp_path / "out.ipynb", 60, 120.0)
+    assert (failures, slow) == (1, [])
+    captured = capsys.readouterr()
+    assert "FAILED" in captured.out and "broken on purpose" in captured.err
+    assert not (tmp_path / "out.ipynb").exists()
+
+
+def test_failing_chapter_is_kept_with_its_error_for_the_readers_build(tmp_path):
+    src = tmp_path / "03_broken.ipynb"
+    nbformat.write(notebook("print('before')", "raise ValueError('broken on purpose')"), src)
+    failures, _ = book.run_all([src], lambda p: tmp_path / "out.ipynb", 60, 120.0, keep_failed=True)
     assert failures == 1
-    assert "FAILED" in capsys.readouterr().out
+    cells = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells
+    assert cells[0].outputs[0].text == "before\n"
+    assert cells[1].outputs[-1].ename == "ValueError"
+
+
+BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6:\n    pass"
+
+
+def test_budget_is_kernel_cpu_time_enforced_by_refresh_and_a_warning_otherwise(tmp_path):
+    src = tmp_path / "04_slow.ipynb"
+    nbformat.write(notebook(BURN), src)
+    wall, cpu = book.execute(src, tmp_path / "timed.ipynb", cell_timeout=60)
+    assert cpu >= 0.6, "the kernel's CPU time must be counted, not this process's"
+    failures, slow = book.run_all([src], lambda p: tmp_path / "a.ipynb", 60, 0.3)
+    assert failures == 1 and len(slow) == 1 and "s CPU" in slow[0]
+    failures, slow = book.run_all(
+        [src], lambda p: tmp_path / "b.ipynb", 60, 0.3, enforce_budget=False
+    )
+    assert failures == 0 and len(slow) == 1
+    assert (tmp_path / "b.ipynb").exists()
+
+
+def test_build_renders_a_book_whose_chapter_is_over_budget(tmp_path, capsys):
+    src_book = tmp_path / "book"
+    src_book.mkdir()
+    (src_book / "intro.md").write_text("# A tiny book\n")
+    shutil.copy2(book.BOOK / "_config.yml", src_book / "_config.yml")
+    nb = notebook(BURN, "print('rendered')")
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("# Slow chapter"))
+    nbformat.write(nb, src_book / "01_slow.ipynb")
+    out = tmp_path / "out"
+    assert book.build(60, 0.3, book=src_book, out=out) == 0
+    err = capsys.readouterr().err
+    assert "warning: over the chapter time budget" in err and "01_slow.ipynb" in err
+    page = (out / "_build" / "html" / "01_slow.html").read_text()
+    assert "rendered" in page
 
 
 def test_chapters_are_in_reading_order_and_toc_lists_them(tmp_path):
