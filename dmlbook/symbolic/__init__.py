@@ -6,7 +6,9 @@ Four steps take a loss chapter from a paper's equation to a checked implementati
    negatives) or, for every batch size at once, on :func:`indexed_anchor`;
 2. take its pair weights ``w_ij = dL/dS_ij`` with :func:`pair_weights`;
 3. :func:`prove_equal` them to the paper's closed form (``True`` only for an exact proof;
-   :func:`spot_check_equal` is numeric evidence, never a proof);
+   ``False`` only means "not proved": :func:`counterexample` gives the point where two forms
+   differ, the evidence for a rejection; :func:`spot_check_equal` is numeric evidence, never
+   a proof);
 4. evaluate them on a real batch (:func:`weights_from_loss`, :func:`to_torch`,
    :func:`batch_weights`) and compare with autograd of the dmlbook loss
    (:func:`check_against_autograd`), with :func:`gradcheck_witness` as an independent
@@ -14,6 +16,7 @@ Four steps take a loss chapter from a paper's equation to a checked implementati
 """
 
 from .autograd_check import check_against_autograd, gradcheck_witness
+from .counterexample import Counterexample, counterexample
 from .embeddings import (
     embedding_gradient_closed_form,
     embedding_symbols,
@@ -53,6 +56,7 @@ from .torch_bridge import (
 __all__ = [
     "AnchorSimilarities",
     "AnchorWeightFunction",
+    "Counterexample",
     "Hinge",
     "HingeActive",
     "IndexedAnchor",
@@ -61,6 +65,7 @@ __all__ = [
     "batch_similarities",
     "batch_weights",
     "check_against_autograd",
+    "counterexample",
     "distance_symbols",
     "embedding_gradient_closed_form",
     "embedding_symbols",

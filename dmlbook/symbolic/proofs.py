@@ -4,7 +4,10 @@
 when a chain of SymPy rewrites reduces ``a - b`` to the exact number ``0``; every rewrite it uses
 is an identity for the declared assumptions (nothing is forced). When it fails it prints the
 simplest residual it reached and returns ``False``: SymPy could not decide, which is not the
-same as ``a != b``.
+same as ``a != b``. It refuses ``Float`` numbers, which are rounded when they are made.
+
+``counterexample`` is the evidence for ``a != b``: a point where the two sides differ, with
+both values (exact with Rationals where SymPy can evaluate them so).
 
 ``spot_check_equal`` evaluates both sides at random points. It is numeric evidence, never a
 proof: two different expressions can agree at every sampled point.
@@ -32,42 +35,71 @@ __all__ = [
 PairTarget = sp.Symbol | sp.Indexed
 
 
-def _index_range_resolved(expr: sp.Expr, target: sp.Indexed, loss: sp.Expr) -> sp.Expr:
-    """Drop the ``Piecewise`` guards ``1 <= j <= P`` that differentiating a sum leaves behind.
+IndexRange = tuple[sp.Expr | int, sp.Expr | int]
 
-    Differentiating ``sum_{k=1}^{P} f(s_k)`` by ``s_j`` gives ``f'(s_j)`` guarded by ``j <= P``
-    (SymPy cannot know that ``j`` indexes an existing pair). For every sum of ``loss`` over the
-    base of ``target`` we assume ``lower <= j <= upper``: writing ``j = lower + u`` and
-    ``upper = j + v`` with integers ``u, v >= 0`` decides each guard by assumptions alone.
-    """
-    (j,) = target.indices
-    base = target.base
-    ranges = []
+
+def _sum_ranges(loss: sp.Expr, base: sp.IndexedBase) -> list[tuple[sp.Expr, sp.Expr]]:
+    """The distinct ``(lower, upper)`` limits of the sums of ``loss`` over entries of ``base``."""
+    ranges: list[tuple[sp.Expr, sp.Expr]] = []
     for s in loss.atoms(sp.Sum):
         if any(ix.base == base for ix in s.function.atoms(sp.Indexed)):
             for _, lower, upper in s.limits:
-                ranges.append((lower, upper))
-    if not ranges:
-        return expr
+                if (lower, upper) not in ranges:
+                    ranges.append((lower, upper))
+    return sorted(ranges, key=sp.default_sort_key)
+
+
+def _index_range_resolved(
+    expr: sp.Expr, target: sp.Indexed, loss: sp.Expr, index_range: IndexRange | None
+) -> sp.Expr:
+    """Drop the ``Piecewise`` guards ``lower <= j <= upper`` that differentiating a sum leaves.
+
+    Differentiating ``sum_{k=1}^{P} f(s_k)`` by ``s_j`` gives ``f'(s_j)`` guarded by ``j <= P``
+    (SymPy cannot know that ``j`` indexes an existing pair). The guards are decided under the
+    assumption ``lower <= j <= upper`` for *one* range: ``index_range`` when given, else the
+    only range of the sums of ``loss`` over the base of ``target``. Writing ``j = lower + u`` and
+    ``upper = j + v`` (solved for a symbol of ``upper``) with integers ``u, v >= 0`` decides
+    each guard by assumptions alone; a guard it cannot decide is kept.
+
+    Raises
+    ------
+    ValueError
+        When the sums over the base have several ranges (e.g. positives ``k = 1..P`` and
+        negatives ``k = P+1..P+N`` on one ``IndexedBase``) and no ``index_range`` says which
+        one ``j`` lies in: deciding the guards would then pick a branch at random.
+    """
+    (j,) = target.indices
+    ranges = _sum_ranges(loss, target.base)
+    if index_range is None:
+        if not ranges:
+            return expr
+        if len(ranges) > 1:
+            shown = ", ".join(f"{j} = {sp.sstr(lo)}..{sp.sstr(hi)}" for lo, hi in ranges)
+            raise ValueError(
+                f"the loss sums over {target.base} on {len(ranges)} different index ranges "
+                f"({shown}), so the weight of {target} depends on which range {j} lies in. "
+                f"Pass index_range=(lower, upper) for {j} (e.g. index_range=({sp.sstr(ranges[-1][0])}, "
+                f"{sp.sstr(ranges[-1][1])})), or write positives and negatives on separate "
+                "IndexedBases (indexed_anchor() gives pos and neg)."
+            )
+        index_range = ranges[0]
+    lower, upper = (sp.sympify(x) for x in index_range)
     u, v = (
         sp.Dummy("u", integer=True, nonnegative=True),
         sp.Dummy("v", integer=True, nonnegative=True),
     )
-
-    def decide(cond: sp.Basic) -> sp.Basic:
-        for lower, upper in ranges:
-            put = {j: lower + u}
-            if isinstance(upper, sp.Symbol):
-                put[upper] = lower + u + v
-            decided = cond.subs(put)
-            if decided in (sp.true, sp.false):
-                return decided
-        return cond
+    put = {j: lower + u}
+    free = sorted(upper.free_symbols - lower.free_symbols - {j}, key=sp.default_sort_key)
+    if free:
+        solved = sp.solve(sp.Eq(upper, lower + u + v), free[0], dict=True)
+        if len(solved) == 1:
+            put[free[0]] = solved[0][free[0]]
 
     def resolve(pw: sp.Piecewise) -> sp.Expr:
         kept = []
         for value, cond in pw.args:
-            c = decide(cond)
+            c = cond.subs(put)
+            c = c if c in (sp.true, sp.false) else cond
             if c == sp.false:
                 continue
             kept.append((value, c))
@@ -78,10 +110,14 @@ def _index_range_resolved(expr: sp.Expr, target: sp.Indexed, loss: sp.Expr) -> s
     return expr.replace(lambda e: isinstance(e, sp.Piecewise), resolve)
 
 
-def _derivative(L: sp.Expr, target: sp.Basic) -> sp.Expr:
+def _derivative(L: sp.Expr, target: sp.Basic, index_range: IndexRange | None = None) -> sp.Expr:
     if isinstance(target, sp.Indexed):
         d = sp.diff(L, target).doit()
-        return _index_range_resolved(d, target, L)
+        return _index_range_resolved(d, target, L, index_range)
+    if index_range is not None:
+        raise ValueError(
+            f"index_range applies to an indexed pair symbol such as s[j]; {target!r} is not one."
+        )
     if isinstance(target, sp.Symbol):
         return sp.diff(L, target)
     if target.is_number:
@@ -93,7 +129,10 @@ def _derivative(L: sp.Expr, target: sp.Basic) -> sp.Expr:
 
 
 def pair_weights(
-    L: sp.Expr, wrt: AnchorSimilarities | sp.MatrixBase | PairTarget | Sequence[PairTarget]
+    L: sp.Expr,
+    wrt: AnchorSimilarities | sp.MatrixBase | PairTarget | Sequence[PairTarget],
+    *,
+    index_range: IndexRange | None = None,
 ) -> dict[sp.Basic, sp.Expr] | sp.Matrix:
     """The pair weights ``w_ij = dL / dS_ij`` of a symbolic loss (Wang et al. 2019, Eq. 1-2).
 
@@ -110,23 +149,33 @@ def pair_weights(
         form the guard ``1 <= j <= P`` left by differentiating a sum is discharged. For a
         :func:`batch_similarities` matrix a matrix of the same shape is returned (fixed entries
         such as the unit diagonal get weight 0).
+    index_range : (lower, upper), optional
+        For an indexed ``s[j]``: the summation range that ``j`` lies in, e.g. ``(P + 1, P + N)``
+        when negatives follow positives on one ``IndexedBase``. Needed exactly when the loss
+        sums over that base on more than one range; without it such a loss is refused, since
+        the weight of ``s[j]`` depends on the range (a positive's and a negative's differ).
 
     Returns
     -------
     dict or Matrix
         ``{symbol: dL/dsymbol}`` in the order of ``wrt`` (positives first for an anchor), or a
         Matrix for a Matrix.
+
+    Raises
+    ------
+    ValueError
+        For an indexed target whose base is summed on several ranges and no ``index_range``.
     """
     L = sp.sympify(L)
     if isinstance(wrt, sp.MatrixBase):
-        return wrt.applyfunc(lambda s: _derivative(L, s))
+        return wrt.applyfunc(lambda s: _derivative(L, s, index_range))
     if isinstance(wrt, AnchorSimilarities):
         targets: Sequence[sp.Basic] = wrt.all
     elif isinstance(wrt, sp.Symbol | sp.Indexed):
         targets = (wrt,)
     else:
         targets = tuple(wrt)
-    return {t: _derivative(L, t) for t in targets}
+    return {t: _derivative(L, t, index_range) for t in targets}
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,6 +240,36 @@ def _entrywise(a: sp.Basic, b: sp.Basic) -> list[tuple[sp.Expr, sp.Expr]]:
     return [(a, b)]
 
 
+def _exact_pairs(a: sp.Basic, b: sp.Basic, caller: str) -> list[tuple[sp.Expr, sp.Expr]]:
+    """The entry pairs of ``a`` and ``b``, refusing an empty comparison and any ``Float``.
+
+    A ``Float`` is rounded when it is made (``1 + Float(1e-30)`` is exactly ``1.0``, and
+    ``Float('1.0000001', 3)`` is ``1.00``), so an exact comparison of it could prove a
+    statement about numbers the user never wrote.
+    """
+    pairs = [(sp.sympify(x), sp.sympify(y)) for x, y in _entrywise(a, b)]
+    if not pairs:
+        raise ValueError(
+            f"{caller} got nothing to compare (both sides are empty); pass the expressions, "
+            "or the non-empty matrices, sequences or dicts, whose equality you want."
+        )
+    for n, (x, y) in enumerate(pairs):
+        for side, e in (("a", x), ("b", y)):
+            floats = sorted(e.atoms(sp.Float), key=sp.default_sort_key)
+            if floats:
+                where = f" entry {n} of" if len(pairs) > 1 else ""
+                raise ValueError(
+                    f"{caller} compares exactly and refuses floating-point numbers, but"
+                    f"{where} side {side} contains the Float {floats[0]}. A Float is rounded "
+                    "when it is made (1 + Float(1e-30) is already exactly 1.0), so an exact "
+                    "proof about it could be false for the number you meant. Write numbers as "
+                    "Rationals: sympy.Rational('1.0000001'), sympy.Rational(1, 10**30), or "
+                    "sympy.nsimplify(expr, rational=True) for an expression built from "
+                    "decimals (it cannot restore digits a Float has already lost)."
+                )
+    return pairs
+
+
 def _clearly_different(x: sp.Expr, y: sp.Expr) -> bool:
     """Whether ``x`` and ``y`` differ far beyond rounding at some random point.
 
@@ -227,8 +306,7 @@ def residual(a: sp.Basic, b: sp.Basic) -> sp.Expr | list[sp.Expr]:
     ``0`` (or a list of zeros, entrywise for matrices, sequences and dicts) means proved.
     """
     out = []
-    for x, y in _entrywise(a, b):
-        x, y = sp.sympify(x), sp.sympify(y)
+    for x, y in _exact_pairs(a, b, "residual"):
         best = None
         for n, c in enumerate(_candidates(x - y)):
             if _is_exact_zero(c):
@@ -243,29 +321,42 @@ def residual(a: sp.Basic, b: sp.Basic) -> sp.Expr | list[sp.Expr]:
 
 
 def prove_equal(a: sp.Basic, b: sp.Basic, *, verbose: bool = True) -> bool:
-    """``True`` only if SymPy proves ``a - b == 0`` exactly.
+    """Try to prove ``a == b`` exactly, for every value of the symbols their assumptions allow.
 
     The difference is simplified, then passed through targeted rewrites (``piecewise_fold``,
     hinge as ``Piecewise``, ``doit`` for sums, ``together``/``cancel``, exponent expansion,
     ``expand_log``, ``logcombine``, ``powsimp``, ``rewrite(exp)``, ``factor_terms``,
     ``radsimp``). None of them is forced, so each is valid under the symbols' assumptions, and
-    only the exact number ``0`` counts: no numeric test is ever involved.
+    only the exact number ``0`` counts: no numeric test decides the answer. Inputs are exact
+    by construction: a ``Float`` anywhere is refused (it was rounded when it was made).
 
     Parameters
     ----------
     a, b : Expr, Matrix, sequence or dict
-        The two sides. Matrices, sequences and dicts (e.g. two :func:`pair_weights` results)
-        are compared entry by entry; all entries must be proved.
+        The two sides, with Integers and Rationals as numbers (no ``Float``). Matrices,
+        sequences and dicts (e.g. two :func:`pair_weights` results) are compared entry by
+        entry; all entries must be proved, and there must be at least one.
     verbose : bool
         When the proof fails, print the simplest residual reached.
 
     Returns
     -------
     bool
-        ``True`` if proved; ``False`` if not proved (which does not show ``a != b``; a
-        :func:`spot_check_equal` can then say whether the two even agree numerically).
+        ``True``: a proof. ``a - b`` was rewritten to exactly ``0`` by identities, so the two
+        sides are equal at every point allowed by the assumptions (a hinge's indicator is read
+        as ``1[x > 0]`` at the kink, see :class:`HingeActive`).
+
+        ``False``: *no proof found*, not a disproof. Either the sides differ, or SymPy's
+        rewrites did not reach 0. To show that they differ, give a point where they do:
+        :func:`counterexample` finds one (exactly, with Rationals, where it can);
+        :func:`spot_check_equal` says whether they even agree numerically.
+
+    Raises
+    ------
+    ValueError
+        Both sides empty; shapes, lengths or keys that do not match; a ``Float`` in either side.
     """
-    pairs = _entrywise(a, b)
+    pairs = _exact_pairs(a, b, "prove_equal")
     for n, (x, y) in enumerate(pairs):
         r = residual(x, y)
         if r != sp.S.Zero:
