@@ -39,6 +39,33 @@ def loops(y):
     return P, N
 
 
+def batch_hard_reference(S, y):
+    """Batch-hard pair masks by a plain loop, independent of ``dmlbook.mining``.
+
+    Per anchor with a positive and a negative: its least similar positive and most similar
+    negative (``min``/``max`` return the first, lowest-index, of equal values).
+    """
+    P, N = loops(y.tolist())
+    pos = torch.zeros(len(y), len(y), dtype=torch.bool)
+    neg = torch.zeros_like(pos)
+    for a in range(len(y)):
+        if P[a] and N[a]:
+            pos[a, min(P[a], key=lambda k: float(S[a, k]))] = True
+            neg[a, max(N[a], key=lambda k: float(S[a, k]))] = True
+    return pos, neg
+
+
+def semihard_reference(S, y, margin):
+    """Semi-hard triplets ``0 < S_ap - S_an <= margin`` by a plain loop (similarity form)."""
+    P, N = loops(y.tolist())
+    T = torch.zeros(len(y), len(y), len(y), dtype=torch.bool)
+    for a in range(len(y)):
+        for p in P[a]:
+            for n in N[a]:
+                T[a, p, n] = 0 < float(S[a, p] - S[a, n]) <= margin
+    return T
+
+
 @FAST
 @given(batches())
 def test_all_pairs_and_triplets(batch):
@@ -86,7 +113,8 @@ def test_batch_hard_is_one_triplet_per_anchor_and_matches_the_dense_path():
     g = torch.Generator().manual_seed(0)
     S = cosine_similarity(torch.randn(12, 4, generator=g, dtype=torch.float64))
     y = torch.arange(4).repeat_interleave(3)
-    pos, neg = batch_hard_masks(S, y)
+    pos, neg = batch_hard_reference(S, y)  # expected masks: a loop, not the miner under test
+    assert all(map(torch.equal, batch_hard_masks(S, y), (pos, neg)))
     everything = torch.ones(12, 12, 12, dtype=torch.bool)
     for form in ("similarity", "distance", "squared_distance"):
         fast = triplet_loss(S, y, 0.3, form=form, pos_mask=pos, neg_mask=neg)
@@ -141,7 +169,8 @@ def test_semihard_loss_uses_only_semihard_triplets():
     g = torch.Generator().manual_seed(1)
     S = cosine_similarity(torch.randn(10, 3, generator=g, dtype=torch.float64))
     y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3, 3])
-    T = semihard_triplet_mask(S, y, 0.2)
+    T = semihard_reference(S, y, 0.2)  # expected triplets: a loop, not the miner under test
+    assert torch.equal(semihard_triplet_mask(S, y, 0.2), T) and bool(T.any())
     per = triplet_loss(S, y, 0.2, reduction="none", triplet_mask=T)
     assert bool((per[~T] == 0).all()) and bool((per[T] > 0).all())
     module = TripletLoss(0.2, mining="semihard")
