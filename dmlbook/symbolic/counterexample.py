@@ -59,13 +59,18 @@ class Counterexample:
         return self.lhs - self.rhs
 
     def __str__(self) -> str:
+        """One line: the point, and each value exact if Rational, else to 6 digits."""
+
+        def show(v: sp.Expr) -> str:
+            return f"= {sp.sstr(v)}" if v.is_Rational else f"~ {sp.sstr(sp.N(v, 6))}"
+
         at = ", ".join(f"{s} = {v}" for s, v in self.point.items())
         where = f"entry {self.entry}: " if self.entry is not None else ""
         how = "exactly" if self.exact else "numerically"
         return (
-            f"{where}at {at}: a = {sp.sstr(self.lhs)} ~ {sp.N(self.lhs, 6)}, "
-            f"b = {sp.sstr(self.rhs)} ~ {sp.N(self.rhs, 6)}; "
-            f"a - b ~ {sp.N(self.numeric_difference, 6)} ({how} nonzero)"
+            f"{where}at {at}: a {show(self.lhs)}, b {show(self.rhs)}, "
+            f"a - b {show(self.difference) if self.exact else show(self.numeric_difference)} "
+            f"(nonzero {how})"
         )
 
 
