@@ -17,6 +17,7 @@ Four steps take a loss chapter from a paper's equation to a checked implementati
 
 from .autograd_check import check_against_autograd, gradcheck_witness
 from .counterexample import Counterexample, counterexample
+from .differentiate import pair_weights
 from .embeddings import (
     embedding_gradient_closed_form,
     embedding_symbols,
@@ -26,7 +27,7 @@ from .embeddings import (
     unit_rows,
     weight_symbols,
 )
-from .proofs import SpotCheck, gpw_identity, pair_weights, prove_equal, residual, spot_check_equal
+from .proofs import SpotCheck, gpw_identity, prove_equal, residual, spot_check_equal
 from .symbols import (
     AnchorSimilarities,
     Hinge,

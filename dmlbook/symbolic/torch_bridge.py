@@ -18,7 +18,7 @@ from sympy.printing.pytorch import TorchPrinter
 
 from ..losses.base import resolve_masks
 from ..validation import as_labels
-from .proofs import pair_weights
+from .differentiate import pair_weights
 from .symbols import AnchorSimilarities, anchor_similarities
 
 __all__ = [
