@@ -15,8 +15,8 @@ test item. Each set can be read from its zip file or from the extracted folder.
 
 :func:`preprocess` turns one drawing into the array every loader uses: strokes are made bright
 (ink = 255, background = 0) and the image is reduced to ``size x size`` with Pillow's box filter
-(each output pixel is the mean of the input area it covers), so a 28 x 28 image keeps the stroke
-coverage as grey levels. :func:`write_npz` writes arrays into an ``.npz`` file that is the same,
+(each output pixel is the mean of the input pixels whose centres fall inside it), so a 28 x 28
+image keeps the stroke coverage as grey levels. :func:`write_npz` writes arrays into an ``.npz`` file that is the same,
 byte for byte, whenever the arrays are: members in a fixed order, a fixed zip date, fixed
 attributes and compression level. :func:`build_compact` uses both to build the copy shipped as
 ``dmlbook/data/omniglot28.npz`` (``tools/build_omniglot.py`` is its command line). Tests:
