@@ -60,6 +60,8 @@ __all__ = [
     "one_shot_runs",
 ]
 
+#: Folder of the full release under ``$DMLBOOK_DATA`` (also what ``dmlbook --data`` looks for).
+FOLDER = "omniglot"
 #: File name of the compact copy inside ``dmlbook/data``.
 DATA_FILE = "omniglot28.npz"
 #: sha256 of the shipped ``omniglot28.npz`` (printed by ``tools/build_omniglot.py``).
@@ -212,7 +214,7 @@ def _full_root(root: str | os.PathLike[str] | None) -> Path:
             "No folder for data set 'omniglot_full': pass root='/path/to/omniglot' or set "
             "DMLBOOK_DATA to the folder that holds omniglot/."
         )
-    return Path(base).expanduser() / "omniglot"
+    return Path(base).expanduser() / FOLDER
 
 
 def load_full(
