@@ -9,8 +9,10 @@ Usage::
 ``brendenlake/omniglot`` (MIT licence; ``python/`` folder). The output is the same byte for byte
 on every run (:func:`dmlbook.data.omniglot_layout.write_npz`); the script prints its sha256,
 which must equal ``dmlbook.data.omniglot.SHA256`` for the shipped copy (a test checks the shipped
-file against that value). Images are reduced with Pillow's box filter, whose output has not
-changed across Pillow releases; should a release change it, the sha256 printed here will differ.
+file against that value). The recorded copy was built with Pillow 13.0, NumPy 2.4 and zlib
+1.2.13 (CPython 3.11): a Pillow release that changed its box filter would change the arrays, a
+zlib that deflates differently (zlib-ng, for one) only the bytes; either way the script says
+that the checksum differs and exits with status 1.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import hashlib
 import sys
 from pathlib import Path
 
+from dmlbook.data.omniglot import SHA256
 from dmlbook.data.omniglot_layout import build_compact
 
 SOURCES = ("images_background_small1.zip", "images_background_small2.zip", "all_runs.zip")
@@ -42,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     out = build_compact(*paths, args.out)
     digest = hashlib.sha256(out.read_bytes()).hexdigest()
     print(f"{out}: {out.stat().st_size:,} bytes, sha256 {digest}")
+    if digest != SHA256:
+        print(f"differs from the recorded dmlbook.data.omniglot.SHA256 {SHA256}")
+        return 1
+    print("identical to the shipped copy (dmlbook.data.omniglot.SHA256)")
     return 0
 
 
