@@ -223,6 +223,7 @@ def test_shipped_runs():
         ({"image_size": 0}, ValueError, "image_size must be a positive int"),
         ({"image_size": True}, ValueError, "image_size must be a positive int"),
         ({"size": 28}, TypeError, "Unknown option 'size'"),
+        ({"image_size": 32}, ValueError, "larger than the 28 px stored.*omniglot_full"),
     ],
 )
 def test_bad_options(options, error, match):
@@ -233,6 +234,12 @@ def test_bad_options(options, error, match):
 def test_bad_split():
     with pytest.raises(ValueError, match="Valid splits"):
         load("val")
+    with pytest.raises(ValueError, match="Valid splits"):
+        load_full("val", root=".")
+    with pytest.raises(ValueError, match="105 x 105"):
+        load_full("train", root=".", image_size=106)
+    with pytest.raises(ValueError, match="28 x 28"):
+        one_shot_runs(image_size=29)
 
 
 @pytest.fixture(scope="module")

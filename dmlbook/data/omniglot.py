@@ -55,6 +55,7 @@ __all__ = [
     "FULL_CLASSES",
     "SHA256",
     "OneShotRuns",
+    "verify_compact",
     "load",
     "load_full",
     "one_shot_runs",
@@ -83,6 +84,7 @@ FULL_MD5 = {
 #: Characters per set of the full release.
 FULL_CLASSES = {"images_background": 964, "images_evaluation": 659}
 _SPLITS = ("train", "test")
+_LARGER = "for larger images load the full release: load_dataset('omniglot_full', ...)."
 
 
 @dataclass(frozen=True)
@@ -116,9 +118,11 @@ def _check_split(split: str, name: str) -> None:
         )
 
 
-def _check_size(image_size: int) -> None:
+def _check_size(image_size: int, largest: int, hint: str) -> None:
     if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
         raise ValueError(f"image_size must be a positive int (e.g. 28 or 14), got {image_size!r}.")
+    if image_size > largest:
+        raise ValueError(f"image_size={image_size} is larger than the {largest} px stored; {hint}")
 
 
 def _as_float(images: np.ndarray, image_size: int) -> torch.Tensor:
@@ -166,8 +170,8 @@ def load(split: str = "train", *, image_size: int = COMPACT_SIZE) -> EmbeddedDat
         Latin), 20 drawings each; ``test``: 106 characters of 3 other alphabets (Japanese
         (katakana), Sanskrit, Tagalog).
     image_size : int
-        Side of the returned images; 28 is the stored size, a smaller one is an area average
-        (e.g. 14 for a quicker CNN).
+        Side of the returned images, at most 28 (the stored size); a smaller one is an area
+        average (e.g. 14 for a quicker CNN).
 
     Returns
     -------
@@ -176,7 +180,7 @@ def load(split: str = "train", *, image_size: int = COMPACT_SIZE) -> EmbeddedDat
         (train) and 136-241 (test); ``class_names`` for all 242 characters.
     """
     _check_split(split, "omniglot")
-    _check_size(image_size)
+    _check_size(image_size, COMPACT_SIZE, _LARGER)
     data = _compact()
     return EmbeddedDataset(
         inputs=_as_float(data[f"{split}_images"], image_size),
@@ -194,7 +198,7 @@ def one_shot_runs(*, image_size: int = COMPACT_SIZE) -> OneShotRuns:
     alphabet have one training drawing each, and 20 drawings of the same characters by other
     people are to be classified. Their characters appear in neither split of :func:`load`.
     """
-    _check_size(image_size)
+    _check_size(image_size, COMPACT_SIZE, "the runs ship at 28 x 28 only.")
     data = _compact()
     return OneShotRuns(
         train=_as_float(data["runs_train"], image_size),
@@ -235,7 +239,7 @@ def load_full(
         folders of the same names (an extracted folder is preferred). Default
         ``$DMLBOOK_DATA/omniglot``.
     image_size : int
-        Side of the images (the 105 x 105 drawings are box-filtered to it).
+        Side of the images, at most 105 (the 105 x 105 drawings are box-filtered to it).
     download : bool
         Download the missing zip file from :data:`FULL_URLS` into ``root`` and check its md5
         (:data:`FULL_MD5`) first.
@@ -262,7 +266,7 @@ def load_full(
         If a downloaded zip file does not have the published md5.
     """
     _check_split(split, "omniglot_full")
-    _check_size(image_size)
+    _check_size(image_size, 105, "the drawings are 105 x 105.")
     if not (
         isinstance(download, bool) and len(sets) == 2 and all(isinstance(s, str) for s in sets)
     ):
