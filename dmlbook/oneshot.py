@@ -4,8 +4,8 @@ In each of the 20 official runs of Omniglot's 20-way task, 20 characters of one 
 alphabet are shown once each (the *training* drawings) and 20 other drawings of the same
 characters, by other people, are to be classified. A test drawing is assigned the class of the
 training drawing nearest to it, and the score is the error rate, averaged over the runs
-(Lake, Salakhutdinov and Tenenbaum 2015, Science 350(6266), Fig. 3 and "One-shot
-classification" in the supplement; the repository's ``demo_classification`` does the same with
+(Lake, Salakhutdinov and Tenenbaum 2015, Science 350(6266), the one-shot classification task
+and its supplementary materials; the repository's ``demo_classification`` does the same with
 the Modified Hausdorff Distance). Here "nearest" is measured on embeddings: by cosine
 similarity (for L2-normalised embeddings the same ranking as the Euclidean distance,
 Wang et al. 2019, Sec. 3) or by Euclidean distance.

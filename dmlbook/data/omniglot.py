@@ -194,7 +194,7 @@ def load(split: str = "train", *, image_size: int = COMPACT_SIZE) -> EmbeddedDat
 def one_shot_runs(*, image_size: int = COMPACT_SIZE) -> OneShotRuns:
     """The 20 official runs of the 20-way one-shot task (evaluation alphabets), from the copy.
 
-    Lake et al. (2015, Fig. 3 and supplement): in each run, 20 characters of one evaluation
+    Lake et al. (2015, the one-shot classification task): in each run, 20 characters of one evaluation
     alphabet have one training drawing each, and 20 drawings of the same characters by other
     people are to be classified. Their characters appear in neither split of :func:`load`.
     """
