@@ -202,6 +202,19 @@ register_dataset(
     "dmlbook.data.synthetic:load",
     summary="procedural fine-grained 32x32 RGB images; classes are attribute combinations",
 )
+register_dataset(
+    "omniglot",
+    "dmlbook.data.omniglot:load",
+    summary="Omniglot handwritten characters shipped with dmlbook, 28x28; train = background "
+    "small set 1 (136 characters, 5 alphabets), test = 106 characters of 3 other alphabets "
+    "(small set 2 less Greek and Latin)",
+)
+register_dataset(
+    "omniglot_full",
+    "dmlbook.data.omniglot:load_full",
+    summary="Omniglot full release ($DMLBOOK_DATA/omniglot); train = images_background (964 "
+    "characters), test = images_evaluation (659)",
+)
 # Benchmarks read from their official layouts under ``root`` (default ``$DMLBOOK_DATA/<folder>``);
 # they return an ImageListDataset (paths + labels), decoded by ImageListDataset.cached().
 register_dataset(
