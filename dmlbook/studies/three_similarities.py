@@ -477,7 +477,7 @@ def _vanishes(expr: Any, free: Sequence[Any]) -> bool:
     """
     import sympy as sp
 
-    from . import symbolic as sy
+    from .. import symbolic as sy
 
     expr = sp.sympify(expr)
     if expr == 0:
@@ -547,7 +547,7 @@ def symbolic_dependence(weight: Any, anchor: Any, pair: Any) -> dict[str, str]:
     """
     import sympy as sp
 
-    from .symbolic import HingeActive
+    from ..symbolic import HingeActive
 
     if pair not in anchor.neg:
         raise ValueError(
