@@ -6,11 +6,18 @@ The expected values here come from an independent reference, never from the code
 
 from __future__ import annotations
 
+import hypothesis.strategies as st
 import pytest
 import torch
+from hypothesis import given
+from loss_cases import FAST, batches, grad_of, masks, pk_batch
 from mpmath import mp, mpf
 
-from dmlbook.losses import binlifted_loss, binomial_deviance_loss, ms_mining_masks
+from dmlbook.losses import binlifted_loss, binomial_deviance_loss, lifted_star_loss
+from dmlbook.mining import ms_mining_masks
+from dmlbook.reference.classic import binlifted_loss_reference as ref_binlifted
+from dmlbook.reference.classic import binomial_deviance_loss_reference as ref_binomial
+from dmlbook.reference.classic import lifted_star_loss_reference as ref_lifted_star
 
 ALPHA, BETA, MARGIN = 2.0, 50.0, 0.5
 
@@ -47,13 +54,17 @@ def _binomial_reference(S: torch.Tensor, labels: torch.Tensor, pos, neg, *, lift
         if lifted:
             if N:
                 lse = mp.log(mp.fsum(mp.exp(BETA * s[i][k]) for k in N))
-                total += (mp.fsum(_softplus(BETA * (s[i][k] - MARGIN)) for k in N) + lse) / (2 * BETA)
+                total += (mp.fsum(_softplus(BETA * (s[i][k] - MARGIN)) for k in N) + lse) / (
+                    2 * BETA
+                )
                 for k in N:
                     soft = mp.exp(BETA * s[i][k] - lse)
                     grad[i][k] += (_sigmoid(BETA * (s[i][k] - MARGIN)) + soft) / 2
             if P:
                 lse = mp.log(mp.fsum(mp.exp(-ALPHA * s[i][k]) for k in P))
-                total += (mp.fsum(_softplus(ALPHA * (MARGIN - s[i][k])) for k in P) + lse) / (2 * ALPHA)
+                total += (mp.fsum(_softplus(ALPHA * (MARGIN - s[i][k])) for k in P) + lse) / (
+                    2 * ALPHA
+                )
                 for k in P:
                     soft = mp.exp(-ALPHA * s[i][k] - lse)
                     grad[i][k] -= (_sigmoid(ALPHA * (MARGIN - s[i][k])) + soft) / 2
@@ -107,3 +118,34 @@ def test_float32_path_is_unchanged_by_the_float64_fix():
     ).sum(1) / neg.sum(1)
     got = binomial_deviance_loss(S32, labels, ALPHA, BETA, MARGIN, reduction="none")
     assert torch.equal(got, per)
+
+
+@FAST
+@given(batches(), st.floats(0.5, 5.0), st.floats(1.0, 60.0), st.floats(-0.5, 1.0))
+def test_binomial_lifted_star_binlifted_match_loops(batch, alpha, beta, lam):
+    S, y = batch
+    Sl, yl = S.tolist(), y.tolist()
+    assert float(binomial_deviance_loss(S, y, alpha, beta, lam)) == pytest.approx(
+        ref_binomial(Sl, yl, alpha, beta, lam), rel=1e-9, abs=1e-9
+    )
+    assert float(lifted_star_loss(S, y, alpha, beta)) == pytest.approx(
+        ref_lifted_star(Sl, yl, alpha, beta), rel=1e-9, abs=1e-9
+    )
+    assert float(binlifted_loss(S, y, alpha, beta, lam)) == pytest.approx(
+        ref_binlifted(Sl, yl, alpha, beta, lam), rel=1e-9, abs=1e-9
+    )
+
+
+def test_binomial_weights_are_eq10():
+    S, y = pk_batch()
+    a, b, lam = 2.0, 50.0, 0.5
+    g = grad_of(lambda s: binomial_deviance_loss(s, y, a, b, lam, reduction="sum"), S)
+    pos, neg = masks(y)
+    P, N = pos.sum(1, keepdim=True), neg.sum(1, keepdim=True)
+    w_pos = a * torch.sigmoid(a * (lam - S)) / P
+    w_neg = b * torch.sigmoid(b * (S - lam)) / N
+    torch.testing.assert_close(g[pos], -w_pos[pos], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(g[neg], w_neg[neg], rtol=1e-10, atol=1e-12)
+    # "mean" divides every weight by the number of anchors.
+    gm = grad_of(lambda s: binomial_deviance_loss(s, y, a, b, lam), S)
+    torch.testing.assert_close(gm, g / len(y), rtol=1e-10, atol=1e-14)
