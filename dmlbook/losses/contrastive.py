@@ -195,7 +195,7 @@ def contrastive_distance_loss(
     pytorch-metric-learning's ``ContrastiveLoss(pos_margin, neg_margin)`` computes the ``"hinge"``
     terms but averages the positive and negative terms separately over the *non-zero* ones and
     adds the two means (``AvgNonZeroReducer``); ``reduction="none"`` gives what is needed to
-    reproduce that (see ``tests/test_pml_crosscheck.py``).
+    reproduce that (see ``tests/losses/test_pml_crosscheck.py``).
     """
     ContrastiveDistanceHyperParameters(pos_margin, neg_margin, variant=variant, reduction=reduction)
     y = check_similarity(S, labels)
