@@ -272,7 +272,7 @@ def ms_mine(
 
     Evaluated literally: ``S_ij > min_P S - eps`` (Eq. 11), ``S_ij < max_N S + eps`` (Eq. 12),
     with the per-row thresholds computed first (the MS loss's fused closed form,
-    :mod:`dmlbook.losses.multi_similarity`, uses the same arithmetic).
+    :mod:`dmlbook.losses.ms_closed_form`, uses the same arithmetic).
     """
     min_pos, max_neg = hardest(s, pos, neg)
     mined_pos = torch.lt(s, (max_neg + epsilon)[:, None]).logical_and_(pos)
