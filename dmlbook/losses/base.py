@@ -77,6 +77,11 @@ class HyperParameters:
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
 
+    def _positive(self, *names: str) -> None:
+        """Check that each named value is a finite number > 0 and store it as a float."""
+        for name in names:
+            self._set(name, check_positive(getattr(self, name), name))
+
     def check(self) -> None:
         """Validate (and normalise) the values; raise ``ValueError`` saying what to pass."""
 
@@ -95,7 +100,7 @@ class _HyperSignature:
             raise AttributeError("__signature__")
         if owner.hyper is None or owner.__init__ is not PairLoss.__init__:
             return None
-        return inspect.signature(owner.hyper)
+        return inspect.signature(owner.hyper, eval_str=True)
 
 
 class PairLoss(nn.Module):

@@ -35,7 +35,6 @@ from .base import (
     HyperParameters,
     PairLoss,
     check_choice,
-    check_positive,
     check_similarity,
     masked_logsumexp,
     reduce,
@@ -66,8 +65,7 @@ class BinomialHyperParameters(HyperParameters):
     reduction: str = "mean"
 
     def check(self) -> None:
-        self._set("alpha", check_positive(self.alpha, "alpha"))
-        self._set("beta", check_positive(self.beta, "beta"))
+        self._positive("alpha", "beta")
         check_choice(self.reduction, REDUCTIONS, "reduction")
 
     def check_module(self) -> None:

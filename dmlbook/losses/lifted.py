@@ -40,7 +40,6 @@ from .base import (
     HyperParameters,
     PairLoss,
     check_choice,
-    check_positive,
     check_similarity,
     dissimilarity,
     masked_logsumexp,
@@ -109,8 +108,7 @@ class LiftedStarHyperParameters(HyperParameters):
     reduction: str = "mean"
 
     def check(self) -> None:
-        self._set("alpha", check_positive(self.alpha, "alpha"))
-        self._set("beta", check_positive(self.beta, "beta"))
+        self._positive("alpha", "beta")
         check_choice(self.reduction, REDUCTIONS, "reduction")
 
 

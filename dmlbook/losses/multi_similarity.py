@@ -85,7 +85,6 @@ from .base import (
     HyperParameters,
     PairLoss,
     check_choice,
-    check_positive,
     check_similarity,
     masked_logsumexp,
     reduce,
@@ -148,8 +147,7 @@ class MSHyperParameters(HyperParameters):
     backward: str = "closed_form"
 
     def check(self) -> None:
-        self._set("alpha", check_positive(self.alpha, "alpha"))
-        self._set("beta", check_positive(self.beta, "beta"))
+        self._positive("alpha", "beta")
         self._set("epsilon", check_epsilon(self.epsilon))
         self._set("margin", float(self.margin))
         check_choice(self.reduction, REDUCTIONS, "reduction")
