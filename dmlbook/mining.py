@@ -2,9 +2,10 @@
 
 Every miner of dmlbook is here, and this module imports only the pair algebra
 (:mod:`dmlbook.pairs`), so the losses can import it without a cycle. Chapters:
-``book/04_triplet.ipynb`` (batch-hard, semi-hard, margin mining), ``book/07_npair.ipynb`` (the
-N-pair construction), ``book/10_multi_similarity.ipynb`` (MS mining, Wang et al. 2019, Eq. 11-12).
-Tests: ``tests/test_mining.py``; reference loops in :mod:`dmlbook.reference`.
+``book/04_triplet.ipynb``, 4.3 "Mining: which triplets enter"; ``book/07_npair.ipynb``, 7.4 "The
+N-pair batch"; ``book/10_multi_similarity.ipynb``, 10.1 "Mining with Similarity-P (Eq. 11-12)".
+Tests: ``tests/test_mining.py``; the per-anchor MS mining loop is
+:func:`dmlbook.reference.ms_mining_reference` (``tests/reference/test_ms_equivalence.py``).
 
 Every miner here returns masks, never index lists, so that its output composes with the
 losses of :mod:`dmlbook.losses` (which take ``pos_mask``/``neg_mask``) by logical and.

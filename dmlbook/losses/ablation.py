@@ -1,7 +1,7 @@
 """The loss family of Wang et al. 2019, Table 2: each ablation row as a configured loss module.
 
-Chapter: ``book/10_multi_similarity.ipynb`` (10.5 "The ablation, Table 2"). Proof: each row's
-weights are those of its parent loss (Chapters 6, 5, 10). Tests: ``tests/losses/test_ablation.py``.
+Chapter: ``book/10_multi_similarity.ipynb``, 10.7 "Table 2, re-run on `synthetic`". Proof: each
+row's weights are those of its parent loss (Chapters 5, 6, 10). Tests: ``tests/losses/test_ablation.py``.
 The study around it (the paper's numbers, reading and summarising results) is
 :mod:`dmlbook.studies.ms_ablation`.
 

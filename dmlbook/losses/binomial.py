@@ -1,9 +1,11 @@
 """Binomial deviance loss (Wang et al. 2019, Eq. 9-10) and BinLifted (their supplement, Eq. 10).
 
-Chapter: ``book/06_binomial_deviance.ipynb`` (6.1 "The loss and its weights"); BinLifted and
-Binomial_m in ``book/10_multi_similarity.ipynb`` (the Table 2 ablation). Proof: Chapter 6's
-``sy.prove_equal`` of Eq. 10 against the derivative of Eq. 9 (:mod:`dmlbook.symbolic`).
-Tests: ``tests/losses/test_binomial.py``; reference loops in :mod:`dmlbook.reference.classic`.
+Chapter: ``book/06_binomial_deviance.ipynb``, 6.1 "The loss and its weights (Wang et al., Eq.
+9-10)", 6.3 "Numbers: softplus, not the formula as printed", 6.4 "The implementation"; BinLifted
+and Binomial_m in ``book/10_multi_similarity.ipynb``, 10.7 "Table 2, re-run on `synthetic`".
+Proof: the ``sy.prove_equal`` cells of 6.1-6.2 and 6.5 "Symbolic weights against autograd".
+Tests: ``tests/losses/test_binomial.py`` (loops: :mod:`dmlbook.reference.classic`; the float64
+exactness of issue 17 against mpmath).
 
 Binomial deviance replaces the contrastive hinge by a softplus (Wang et al. 2019, Eq. 9):
 

@@ -1,8 +1,10 @@
 """Contrastive loss in the similarity form of the General Pair Weighting view, and its distance forms.
 
-Chapter: ``book/03_contrastive.ipynb`` (3.1 the similarity form, 3.3 the distance forms). Proof:
-Chapter 3's ``sy.prove_equal`` of the GPW weights (:mod:`dmlbook.symbolic`). Tests:
-``tests/losses/test_contrastive.py``; reference loops in :mod:`dmlbook.reference.classic`.
+Chapter: ``book/03_contrastive.ipynb``, 3.1 "The similarity form (Wang et al. 2019, Eq. 4)",
+3.2 "The distance forms (Liu et al., Eq. 11, 35, 36)", 3.4 "The implementations in `dmlbook`".
+Proof: the ``sy.prove_equal`` cells of 3.1-3.3 and 3.5 "Symbolic weights against autograd"
+(:mod:`dmlbook.symbolic`). Tests: ``tests/losses/test_contrastive.py`` (loops:
+:mod:`dmlbook.reference.classic`), ``tests/losses/test_pml_crosscheck.py``.
 
 Wang et al. 2019, Eq. 4, for one pair ``(i, j)`` with ``I_ij = 1`` when the labels agree:
 

@@ -1,8 +1,10 @@
 """Lifted structure losses: the per-anchor form, the original pairwise form, and LiftedStruct*.
 
-Chapter: ``book/05_lifted_structure.ipynb`` (Eq. 6-8, Song et al.'s pairwise form, LiftedStruct*).
-Proof: Chapter 5's ``sy.prove_equal`` of Eq. 7-8 (:mod:`dmlbook.symbolic`). Tests:
-``tests/losses/test_lifted.py``; reference loops in :mod:`dmlbook.reference.classic`.
+Chapter: ``book/05_lifted_structure.ipynb``, 5.1 "The generalised lifted structure loss (Wang et
+al., Eq. 6)", 5.3 "The original pairwise form (Song et al.; Liu et al., Eq. 14)", 5.4
+"LiftedStruct* (Wang et al., Eq. 16)", 5.5 "The implementations". Proof: the ``sy.prove_equal``
+cells of 5.2-5.4 and 5.6 "Symbolic weights against autograd". Tests:
+``tests/losses/test_lifted.py`` (loops: :mod:`dmlbook.reference.classic`).
 
 Three members of one family, all log-sum-exp "soft maxima" over a batch's pairs:
 

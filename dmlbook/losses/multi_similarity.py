@@ -1,10 +1,10 @@
 """The Multi-Similarity (MS) loss of Wang et al. 2019: mining (Eq. 11-12), weighting (Eq. 13-14), loss (Eq. 15).
 
-Chapter: ``book/10_multi_similarity.ipynb`` (10.1 mining, 10.2 weighting, 10.3 the loss). Proof:
-Chapter 10's ``sy.prove_equal`` of Eq. 13-14 against the derivative of Eq. 15
-(:mod:`dmlbook.symbolic`). Tests: ``tests/losses/test_multi_similarity.py``; the paper-literal
-per-anchor loop is :func:`dmlbook.reference.multi_similarity_loss_reference`
-(``tests/reference/test_ms_equivalence.py``).
+Chapter: ``book/10_multi_similarity.ipynb``, 10.1 "Mining with Similarity-P (Eq. 11-12)", 10.2
+"The loss, and its weights (Eq. 13-15)", 10.4 "dmlbook's implementation". Proof: the
+``sy.prove_equal`` cells of 10.2 and 10.5 (:mod:`dmlbook.symbolic`). Tests:
+``tests/losses/test_multi_similarity.py``; the paper-literal per-anchor loop is
+:func:`dmlbook.reference.multi_similarity_loss_reference` (``tests/reference/test_ms_equivalence.py``).
 
 MS works in two steps on the similarity matrix ``S`` of a batch, and each step is usable alone:
 

@@ -1,8 +1,10 @@
 """Triplet loss in the similarity form and the two distance forms.
 
-Chapter: ``book/04_triplet.ipynb`` (Eq. 5, Liu et al.'s Eq. 12 and 37, mining). Proof: Chapter 4's
-``sy.prove_equal`` of the GPW weight (:mod:`dmlbook.symbolic`). Tests:
-``tests/losses/test_triplet.py``; miners in :mod:`dmlbook.mining` (``tests/test_mining.py``).
+Chapter: ``book/04_triplet.ipynb``, 4.1 "The similarity form (Wang et al. 2019, Eq. 5)", 4.2 "The
+distance forms (Liu et al., Eq. 12 and 37)", 4.4 "The implementation in `dmlbook`". Proof: the
+``sy.prove_equal`` cells of 4.1-4.2 and 4.5 "Symbolic weights against autograd". Tests:
+``tests/losses/test_triplet.py`` (loops: :mod:`dmlbook.reference.classic`); the miners
+(:mod:`dmlbook.mining`, 4.3 "Mining: which triplets enter") in ``tests/test_mining.py``.
 
 For an anchor ``a``, a positive ``p`` (same class) and a negative ``n`` (other class):
 

@@ -1,6 +1,6 @@
 """The Table 2 ablation study of Wang et al. 2019: the paper's numbers beside measured ones.
 
-Chapter: ``book/10_multi_similarity.ipynb`` (10.5 "The ablation, Table 2"), which reads
+Chapter: ``book/10_multi_similarity.ipynb``, 10.7 "Table 2, re-run on `synthetic`", which reads
 ``bench/results/ms_ablation.csv`` (written by ``bench/ms_ablation.py``). The losses of the rows
 are :mod:`dmlbook.losses.ablation`. Tests: ``tests/studies/test_ms_ablation.py``.
 
