@@ -1,12 +1,19 @@
 """Mining: which pairs (or triplets) of a batch a loss is allowed to see, as boolean masks.
 
+Every miner of dmlbook is here, and this module imports only the pair algebra
+(:mod:`dmlbook.pairs`), so the losses can import it without a cycle. Chapters:
+``book/04_triplet.ipynb``, 4.3 "Mining: which triplets enter"; ``book/07_npair.ipynb``, 7.4 "The
+N-pair batch"; ``book/10_multi_similarity.ipynb``, 10.1 "Mining with Similarity-P (Eq. 11-12)".
+Tests: ``tests/test_mining.py``; the per-anchor MS mining loop is
+:func:`dmlbook.reference.ms_mining_reference` (``tests/reference/test_ms_equivalence.py``).
+
 Every miner here returns masks, never index lists, so that its output composes with the
 losses of :mod:`dmlbook.losses` (which take ``pos_mask``/``neg_mask``) by logical and.
 
 Pair masks, shape (B, B), are enough for every selection that is made *per pair* or *per anchor*:
 all pairs, batch-hard (one hardest positive and one hardest negative per anchor, Hermans et al.
-as implemented by pytorch-metric-learning's ``BatchHardMiner``) and the N-pair construction
-(Liu et al., Eq. 13). A triplet loss fed pair masks uses every triplet ``(a, p, n)`` with
+as implemented by pytorch-metric-learning's ``BatchHardMiner``), the N-pair construction
+(Liu et al., Eq. 13) and MS mining with *Similarity-P* (Wang et al. 2019, Eq. 11-12). A triplet loss fed pair masks uses every triplet ``(a, p, n)`` with
 ``pos[a, p]`` and ``neg[a, n]``.
 
 Selections that depend on the *triplet* (semi-hard negatives: ``d_ap < d_an < d_ap + m``; the
@@ -23,8 +30,16 @@ from __future__ import annotations
 
 import torch
 
-from .losses.base import FORMS, check_choice, check_similarity, dissimilarity, resolve_masks
-from .similarity import pair_masks
+from .pairs import (
+    FORMS,
+    check_choice,
+    check_nonnegative,
+    check_similarity,
+    compute_dtype,
+    dissimilarity,
+    pair_masks,
+    resolve_masks,
+)
 from .validation import as_labels
 
 __all__ = [
@@ -33,6 +48,7 @@ __all__ = [
     "all_triplet_mask",
     "batch_hard_masks",
     "margin_triplet_mask",
+    "ms_mining_masks",
     "npair_masks",
     "semihard_triplet_mask",
 ]
@@ -230,3 +246,88 @@ def npair_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     is_anchor[anchors] = True
     neg = is_anchor[:, None] & chosen[None, :] & (y[:, None] != y[None, :])
     return pos, neg
+
+
+# ----------------------------------------------------------------------------- MS mining
+
+
+def check_epsilon(epsilon: float) -> float:
+    """The MS mining margin ``epsilon`` of Eq. 11-12: a finite number >= 0, as a float."""
+    return check_nonnegative(epsilon, "epsilon", " (Wang et al. use 0.1)")
+
+
+def hardest(
+    s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row: the least similar positive (``+inf`` if none), the most similar negative (``-inf``)."""
+    inf = torch.full((), float("inf"), dtype=s.dtype, device=s.device)
+    min_pos = torch.where(pos, s, inf).amin(dim=1)
+    max_neg = torch.where(neg, s, -inf).amax(dim=1)
+    return min_pos, max_neg
+
+
+def ms_mine(
+    s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, epsilon: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 11-12 on detached similarities ``s`` and candidate masks ``pos``, ``neg``.
+
+    Evaluated literally: ``S_ij > min_P S - eps`` (Eq. 11), ``S_ij < max_N S + eps`` (Eq. 12),
+    with the per-row thresholds computed first (the MS loss's fused closed form,
+    :mod:`dmlbook.losses.ms_closed_form`, uses the same arithmetic).
+    """
+    min_pos, max_neg = hardest(s, pos, neg)
+    mined_pos = torch.lt(s, (max_neg + epsilon)[:, None]).logical_and_(pos)
+    mined_neg = torch.gt(s, (min_pos - epsilon)[:, None]).logical_and_(neg)
+    return mined_pos, mined_neg
+
+
+def ms_mining_masks(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    epsilon: float = 0.1,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """MS pair mining with *Similarity-P*, Wang et al. 2019, Eq. 11-12.
+
+    For anchor ``i`` a negative pair is kept when it is more similar than the anchor's hardest
+    positive minus ``epsilon`` (Eq. 11), a positive pair when it is less similar than the
+    anchor's hardest negative plus ``epsilon`` (Eq. 12)::
+
+        S_ij^- > min_{y_k = y_i} S_ik - epsilon,        S_ij^+ < max_{y_k != y_i} S_ik + epsilon.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarities (read detached: mining carries no gradient).
+    labels : Tensor of shape (B,)
+    epsilon : float
+        The margin ``epsilon`` of Eq. 11-12 (>= 0; the paper uses 0.1).
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Candidate pairs. They narrow the label masks *before* mining, so the thresholds are
+        taken over the candidates.
+
+    Returns
+    -------
+    pos, neg : bool Tensor of shape (B, B)
+        ``pos[i, j]`` iff ``j`` is a positive of ``i`` with ``S_ij < max_{N} S_ik + epsilon``
+        (Eq. 12); ``neg[i, j]`` iff ``j`` is a negative of ``i`` with
+        ``S_ij > min_{P} S_ik - epsilon`` (Eq. 11). The thresholds come from the unmined sets;
+        the diagonal is never a pair. An anchor gets mined positives and negatives, or neither
+        (see the "Semantics" of :mod:`dmlbook.losses.multi_similarity`): in particular an
+        anchor with no positive (a singleton class) or no negative (a one-class batch) gets an
+        empty row in both.
+
+    Examples
+    --------
+    >>> S = torch.tensor([[1.0, 0.5, 0.45, -0.2], [0.5, 1.0, 0.1, 0.0],
+    ...                   [0.45, 0.1, 1.0, 0.3], [-0.2, 0.0, 0.3, 1.0]])
+    >>> pos, neg = ms_mining_masks(S, torch.tensor([0, 0, 1, 1]))
+    >>> pos[0].tolist(), neg[0].tolist()
+    ([False, True, False, False], [False, False, True, False])
+    """
+    eps = check_epsilon(epsilon)
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    return ms_mine(S.detach().to(compute_dtype(S)), pos, neg, eps)

@@ -1,5 +1,9 @@
 """Pair-based losses, each a pure function of the similarity matrix S plus a thin module.
 
+Each module below holds one family: its equation, its declared hyper-parameters (a frozen
+dataclass, :class:`~dmlbook.losses.base.HyperParameters`) and its thin ``nn.Module``; each opens
+with where its chapter section, its proof and its tests are.
+
 * Wang et al. Eq. 4: ``contrastive_loss`` / ``ContrastiveLoss``
 * Liu et al. Eq. 11, 35, 36: ``contrastive_distance_loss`` / ``ContrastiveDistanceLoss``
 * Wang et al. Eq. 5; Liu et al. Eq. 12, 37: ``triplet_loss`` / ``TripletLoss``
@@ -9,12 +13,22 @@
 * Wang et al. Eq. 9-10: ``binomial_deviance_loss`` / ``BinomialDevianceLoss``
 * Wang et al. supplement Eq. 10 (BinLifted): ``binlifted_loss`` / ``BinLiftedLoss``
 * Liu et al. Eq. 13 (Sohn's N-pair): ``npair_loss`` / ``NPairLoss``
+* Wang et al. Eq. 11-15 (MS): ``multi_similarity_loss`` / ``MultiSimilarityLoss``, and the
+  "MS mining" row of Table 2, ``ms_mining_loss`` / ``MSMiningLoss``
+* Wang et al. Table 2 rows: ``ablation_loss`` (:mod:`dmlbook.losses.ablation`)
 
-``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`);
-the miners that produce ``pos_mask``/``neg_mask`` (and triplet masks) are in :mod:`dmlbook.mining`.
+``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
+The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet masks) are in
+:mod:`dmlbook.mining`, the pair algebra in :mod:`dmlbook.pairs`. The paper-literal loops are in
+:mod:`dmlbook.reference`, the studies (Table 1, Table 2) in :mod:`dmlbook.studies`.
 """
 
-from .base import PairLoss, prepare_batch, resolve_masks
+import importlib
+import warnings
+from typing import Any
+
+from .ablation import TABLE_2, MinedPairLoss, ablation_loss, table_2_names
+from .base import HyperParameters, PairLoss, prepare_batch, resolve_masks
 from .binomial import BinLiftedLoss, BinomialDevianceLoss, binlifted_loss, binomial_deviance_loss
 from .contrastive import (
     ContrastiveDistanceLoss,
@@ -30,11 +44,21 @@ from .lifted import (
     lifted_star_loss,
     lifted_structure_loss,
 )
+from .multi_similarity import (
+    MSMiningLoss,
+    MultiSimilarityLoss,
+    ms_anchor_weights,
+    ms_case_weights,
+    ms_mining_loss,
+    ms_weights,
+    multi_similarity_loss,
+)
 from .npair import NPairLoss, npair_loss
 from .registry import available_losses, describe_loss, get_loss, loss_parameters, register_loss
 from .triplet import TripletLoss, triplet_loss
 
 __all__ = [
+    "HyperParameters",
     "PairLoss",
     "prepare_batch",
     "resolve_masks",
@@ -56,6 +80,17 @@ __all__ = [
     "binlifted_loss",
     "NPairLoss",
     "npair_loss",
+    "MultiSimilarityLoss",
+    "multi_similarity_loss",
+    "MSMiningLoss",
+    "ms_mining_loss",
+    "ms_weights",
+    "ms_anchor_weights",
+    "ms_case_weights",
+    "MinedPairLoss",
+    "TABLE_2",
+    "ablation_loss",
+    "table_2_names",
     "available_losses",
     "describe_loss",
     "get_loss",
@@ -63,48 +98,25 @@ __all__ = [
     "register_loss",
 ]
 
-# --- Multi-Similarity loss (Wang et al. 2019, Eq. 11-15) and the Table 2 ablation family ---------
-from .ms_ablation import (  # noqa: E402
-    PAPER_TABLE_2,
-    TABLE_2,
-    MinedPairLoss,
-    ablation_loss,
-    paper_table_2,
-    read_ablation_csv,
-    summarize_ablation,
-    table_2_names,
-)
-from .ms_reference import multi_similarity_loss_reference  # noqa: E402
-from .multi_similarity import (  # noqa: E402
-    MSMiningLoss,
-    MultiSimilarityLoss,
-    ms_anchor_weights,
-    ms_case_weights,
-    ms_mining_loss,
-    ms_mining_masks,
-    ms_weights,
-    multi_similarity_loss,
-)
+#: Names that used to be importable from here, and the module that holds each now. Studies,
+#: reference loops and miners are no losses; the old spelling warns and forwards.
+_MOVED = {
+    "ms_mining_masks": "dmlbook.mining",
+    "multi_similarity_loss_reference": "dmlbook.reference",
+    "PAPER_TABLE_2": "dmlbook.studies.ms_ablation",
+    "paper_table_2": "dmlbook.studies.ms_ablation",
+    "read_ablation_csv": "dmlbook.studies.ms_ablation",
+    "summarize_ablation": "dmlbook.studies.ms_ablation",
+}
 
-__all__ += [
-    "MultiSimilarityLoss",
-    "multi_similarity_loss",
-    "MSMiningLoss",
-    "ms_mining_loss",
-    "ms_mining_masks",
-    "ms_weights",
-    "ms_anchor_weights",
-    "ms_case_weights",
-    "multi_similarity_loss_reference",
-    "MinedPairLoss",
-    "PAPER_TABLE_2",
-    "TABLE_2",
-    "ablation_loss",
-    "paper_table_2",
-    "read_ablation_csv",
-    "summarize_ablation",
-    "table_2_names",
-]
 
-register_loss("multi_similarity", MultiSimilarityLoss, aliases=("ms",))
-register_loss("ms_mining", MSMiningLoss)
+def __getattr__(name: str) -> Any:
+    """Deprecation path for :data:`_MOVED`: warn, then forward to the new home."""
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"dmlbook.losses.{name} moved: import it from {_MOVED[name]}.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(_MOVED[name]), name)

@@ -1,5 +1,12 @@
 """Binomial deviance loss (Wang et al. 2019, Eq. 9-10) and BinLifted (their supplement, Eq. 10).
 
+Chapter: ``book/06_binomial_deviance.ipynb``, 6.1 "The loss and its weights (Wang et al., Eq.
+9-10)", 6.3 "Numbers: softplus, not the formula as printed", 6.4 "The implementation"; BinLifted
+and Binomial_m in ``book/10_multi_similarity.ipynb``, 10.7 "Table 2, re-run on `synthetic`".
+Proof: the ``sy.prove_equal`` cells of 6.1-6.2 and 6.5 "Symbolic weights against autograd".
+Tests: ``tests/losses/test_binomial.py`` (loops: :mod:`dmlbook.reference.classic`; the float64
+exactness of issue 17 against mpmath).
+
 Binomial deviance replaces the contrastive hinge by a softplus (Wang et al. 2019, Eq. 9):
 
     L_i = (1/P_i) sum_{P_i} log[1 + e^{alpha (lambda - S_ij)}] + (1/N_i) sum_{N_i} log[1 + e^{beta (S_ij - lambda)}]
@@ -21,41 +28,64 @@ construction and for the positive side, which the paper describes only as "analo
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from dataclasses import KW_ONLY, dataclass
 
+import torch
+
+from ..pairs import REDUCTIONS, softplus
 from .base import (
+    HyperParameters,
     PairLoss,
     check_choice,
-    check_positive,
     check_similarity,
     masked_logsumexp,
-    masked_mean,
+    reduce,
     resolve_masks,
 )
 
-__all__ = ["binomial_deviance_loss", "BinomialDevianceLoss", "binlifted_loss", "BinLiftedLoss"]
+__all__ = [
+    "BinomialHyperParameters",
+    "binomial_deviance_loss",
+    "BinomialDevianceLoss",
+    "binlifted_loss",
+    "BinLiftedLoss",
+]
 
-_REDUCTIONS = ("mean", "sum", "none")
+
+@dataclass(frozen=True)
+class BinomialHyperParameters(HyperParameters):
+    """Binomial deviance and BinLifted: ``alpha``, ``beta`` (> 0), ``margin`` (``lambda``).
+
+    Defaults follow the scale Wang et al. use for their MS loss (``alpha = 2``, ``beta = 50``);
+    Eq. 9 fixes no values.
+    """
+
+    alpha: float = 2.0
+    beta: float = 50.0
+    margin: float = 0.5
+    _: KW_ONLY
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._positive("alpha", "beta")
+        check_choice(self.reduction, REDUCTIONS, "reduction")
+
+    def check_module(self) -> None:
+        super().check_module()
+        self._set("margin", float(self.margin))
 
 
-def _finish(per: torch.Tensor, valid: torch.Tensor, reduction: str) -> torch.Tensor:
-    per = torch.where(valid, per, torch.zeros_like(per))
-    if reduction == "none":
-        return per
-    if reduction == "sum":
-        return per.sum()
-    return masked_mean(per, valid)
+_H = BinomialHyperParameters
 
 
 def binomial_deviance_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = 2.0,
-    beta: float = 50.0,
-    margin: float = 0.5,
+    alpha: float = _H.alpha,
+    beta: float = _H.beta,
+    margin: float = _H.margin,
     *,
-    reduction: str = "mean",
+    reduction: str = _H.reduction,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -66,8 +96,8 @@ def binomial_deviance_loss(
     S : Tensor of shape (B, B)
     labels : Tensor of shape (B,)
     alpha, beta : float
-        Slopes of the positive and negative softplus (> 0). Defaults follow the scale Wang et al.
-        use for their MS loss (``alpha = 2``, ``beta = 50``); Eq. 9 fixes no values.
+        Slopes of the positive and negative softplus (> 0), see
+        :class:`BinomialHyperParameters`.
     margin : float
         ``lambda``, the similarity at which a pair's softplus bends.
     reduction : {"mean", "sum", "none"}
@@ -85,31 +115,30 @@ def binomial_deviance_loss(
 
     Notes
     -----
-    ``log(1 + e^x)`` is ``torch.nn.functional.softplus``, linear above ``x = 20``, so nothing
-    overflows for ``beta = 50`` and any ``S`` in [-1, 1], in float32 as in float64.
+    ``log(1 + e^x)`` is :func:`dmlbook.pairs.softplus`, linear above ``x = 20`` in float32 and
+    above ``x = 40`` in float64, so nothing overflows for ``beta = 50`` and any ``S`` in
+    [-1, 1], and float64 values and gradients are exact to rounding.
     """
-    alpha = check_positive(alpha, "alpha")
-    beta = check_positive(beta, "beta")
-    check_choice(reduction, _REDUCTIONS, "reduction")
+    hp = _H(alpha, beta, margin, reduction=reduction)
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     zero = torch.zeros_like(S)
-    pos_sum = torch.where(pos, F.softplus(alpha * (margin - S)), zero).sum(dim=1)
-    neg_sum = torch.where(neg, F.softplus(beta * (S - margin)), zero).sum(dim=1)
+    pos_sum = torch.where(pos, softplus(hp.alpha * (margin - S)), zero).sum(dim=1)
+    neg_sum = torch.where(neg, softplus(hp.beta * (S - margin)), zero).sum(dim=1)
     n_pos = pos.sum(dim=1).clamp_min(1).to(S.dtype)
     n_neg = neg.sum(dim=1).clamp_min(1).to(S.dtype)
     per = pos_sum / n_pos + neg_sum / n_neg
-    return _finish(per, pos.any(dim=1) | neg.any(dim=1), reduction)
+    return reduce(per, reduction, pos.any(dim=1) | neg.any(dim=1))
 
 
 def binlifted_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = 2.0,
-    beta: float = 50.0,
-    margin: float = 0.5,
+    alpha: float = _H.alpha,
+    beta: float = _H.beta,
+    margin: float = _H.margin,
     *,
-    reduction: str = "mean",
+    reduction: str = _H.reduction,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -149,40 +178,24 @@ def binlifted_loss(
     log-sum-exp), a choice of dmlbook. Note that, unlike Eq. 9, supplement Eq. 10 has no
     ``1/N_i`` and no ``beta`` factor on the binomial part.
     """
-    alpha = check_positive(alpha, "alpha")
-    beta = check_positive(beta, "beta")
-    check_choice(reduction, _REDUCTIONS, "reduction")
+    hp = _H(alpha, beta, margin, reduction=reduction)
+    alpha, beta = hp.alpha, hp.beta
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     zero = torch.zeros_like(S)
-    neg_soft = torch.where(neg, F.softplus(beta * (S - margin)), zero).sum(dim=1)
-    pos_soft = torch.where(pos, F.softplus(alpha * (margin - S)), zero).sum(dim=1)
+    neg_soft = torch.where(neg, softplus(beta * (S - margin)), zero).sum(dim=1)
+    pos_soft = torch.where(pos, softplus(alpha * (margin - S)), zero).sum(dim=1)
     neg_lse, has_neg = masked_logsumexp(beta * S, neg, dim=1)
     pos_lse, has_pos = masked_logsumexp(-alpha * S, pos, dim=1)
     per = (neg_soft + neg_lse) / (2 * beta) + (pos_soft + pos_lse) / (2 * alpha)
-    return _finish(per, has_pos | has_neg, reduction)
+    return reduce(per, reduction, has_pos | has_neg)
 
 
 class BinomialDevianceLoss(PairLoss):
     """Module form of :func:`binomial_deviance_loss` (Wang et al. 2019, Eq. 9)."""
 
-    #: :class:`BinLiftedLoss` swaps the function and keeps the hyper-parameters.
     loss_function = staticmethod(binomial_deviance_loss)
-    hyper_parameters = ("alpha", "beta", "margin", "reduction")
-
-    def __init__(
-        self,
-        alpha: float = 2.0,
-        beta: float = 50.0,
-        margin: float = 0.5,
-        *,
-        reduction: str = "mean",
-    ) -> None:
-        super().__init__()
-        self.alpha = check_positive(alpha, "alpha")
-        self.beta = check_positive(beta, "beta")
-        self.margin = float(margin)
-        self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
+    hyper = BinomialHyperParameters
 
 
 class BinLiftedLoss(BinomialDevianceLoss):

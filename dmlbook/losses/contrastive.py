@@ -1,5 +1,11 @@
 """Contrastive loss in the similarity form of the General Pair Weighting view, and its distance forms.
 
+Chapter: ``book/03_contrastive.ipynb``, 3.1 "The similarity form (Wang et al. 2019, Eq. 4)",
+3.2 "The distance forms (Liu et al., Eq. 11, 35, 36)", 3.4 "The implementations in `dmlbook`".
+Proof: the ``sy.prove_equal`` cells of 3.1-3.3 and 3.5 "Symbolic weights against autograd"
+(:mod:`dmlbook.symbolic`). Tests: ``tests/losses/test_contrastive.py`` (loops:
+:mod:`dmlbook.reference.classic`), ``tests/losses/test_pml_crosscheck.py``.
+
 Wang et al. 2019, Eq. 4, for one pair ``(i, j)`` with ``I_ij = 1`` when the labels agree:
 
     L_ij = (1 - I_ij) [S_ij - lambda]_+  -  I_ij S_ij
@@ -21,18 +27,24 @@ On unit vectors ``D = sqrt(2 - 2 S)``, so every variant is still a function of `
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
+
 import torch
 
+from ..pairs import REDUCTIONS
 from .base import (
+    HyperParameters,
     PairLoss,
     check_choice,
     check_similarity,
     dissimilarity,
-    masked_mean,
+    reduce,
     resolve_masks,
 )
 
 __all__ = [
+    "ContrastiveHyperParameters",
+    "ContrastiveDistanceHyperParameters",
     "contrastive_loss",
     "ContrastiveLoss",
     "contrastive_distance_loss",
@@ -47,13 +59,50 @@ CONTRASTIVE_VARIANTS: dict[str, str] = {
     "squared_distance": "Liu et al. Eq. 36: [D^2 - m1]_+ and [m2 - D^2]_+",
 }
 
-_REDUCTIONS = ("mean", "sum", "none")
+
+@dataclass(frozen=True)
+class ContrastiveHyperParameters(HyperParameters):
+    """Wang et al.'s Eq. 4: the margin ``lambda``, a cosine similarity (a module needs [-1, 1])."""
+
+    margin: float = 0.5
+
+    def check_module(self) -> None:
+        if not -1.0 <= self.margin <= 1.0:
+            raise ValueError(
+                f"margin is a cosine similarity and must lie in [-1, 1], got {self.margin}."
+            )
+        self._set("margin", float(self.margin))
+
+
+@dataclass(frozen=True)
+class ContrastiveDistanceHyperParameters(HyperParameters):
+    """Liu et al.'s Eq. 11, 35, 36: margins ``m1 < m2`` on distances, the variant, the reduction."""
+
+    pos_margin: float = 0.0
+    neg_margin: float = 1.0
+    _: KW_ONLY
+    variant: str = "hinge"
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        check_choice(self.variant, tuple(CONTRASTIVE_VARIANTS), "variant")
+        check_choice(self.reduction, REDUCTIONS, "reduction")
+
+    def check_module(self) -> None:
+        super().check_module()
+        if not 0.0 <= self.pos_margin < self.neg_margin:
+            raise ValueError(
+                "margins are distances and need 0 <= pos_margin < neg_margin, "
+                f"got pos_margin={self.pos_margin}, neg_margin={self.neg_margin}."
+            )
+        self._set("pos_margin", float(self.pos_margin))
+        self._set("neg_margin", float(self.neg_margin))
 
 
 def contrastive_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = 0.5,
+    margin: float = ContrastiveHyperParameters.margin,
     *,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
@@ -86,8 +135,7 @@ def contrastive_loss(
     per_pair = torch.where(pos, -S, torch.zeros_like(S)) + torch.where(
         neg, torch.relu(S - margin), torch.zeros_like(S)
     )
-    n_pairs = (pos | neg).sum().clamp_min(1)
-    return per_pair.sum() / n_pairs
+    return reduce(per_pair, "mean", pos | neg)
 
 
 class ContrastiveLoss(PairLoss):
@@ -97,25 +145,17 @@ class ContrastiveLoss(PairLoss):
     """
 
     loss_function = staticmethod(contrastive_loss)
-    hyper_parameters = ("margin",)
-
-    def __init__(self, margin: float = 0.5) -> None:
-        super().__init__()
-        if not -1.0 <= margin <= 1.0:
-            raise ValueError(
-                f"margin is a cosine similarity and must lie in [-1, 1], got {margin}."
-            )
-        self.margin = float(margin)
+    hyper = ContrastiveHyperParameters
 
 
 def contrastive_distance_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    pos_margin: float = 0.0,
-    neg_margin: float = 1.0,
+    pos_margin: float = ContrastiveDistanceHyperParameters.pos_margin,
+    neg_margin: float = ContrastiveDistanceHyperParameters.neg_margin,
     *,
-    variant: str = "hinge",
-    reduction: str = "mean",
+    variant: str = ContrastiveDistanceHyperParameters.variant,
+    reduction: str = ContrastiveDistanceHyperParameters.reduction,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -157,10 +197,9 @@ def contrastive_distance_loss(
     pytorch-metric-learning's ``ContrastiveLoss(pos_margin, neg_margin)`` computes the ``"hinge"``
     terms but averages the positive and negative terms separately over the *non-zero* ones and
     adds the two means (``AvgNonZeroReducer``); ``reduction="none"`` gives what is needed to
-    reproduce that (see ``tests/test_pml_crosscheck.py``).
+    reproduce that (see ``tests/losses/test_pml_crosscheck.py``).
     """
-    check_choice(variant, tuple(CONTRASTIVE_VARIANTS), "variant")
-    check_choice(reduction, _REDUCTIONS, "reduction")
+    ContrastiveDistanceHyperParameters(pos_margin, neg_margin, variant=variant, reduction=reduction)
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, "squared_distance" if variant == "squared_distance" else "distance")
@@ -170,11 +209,7 @@ def contrastive_distance_loss(
         pos_term, neg_term = pos_term.square(), neg_term.square()
     zero = torch.zeros_like(S)
     per_pair = torch.where(pos, pos_term, zero) + torch.where(neg, neg_term, zero)
-    if reduction == "none":
-        return per_pair
-    if reduction == "sum":
-        return per_pair.sum()
-    return masked_mean(per_pair, pos | neg)
+    return reduce(per_pair, reduction, pos | neg)
 
 
 class ContrastiveDistanceLoss(PairLoss):
@@ -190,25 +225,4 @@ class ContrastiveDistanceLoss(PairLoss):
     """
 
     loss_function = staticmethod(contrastive_distance_loss)
-    hyper_parameters = ("pos_margin", "neg_margin", "variant", "reduction")
-
-    def __init__(
-        self,
-        pos_margin: float = 0.0,
-        neg_margin: float = 1.0,
-        *,
-        variant: str = "hinge",
-        reduction: str = "mean",
-    ) -> None:
-        super().__init__()
-        check_choice(variant, tuple(CONTRASTIVE_VARIANTS), "variant")
-        check_choice(reduction, ("mean", "sum"), "reduction")
-        if not 0.0 <= pos_margin < neg_margin:
-            raise ValueError(
-                "margins are distances and need 0 <= pos_margin < neg_margin, "
-                f"got pos_margin={pos_margin}, neg_margin={neg_margin}."
-            )
-        self.pos_margin = float(pos_margin)
-        self.neg_margin = float(neg_margin)
-        self.variant = variant
-        self.reduction = reduction
+    hyper = ContrastiveDistanceHyperParameters

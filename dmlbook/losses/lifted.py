@@ -1,5 +1,11 @@
 """Lifted structure losses: the per-anchor form, the original pairwise form, and LiftedStruct*.
 
+Chapter: ``book/05_lifted_structure.ipynb``, 5.1 "The generalised lifted structure loss (Wang et
+al., Eq. 6)", 5.3 "The original pairwise form (Song et al.; Liu et al., Eq. 14)", 5.4
+"LiftedStruct* (Wang et al., Eq. 16)", 5.5 "The implementations". Proof: the ``sy.prove_equal``
+cells of 5.2-5.4 and 5.6 "Symbolic weights against autograd". Tests:
+``tests/losses/test_lifted.py`` (loops: :mod:`dmlbook.reference.classic`).
+
 Three members of one family, all log-sum-exp "soft maxima" over a batch's pairs:
 
 * :func:`lifted_loss`, Wang et al. 2019, Eq. 6 (the generalised lifted structure loss, per anchor):
@@ -20,27 +26,33 @@ Three members of one family, all log-sum-exp "soft maxima" over a batch's pairs:
 
       L_i = (1/alpha) log sum_{P_i} e^{-alpha S_ik} + (1/beta) log sum_{N_i} e^{beta S_ik}.
 
-Every log-sum-exp goes through :func:`dmlbook.losses.base.masked_logsumexp` (max-shifted), so no
+Every log-sum-exp goes through :func:`dmlbook.pairs.masked_logsumexp` (max-shifted), so no
 value or gradient overflows, even at ``beta = 50`` in float32.
 """
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
+
 import torch
 
+from ..pairs import REDUCTIONS
 from .base import (
     FORMS,
+    HyperParameters,
     PairLoss,
     check_choice,
-    check_positive,
     check_similarity,
     dissimilarity,
     masked_logsumexp,
-    masked_mean,
+    reduce,
     resolve_masks,
 )
 
 __all__ = [
+    "LiftedHyperParameters",
+    "LiftedStructureHyperParameters",
+    "LiftedStarHyperParameters",
     "lifted_loss",
     "LiftedLoss",
     "lifted_structure_loss",
@@ -49,25 +61,69 @@ __all__ = [
     "LiftedStarLoss",
 ]
 
-_REDUCTIONS = ("mean", "sum", "none")
+
+@dataclass(frozen=True)
+class LiftedHyperParameters(HyperParameters):
+    """Wang et al.'s Eq. 6: the margin ``lambda``, the form, the reduction."""
+
+    margin: float = 1.0
+    _: KW_ONLY
+    form: str = "similarity"
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        check_choice(self.form, FORMS, "form")
+        check_choice(self.reduction, REDUCTIONS, "reduction")
+
+    def check_module(self) -> None:
+        super().check_module()
+        self._set("margin", float(self.margin))
 
 
-def _finish(per: torch.Tensor, valid: torch.Tensor, reduction: str) -> torch.Tensor:
-    per = torch.where(valid, per, torch.zeros_like(per))
-    if reduction == "none":
-        return per
-    if reduction == "sum":
-        return per.sum()
-    return masked_mean(per, valid)
+@dataclass(frozen=True)
+class LiftedStructureHyperParameters(HyperParameters):
+    """Song et al.'s pairwise form (Liu et al., Eq. 14): on ``D``, squared hinge, joint negatives."""
+
+    margin: float = 1.0
+    _: KW_ONLY
+    form: str = "distance"
+    squared_hinge: bool = True
+    joint_negatives: bool = True
+    reduction: str = "mean"
+
+    check = LiftedHyperParameters.check
+
+    def check_module(self) -> None:
+        super().check_module()
+        self._set("margin", float(self.margin))
+        self._set("squared_hinge", bool(self.squared_hinge))
+        self._set("joint_negatives", bool(self.joint_negatives))
+
+
+@dataclass(frozen=True)
+class LiftedStarHyperParameters(HyperParameters):
+    """LiftedStruct* (Wang et al.'s Eq. 16): temperatures ``alpha``, ``beta`` (> 0)."""
+
+    alpha: float = 2.0
+    beta: float = 50.0
+    _: KW_ONLY
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._positive("alpha", "beta")
+        check_choice(self.reduction, REDUCTIONS, "reduction")
+
+
+_L, _LS, _STAR = LiftedHyperParameters, LiftedStructureHyperParameters, LiftedStarHyperParameters
 
 
 def lifted_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = 1.0,
+    margin: float = _L.margin,
     *,
-    form: str = "similarity",
-    reduction: str = "mean",
+    form: str = _L.form,
+    reduction: str = _L.reduction,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -106,8 +162,7 @@ def lifted_loss(
     log |N_i|``. At ``lambda = 1`` every anchor with ``|P_i| |N_i| >= 3`` is always active, and
     its negative weights are exactly Eq. 8.
     """
-    check_choice(form, FORMS, "form")
-    check_choice(reduction, _REDUCTIONS, "reduction")
+    _L(margin, form=form, reduction=reduction)
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, form)
@@ -115,18 +170,18 @@ def lifted_loss(
     lse_neg, has_neg = masked_logsumexp(-d, neg, dim=1)
     valid = has_pos & has_neg
     per = torch.relu(lse_pos + lse_neg + margin)
-    return _finish(per, valid, reduction)
+    return reduce(per, reduction, valid)
 
 
 def lifted_structure_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = 1.0,
+    margin: float = _LS.margin,
     *,
-    form: str = "distance",
-    squared_hinge: bool = True,
-    joint_negatives: bool = True,
-    reduction: str = "mean",
+    form: str = _LS.form,
+    squared_hinge: bool = _LS.squared_hinge,
+    joint_negatives: bool = _LS.joint_negatives,
+    reduction: str = _LS.reduction,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -167,8 +222,7 @@ def lifted_structure_loss(
         ``-inf``; for ``joint_negatives=False`` either end without negatives) contributes 0 with
         gradient 0 and is not counted. A single-class batch or a batch of one gives 0.
     """
-    check_choice(form, FORMS, "form")
-    check_choice(reduction, _REDUCTIONS, "reduction")
+    _LS(margin, form=form, reduction=reduction)
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, form)
@@ -192,16 +246,16 @@ def lifted_structure_loss(
     per = torch.relu(J)
     if squared_hinge:
         per = per.square() / 2
-    return _finish(per, pos & has_terms, reduction)
+    return reduce(per, reduction, pos & has_terms)
 
 
 def lifted_star_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = 2.0,
-    beta: float = 50.0,
+    alpha: float = _STAR.alpha,
+    beta: float = _STAR.beta,
     *,
-    reduction: str = "mean",
+    reduction: str = _STAR.reduction,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -230,67 +284,32 @@ def lifted_star_loss(
         without positives keeps its negative half and vice versa; an empty half is 0 with
         gradient 0. A batch without any pair gives 0.
     """
-    alpha = check_positive(alpha, "alpha")
-    beta = check_positive(beta, "beta")
-    check_choice(reduction, _REDUCTIONS, "reduction")
+    hp = _STAR(alpha, beta, reduction=reduction)
+    alpha, beta = hp.alpha, hp.beta
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     lse_pos, has_pos = masked_logsumexp(-alpha * S, pos, dim=1)
     lse_neg, has_neg = masked_logsumexp(beta * S, neg, dim=1)
     per = lse_pos / alpha + lse_neg / beta  # an empty half is exactly 0 already
-    return _finish(per, has_pos | has_neg, reduction)
+    return reduce(per, reduction, has_pos | has_neg)
 
 
 class LiftedLoss(PairLoss):
     """Module form of :func:`lifted_loss` (Wang et al. 2019, Eq. 6)."""
 
     loss_function = staticmethod(lifted_loss)
-    hyper_parameters = ("margin", "form", "reduction")
-
-    def __init__(
-        self, margin: float = 1.0, *, form: str = "similarity", reduction: str = "mean"
-    ) -> None:
-        super().__init__()
-        check_choice(form, FORMS, "form")
-        check_choice(reduction, ("mean", "sum"), "reduction")
-        self.margin = float(margin)
-        self.form = form
-        self.reduction = reduction
+    hyper = LiftedHyperParameters
 
 
 class LiftedStructureLoss(PairLoss):
     """Module form of :func:`lifted_structure_loss` (Song et al.; Liu et al., Eq. 14)."""
 
     loss_function = staticmethod(lifted_structure_loss)
-    hyper_parameters = ("margin", "form", "squared_hinge", "joint_negatives", "reduction")
-
-    def __init__(
-        self,
-        margin: float = 1.0,
-        *,
-        form: str = "distance",
-        squared_hinge: bool = True,
-        joint_negatives: bool = True,
-        reduction: str = "mean",
-    ) -> None:
-        super().__init__()
-        check_choice(form, FORMS, "form")
-        check_choice(reduction, ("mean", "sum"), "reduction")
-        self.margin = float(margin)
-        self.form = form
-        self.squared_hinge = bool(squared_hinge)
-        self.joint_negatives = bool(joint_negatives)
-        self.reduction = reduction
+    hyper = LiftedStructureHyperParameters
 
 
 class LiftedStarLoss(PairLoss):
     """Module form of :func:`lifted_star_loss` (LiftedStruct*, Wang et al. 2019, Eq. 16)."""
 
     loss_function = staticmethod(lifted_star_loss)
-    hyper_parameters = ("alpha", "beta", "reduction")
-
-    def __init__(self, alpha: float = 2.0, beta: float = 50.0, *, reduction: str = "mean") -> None:
-        super().__init__()
-        self.alpha = check_positive(alpha, "alpha")
-        self.beta = check_positive(beta, "beta")
-        self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
+    hyper = LiftedStarHyperParameters

@@ -1,8 +1,14 @@
 """The Multi-Similarity (MS) loss of Wang et al. 2019: mining (Eq. 11-12), weighting (Eq. 13-14), loss (Eq. 15).
 
+Chapter: ``book/10_multi_similarity.ipynb``, 10.1 "Mining with Similarity-P (Eq. 11-12)", 10.2
+"The loss, and its weights (Eq. 13-15)", 10.4 "dmlbook's implementation". Proof: the
+``sy.prove_equal`` cells of 10.2 and 10.5 (:mod:`dmlbook.symbolic`). Tests:
+``tests/losses/test_multi_similarity.py``; the paper-literal per-anchor loop is
+:func:`dmlbook.reference.multi_similarity_loss_reference` (``tests/reference/test_ms_equivalence.py``).
+
 MS works in two steps on the similarity matrix ``S`` of a batch, and each step is usable alone:
 
-1. **Mining** with *Similarity-P* (:func:`ms_mining_masks`). For anchor ``i`` a negative pair is
+1. **Mining** with *Similarity-P* (:func:`dmlbook.mining.ms_mining_masks`). For anchor ``i`` a negative pair is
    kept when it is more similar than the anchor's hardest positive minus a margin ``epsilon``
    (Eq. 11), a positive pair when it is less similar than the anchor's hardest negative plus
    ``epsilon`` (Eq. 12)::
@@ -22,9 +28,9 @@ these, ``dL_i/dS_ij = +w_ij^-`` on a mined negative and ``-w_ij^+`` on a mined p
                          + (1/beta) log[1 + sum_{N_i} e^{beta (S_ik - lambda)}] }.
 
 :func:`ms_mining_loss` is the "MS mining" row of the paper's ablation (Table 2): the mined pairs
-with equal weights. :mod:`dmlbook.losses.ms_ablation` builds every row of Table 2, and
-:mod:`dmlbook.losses.ms_reference` holds a slow per-anchor loop written from the paper's text,
-which the tests compare this vectorised code with.
+with equal weights. :mod:`dmlbook.losses.ablation` builds every row of Table 2, and
+:mod:`dmlbook.reference.multi_similarity` holds a slow per-anchor loop written from the paper's
+text, which the tests compare this vectorised code with.
 
 Semantics (what the paper leaves open, and what dmlbook chose)
 ---------------------------------------------------------------
@@ -62,303 +68,105 @@ with autograd (slower, but supports double backward).
 
 Performance
 -----------
-On CPUs the cost of the element-wise work is not the arithmetic: ``torch.where`` (and
-``masked_fill``) with a *data-dependent* mask such as a mined one runs a branchy kernel, tens of
-times slower than a multiplication, and every extra ``B x B`` temporary is fresh memory whose
-first-touch page faults can cost more than the matrix product (notably in VMs). The closed-form
-path therefore keeps positives as index lists (``K - 1`` per row in a P x K batch), writes the
-Eq. 11 mask as a float whose logarithm (0 or ``-inf``) is added to the exponent, and works in
-one ``B x B`` buffer that becomes the saved weights. ``bench/bench_ms.py`` times it against
-pytorch-metric-learning and the bare ``X X^T``.
+The default path is the fused closed form of :mod:`dmlbook.losses.ms_closed_form` (its notes say
+why it avoids data-dependent ``torch.where`` and extra ``B x B`` temporaries on CPUs);
+``bench/bench_ms.py`` times it against pytorch-metric-learning and the bare ``X X^T``.
 """
 
 from __future__ import annotations
 
-import torch
-from torch.autograd.function import once_differentiable
+from dataclasses import KW_ONLY, dataclass
 
-from ..similarity import cosine_similarity
+import torch
+
+from ..mining import check_epsilon, ms_mine
+from ..pairs import REDUCTIONS, compute_dtype
 from .base import (
+    HyperParameters,
     PairLoss,
     check_choice,
-    check_positive,
     check_similarity,
     masked_logsumexp,
-    prepare_batch,
+    reduce,
     resolve_masks,
 )
+from .ms_closed_form import MSClosedForm, ms_core
 
 __all__ = [
     "BACKWARDS",
+    "MSHyperParameters",
+    "MSMiningHyperParameters",
     "MSMiningLoss",
     "MultiSimilarityLoss",
     "ms_anchor_weights",
     "ms_case_weights",
     "ms_mining_loss",
-    "ms_mining_masks",
     "ms_weights",
     "multi_similarity_loss",
 ]
 
-_REDUCTIONS = ("mean", "sum", "none")
 #: How :func:`multi_similarity_loss` computes its gradient.
 BACKWARDS = ("closed_form", "autograd")
-_HALF = (torch.float16, torch.bfloat16)
 
 
-def _check_epsilon(epsilon: float) -> float:
-    e = float(epsilon)
-    if not (e >= 0.0 and e < float("inf")):
-        raise ValueError(
-            f"epsilon must be a finite number >= 0 (Wang et al. use 0.1), got {epsilon}."
-        )
-    return e
+@dataclass(frozen=True)
+class MSMiningHyperParameters(HyperParameters):
+    """MS mining (Eq. 11-12): the margin ``epsilon`` (>= 0; the paper uses 0.1)."""
+
+    epsilon: float = 0.1
+    _: KW_ONLY
+    mining: bool = True
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._set("epsilon", check_epsilon(self.epsilon))
+        check_choice(self.reduction, REDUCTIONS, "reduction")
+
+    def check_module(self) -> None:
+        super().check_module()
+        self._set("mining", bool(self.mining))
 
 
-def _compute_dtype(S: torch.Tensor) -> torch.dtype:
-    return torch.float32 if S.dtype in _HALF else S.dtype
+@dataclass(frozen=True)
+class MSHyperParameters(HyperParameters):
+    """The MS loss (Eq. 11-15): ``alpha``, ``beta`` (> 0), ``margin`` (``lambda``), ``epsilon``.
 
-
-def _validated_labels(S: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """:func:`~dmlbook.losses.base.check_similarity`, with a fast path for valid input.
-
-    ``torch.isfinite`` over a ``B x B`` matrix costs as much as the whole loss on some CPUs; the
-    sum of a matrix is finite whenever every entry is (it overflows only for entries near the
-    float limit), so a finite sum accepts the matrix at the cost of one reduction. Anything
-    else goes through the full check, which raises with its message or accepts.
+    ``alpha = 2``, ``beta = 50``, ``epsilon = 0.1`` are the paper's Sec. 5 values; ``margin = 0.5``
+    is the value of the authors' public code and of pytorch-metric-learning (``base``): the
+    paper's Sec. 5 states ``lambda = 1``, for which a negative at ``S = 0.5`` gets weight at most
+    ``e^{-25}`` (Eq. 13). Pass it explicitly.
     """
-    if (
-        isinstance(S, torch.Tensor)
-        and torch.is_floating_point(S)
-        and S.ndim == 2
-        and S.shape[0] == S.shape[1]
-        and isinstance(labels, torch.Tensor)
-        and labels.ndim == 1
-        and labels.shape[0] == S.shape[0]
-        and not torch.is_floating_point(labels)
-        and bool(torch.isfinite(S.detach().sum()))
-    ):
-        return labels.to(device=S.device, dtype=torch.long)
-    return check_similarity(S, labels)
+
+    alpha: float = 2.0
+    beta: float = 50.0
+    margin: float = 0.5
+    epsilon: float = 0.1
+    _: KW_ONLY
+    mining: bool = True
+    reduction: str = "mean"
+    backward: str = "closed_form"
+
+    def check(self) -> None:
+        self._positive("alpha", "beta")
+        self._set("epsilon", check_epsilon(self.epsilon))
+        self._set("margin", float(self.margin))
+        check_choice(self.reduction, REDUCTIONS, "reduction")
+        check_choice(self.backward, BACKWARDS, "backward")
+
+    def check_module(self) -> None:
+        super().check_module()
+        self._set("mining", bool(self.mining))
 
 
-def _prepare(embeddings: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`~dmlbook.losses.base.prepare_batch` with the fast finite check of
-    :func:`_validated_labels` (a finite sum instead of ``torch.isfinite`` on every entry)."""
-    if (
-        isinstance(embeddings, torch.Tensor)
-        and torch.is_floating_point(embeddings)
-        and embeddings.ndim == 2
-        and embeddings.numel() > 0
-        and isinstance(labels, torch.Tensor)
-        and labels.ndim == 1
-        and labels.shape[0] == embeddings.shape[0]
-        and not torch.is_floating_point(labels)
-        and bool(torch.isfinite(embeddings.detach().sum()))
-    ):
-        return cosine_similarity(embeddings), labels.to(device=embeddings.device, dtype=torch.long)
-    return prepare_batch(embeddings, labels)
-
-
-def _candidates(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    pos_mask: torch.Tensor | None,
-    neg_mask: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The candidate (positive, negative) masks: the label masks, narrowed by given masks."""
-    y = _validated_labels(S, labels)
-    if pos_mask is not None or neg_mask is not None:
-        return resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    pos = y[:, None] == y[None, :]
-    neg = pos.logical_not()
-    pos.fill_diagonal_(False)
-    return pos, neg
-
-
-def _hardest(
-    s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per row: the least similar positive (``+inf`` if none), the most similar negative (``-inf``)."""
-    inf = torch.full((), float("inf"), dtype=s.dtype, device=s.device)
-    min_pos = torch.where(pos, s, inf).amin(dim=1)
-    max_neg = torch.where(neg, s, -inf).amax(dim=1)
-    return min_pos, max_neg
-
-
-def _mine(
-    s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, epsilon: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Eq. 11-12 on detached similarities, as dense masks; also returns the two extremes.
-
-    Evaluated literally: ``S_ij > min_P S - eps`` (Eq. 11), ``S_ij < max_N S + eps`` (Eq. 12),
-    with the per-row thresholds computed first (:func:`_ms_core` uses the same arithmetic).
-    """
-    min_pos, max_neg = _hardest(s, pos, neg)
-    mined_pos = torch.lt(s, (max_neg + epsilon)[:, None]).logical_and_(pos)
-    mined_neg = torch.gt(s, (min_pos - epsilon)[:, None]).logical_and_(neg)
-    return mined_pos, mined_neg, min_pos, max_neg
-
-
-def ms_mining_masks(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    epsilon: float = 0.1,
-    *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """MS pair mining with *Similarity-P*, Wang et al. 2019, Eq. 11-12.
-
-    Parameters
-    ----------
-    S : Tensor of shape (B, B)
-        Cosine similarities (read detached: mining carries no gradient).
-    labels : Tensor of shape (B,)
-    epsilon : float
-        The margin ``epsilon`` of Eq. 11-12 (>= 0; the paper uses 0.1).
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
-        Candidate pairs. They narrow the label masks *before* mining, so the thresholds are
-        taken over the candidates.
-
-    Returns
-    -------
-    pos, neg : bool Tensor of shape (B, B)
-        ``pos[i, j]`` iff ``j`` is a positive of ``i`` with ``S_ij < max_{N} S_ik + epsilon``
-        (Eq. 12); ``neg[i, j]`` iff ``j`` is a negative of ``i`` with
-        ``S_ij > min_{P} S_ik - epsilon`` (Eq. 11). The thresholds come from the unmined sets;
-        the diagonal is never a pair. An anchor gets mined positives and negatives, or neither
-        (see the module notes): in particular an anchor with no positive (a singleton class) or
-        no negative (a one-class batch) gets an empty row in both.
-
-    Examples
-    --------
-    >>> S = torch.tensor([[1.0, 0.5, 0.45, -0.2], [0.5, 1.0, 0.1, 0.0],
-    ...                   [0.45, 0.1, 1.0, 0.3], [-0.2, 0.0, 0.3, 1.0]])
-    >>> pos, neg = ms_mining_masks(S, torch.tensor([0, 0, 1, 1]))
-    >>> pos[0].tolist(), neg[0].tolist()
-    ([False, True, False, False], [False, False, True, False])
-    """
-    eps = _check_epsilon(epsilon)
-    pos, neg = _candidates(S, labels, pos_mask, neg_mask)
-    s = S.detach().to(_compute_dtype(S))
-    mined_pos, mined_neg, _, _ = _mine(s, pos, neg, eps)
-    return mined_pos, mined_neg
-
-
-def _positive_pairs(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row and column indices of every positive pair ``(i, j)``, ``y_i = y_j``, ``i != j``.
-
-    Built from the sorted labels in O(number of pairs), without a ``B x B`` mask.
-    """
-    B = y.shape[0]
-    order = torch.argsort(y, stable=True)
-    _, counts = torch.unique_consecutive(y[order], return_counts=True)
-    size = counts.repeat_interleave(counts)  # class size of each sample, in sorted order
-    start = (torch.cumsum(counts, 0) - counts).repeat_interleave(counts)
-    anchor = torch.arange(B, device=y.device).repeat_interleave(size)
-    first = (torch.cumsum(size, 0) - size).repeat_interleave(size)
-    partner = start.repeat_interleave(size) + torch.arange(anchor.shape[0], device=y.device) - first
-    keep = anchor != partner
-    return order[anchor[keep]], order[partner[keep]]
-
-
-def _ms_core(
-    s: torch.Tensor,
-    y: torch.Tensor,
-    masks: tuple[torch.Tensor, torch.Tensor] | None,
-    alpha: float,
-    beta: float,
-    margin: float,
-    epsilon: float | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eq. 11-15 on detached similarities: the anchor terms and the matrix ``dL_i/dS_ij``.
-
-    Parameters
-    ----------
-    s : Tensor (B, B)
-        Similarities (no graph), in the compute dtype.
-    y : Tensor (B,)
-        Labels.
-    masks : (pos, neg) bool Tensors (B, B), or None
-        Candidate pairs; ``None`` means the label masks (the fast path: positives as index
-        lists, negatives implicit).
-    alpha, beta, margin : float
-    epsilon : float or None
-        Mine with Eq. 11-12 (``None``: keep every candidate).
-
-    Returns
-    -------
-    per_anchor : Tensor (B,)
-        Eq. 15's anchor terms (0 for an anchor with nothing kept).
-    W : Tensor (B, B)
-        ``dL_i/dS_ij``: ``+w^-_ij`` (Eq. 13) on kept negatives, ``-w^+_ij`` (Eq. 14) on kept
-        positives, 0 elsewhere.
-
-    Notes
-    -----
-    Positive pairs are few (``K - 1`` per row in a P x K batch) and handled as index lists;
-    negatives densely, in one ``B x B`` buffer that becomes ``W``. Every exponent is shifted by
-    its row maximum (including the implicit 0 of the ``1 +``). Kept negatives are selected
-    without a data-dependent ``torch.where`` (slow on CPUs): the 0/1 mask of Eq. 11 is written
-    as a float, its logarithm (0 or ``-inf``) is added to the exponent, and ``exp(-inf) = 0``.
-    """
-    B = s.shape[0]
-    dt, dev = s.dtype, s.device
-    inf = torch.full((), float("inf"), dtype=dt, device=dev)
-    W = torch.empty_like(s)
-    if masks is None:
-        rows, cols = _positive_pairs(y)
-        W.copy_(s)  # hardest negative: the row maximum with positives and self excluded
-        W[rows, cols] = -inf
-        W.fill_diagonal_(-inf)
-        max_neg = W.amax(dim=1)
-    else:
-        rows, cols = masks[0].nonzero(as_tuple=True)
-        max_neg = torch.where(masks[1], s, -inf, out=W).amax(dim=1)
-    s_pos = s[rows, cols]
-    min_pos = torch.full((B,), float("inf"), dtype=dt, device=dev)
-    min_pos.scatter_reduce_(0, rows, s_pos, "amin")
-    if epsilon is None:
-        keep_pos = torch.ones_like(s_pos, dtype=torch.bool)
-        W.fill_(1.0)
-    else:
-        keep_pos = s_pos < (max_neg + epsilon)[rows]  # Eq. 12
-        torch.gt(s, (min_pos - epsilon)[:, None], out=W)  # Eq. 11, as 0./1.
-    if masks is not None:
-        W.mul_(masks[1])
-    # Shifts: the largest exponent of each half (the hardest kept positive and negative are
-    # the extremes whenever anything is kept), and 0 for the "1 +".
-    zero = torch.zeros((), dtype=dt, device=dev)
-    shifts = torch.stack([alpha * (margin - min_pos), beta * (max_neg - margin)]).clamp_min(0.0)
-    shifts = torch.where(torch.isfinite(shifts), shifts, zero)
-    c_p, c_n = shifts
-    # negatives: log(mask) + beta (s - lambda) - c_n, then exp (masked-out entries -> 0)
-    W.log_().add_(s, alpha=beta).add_((-beta * margin - c_n)[:, None])
-    W.clamp_max_(0.0).exp_()
-    if masks is None:
-        W[rows, cols] = 0.0
-        W.fill_diagonal_(0.0)
-    sum_n = W.sum(dim=1)
-    # positives, as a list: exp(-alpha (s - lambda) - c_p) on the kept ones
-    e_pos = ((alpha * margin - c_p)[rows] - alpha * s_pos).clamp_max_(0.0).exp_() * keep_pos
-    sum_p = torch.zeros(B, dtype=dt, device=dev).index_add_(0, rows, e_pos)
-    sums = torch.stack([sum_p, sum_n])
-    totals = torch.exp(-shifts) + sums
-    lse = torch.where(sums > 0, shifts + totals.log(), zero)
-    per_anchor = lse[0] / alpha + lse[1] / beta
-    inv = 1.0 / totals
-    W.mul_(inv[1][:, None])  # Eq. 13 on kept negatives
-    W[rows, cols] = -e_pos * inv[0][rows]  # Eq. 14, with the sign of dL/dS
-    return per_anchor, W
+_MS = MSHyperParameters
 
 
 def ms_weights(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = 2.0,
-    beta: float = 50.0,
-    margin: float = 0.5,
+    alpha: float = _MS.alpha,
+    beta: float = _MS.beta,
+    margin: float = _MS.margin,
     *,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
@@ -391,23 +199,19 @@ def ms_weights(
     The weights of one anchor's negatives sum to less than 1: the ``1 +`` is the share left to
     *Similarity-S* (an anchor whose negatives are all far below ``lambda`` has tiny weights).
     """
-    alpha = check_positive(alpha, "alpha")
-    beta = check_positive(beta, "beta")
-    y = _validated_labels(S, labels)
-    masks = None
-    if pos_mask is not None or neg_mask is not None:
-        masks = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    s = S.detach().to(_compute_dtype(S))
-    _, W = _ms_core(s, y, masks, alpha, beta, float(margin), None)
+    hp = _MS(alpha, beta, margin)
+    y, masks = _labels_and_masks(S, labels, pos_mask, neg_mask)
+    s = S.detach().to(compute_dtype(S))
+    _, W = ms_core(s, y, masks, hp.alpha, hp.beta, hp.margin, None)
     return (-W).clamp_min_(0.0), W.clamp_min_(0.0)
 
 
 def ms_anchor_weights(
     s_pos: torch.Tensor,
     s_neg: torch.Tensor,
-    alpha: float = 2.0,
-    beta: float = 50.0,
-    margin: float = 0.5,
+    alpha: float = _MS.alpha,
+    beta: float = _MS.beta,
+    margin: float = _MS.margin,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 13-14 for one anchor, given its (already mined) similarities; batched over leading dims.
 
@@ -425,8 +229,8 @@ def ms_anchor_weights(
         GPW weights (magnitudes). Handy for plots: put a grid of configurations in the leading
         dimensions (e.g. the blog's Case 1/2/3 of a negative pair).
     """
-    alpha = check_positive(alpha, "alpha")
-    beta = check_positive(beta, "beta")
+    hp = _MS(alpha, beta)
+    alpha, beta = hp.alpha, hp.beta
     s_pos, s_neg = torch.as_tensor(s_pos), torch.as_tensor(s_neg)
 
     def weights(x: torch.Tensor) -> torch.Tensor:
@@ -443,9 +247,9 @@ def ms_case_weights(
     n_others: int = 5,
     *,
     positive: bool = False,
-    alpha: float = 2.0,
-    beta: float = 50.0,
-    margin: float = 0.5,
+    alpha: float = _MS.alpha,
+    beta: float = _MS.beta,
+    margin: float = _MS.margin,
 ) -> torch.Tensor:
     """Weight of one pair against ``n_others`` pairs of the same kind that are all equally hard.
 
@@ -487,56 +291,31 @@ def ms_case_weights(
     return (w_pos if positive else w_neg)[..., 0]
 
 
-class _MSClosedForm(torch.autograd.Function):
-    """Eq. 15 per anchor in the forward pass; the backward pass is Eq. 13-14 (the GPW weights)."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx,
-        S: torch.Tensor,
-        y: torch.Tensor,
-        masks: tuple[torch.Tensor, torch.Tensor] | None,
-        alpha: float,
-        beta: float,
-        margin: float,
-        epsilon: float | None,
-    ) -> torch.Tensor:
-        with torch.autocast(device_type=S.device.type, enabled=False):
-            s = S.detach().to(_compute_dtype(S))
-            per_anchor, W = _ms_core(s, y, masks, alpha, beta, margin, epsilon)
-        ctx.save_for_backward(W)
-        ctx.input_dtype = S.dtype
-        return per_anchor
-
-    @staticmethod
-    @once_differentiable  # a second derivative would need autograd: backward="autograd"
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad_per_anchor: torch.Tensor
-    ) -> tuple[torch.Tensor | None, ...]:
-        (W,) = ctx.saved_tensors
-        grad = W * grad_per_anchor.to(W.dtype)[:, None]
-        return (grad.to(ctx.input_dtype), *([None] * 6))
-
-
-def _reduce(per_anchor: torch.Tensor, reduction: str) -> torch.Tensor:
-    if reduction == "none":
-        return per_anchor
-    if reduction == "sum":
-        return per_anchor.sum()
-    return per_anchor.sum() / max(per_anchor.shape[0], 1)
+def _labels_and_masks(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    pos_mask: torch.Tensor | None,
+    neg_mask: torch.Tensor | None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+    """Checked labels, and the candidate masks if any were given (``None``: the label masks,
+    which :func:`~dmlbook.losses.ms_closed_form.ms_core` handles without a ``B x B`` mask)."""
+    y = check_similarity(S, labels)
+    if pos_mask is None and neg_mask is None:
+        return y, None
+    return y, resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
 
 
 def multi_similarity_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = 2.0,
-    beta: float = 50.0,
-    margin: float = 0.5,
-    epsilon: float = 0.1,
+    alpha: float = _MS.alpha,
+    beta: float = _MS.beta,
+    margin: float = _MS.margin,
+    epsilon: float = _MS.epsilon,
     *,
-    mining: bool = True,
-    reduction: str = "mean",
-    backward: str = "closed_form",
+    mining: bool = _MS.mining,
+    reduction: str = _MS.reduction,
+    backward: str = _MS.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -584,36 +363,29 @@ def multi_similarity_loss(
     >>> round(float(multi_similarity_loss(S, torch.tensor([0, 0, 1]), margin=0.5)), 4)
     0.1161
     """
-    alpha = check_positive(alpha, "alpha")
-    beta = check_positive(beta, "beta")
-    eps = _check_epsilon(epsilon)
-    margin = float(margin)
-    check_choice(reduction, _REDUCTIONS, "reduction")
-    check_choice(backward, BACKWARDS, "backward")
+    hp = _MS(alpha, beta, margin, epsilon, reduction=reduction, backward=backward)
+    alpha, beta, margin, eps = hp.alpha, hp.beta, hp.margin, hp.epsilon
+    y, masks = _labels_and_masks(S, labels, pos_mask, neg_mask)
     if backward == "closed_form":
-        y = _validated_labels(S, labels)
-        masks = None
-        if pos_mask is not None or neg_mask is not None:
-            masks = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        per = _MSClosedForm.apply(S, y, masks, alpha, beta, margin, eps if mining else None)
+        per = MSClosedForm.apply(S, y, masks, alpha, beta, margin, eps if mining else None)
     else:
-        pos, neg = _candidates(S, labels, pos_mask, neg_mask)
+        pos, neg = masks if masks is not None else resolve_masks(y, None, None, tuple(S.shape))
         if mining:
-            pos, neg, _, _ = _mine(S.detach().to(_compute_dtype(S)), pos, neg, eps)
-        x = S.to(_compute_dtype(S))
+            pos, neg = ms_mine(S.detach().to(compute_dtype(S)), pos, neg, eps)
+        x = S.to(compute_dtype(S))
         lse_p, _ = masked_logsumexp(-alpha * (x - margin), pos, dim=1, add_one=True)
         lse_n, _ = masked_logsumexp(beta * (x - margin), neg, dim=1, add_one=True)
         per = lse_p / alpha + lse_n / beta
-    return _reduce(per, reduction)
+    return reduce(per, reduction)
 
 
 def ms_mining_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    epsilon: float = 0.1,
+    epsilon: float = MSMiningHyperParameters.epsilon,
     *,
-    mining: bool = True,
-    reduction: str = "mean",
+    mining: bool = MSMiningHyperParameters.mining,
+    reduction: str = MSMiningHyperParameters.reduction,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -639,15 +411,15 @@ def ms_mining_loss(
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Candidate pairs, narrowing the label masks before mining.
     """
-    eps = _check_epsilon(epsilon)
-    check_choice(reduction, _REDUCTIONS, "reduction")
-    pos, neg = _candidates(S, labels, pos_mask, neg_mask)
+    eps = MSMiningHyperParameters(epsilon, reduction=reduction).epsilon
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     if mining:
-        pos, neg, _, _ = _mine(S.detach().to(_compute_dtype(S)), pos, neg, eps)
-    x = S.to(_compute_dtype(S))
+        pos, neg = ms_mine(S.detach().to(compute_dtype(S)), pos, neg, eps)
+    x = S.to(compute_dtype(S))
     zero = torch.zeros((), dtype=x.dtype, device=x.device)
     per = torch.where(neg, x, zero).sum(dim=1) - torch.where(pos, x, zero).sum(dim=1)
-    return _reduce(per, reduction)
+    return reduce(per, reduction)
 
 
 class MultiSimilarityLoss(PairLoss):
@@ -659,52 +431,11 @@ class MultiSimilarityLoss(PairLoss):
     """
 
     loss_function = staticmethod(multi_similarity_loss)
-    hyper_parameters = ("alpha", "beta", "margin", "epsilon", "mining", "reduction", "backward")
-
-    def __init__(
-        self,
-        alpha: float = 2.0,
-        beta: float = 50.0,
-        margin: float = 0.5,
-        epsilon: float = 0.1,
-        *,
-        mining: bool = True,
-        reduction: str = "mean",
-        backward: str = "closed_form",
-    ) -> None:
-        super().__init__()
-        self.alpha = check_positive(alpha, "alpha")
-        self.beta = check_positive(beta, "beta")
-        self.margin = float(margin)
-        self.epsilon = _check_epsilon(epsilon)
-        self.mining = bool(mining)
-        self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
-        self.backward = check_choice(backward, BACKWARDS, "backward")
-
-    def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Normalise, form ``S`` and return the loss (as :class:`PairLoss`, with a cheaper
-        finite check of the embeddings)."""
-        S, y = _prepare(embeddings, labels)
-        return self.loss_on_similarity(S, y, pos_mask=pos_mask, neg_mask=neg_mask)
+    hyper = MSHyperParameters
 
 
 class MSMiningLoss(PairLoss):
     """Module form of :func:`ms_mining_loss` ("MS mining" of Wang et al. 2019, Table 2)."""
 
     loss_function = staticmethod(ms_mining_loss)
-    hyper_parameters = ("epsilon", "mining", "reduction")
-
-    def __init__(
-        self, epsilon: float = 0.1, *, mining: bool = True, reduction: str = "mean"
-    ) -> None:
-        super().__init__()
-        self.epsilon = _check_epsilon(epsilon)
-        self.mining = bool(mining)
-        self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
+    hyper = MSMiningHyperParameters

@@ -1,5 +1,10 @@
 """N-pair loss (Sohn; Liu et al., Eq. 13).
 
+Chapter: ``book/07_npair.ipynb``, 7.1 "The loss (Liu et al., Eq. 13)", 7.4 "The N-pair batch".
+Proof: the ``sy.prove_equal`` cells of 7.2-7.3 and 7.5 "Symbolic weights against autograd".
+Tests: ``tests/losses/test_npair.py`` (loops: :mod:`dmlbook.reference.classic`); the N-pair
+construction is :func:`dmlbook.mining.npair_masks` (``tests/test_mining.py``).
+
 A batch of ``N`` pairs ``(x_i, x_i^+)`` from ``N`` different classes; anchor ``x_i`` must pick its
 own positive out of all ``N`` positives, a soft-max over one positive and ``N - 1`` negatives:
 
@@ -17,21 +22,25 @@ positive*, like NCA's (Wang et al., supplement Eq. 2).
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from dataclasses import dataclass
 
+import torch
+
+from ..mining import npair_masks
+from ..pairs import REDUCTIONS, softplus
 from .base import (
     FORMS,
+    HyperParameters,
     PairLoss,
     check_choice,
     check_similarity,
     dissimilarity,
     masked_logsumexp,
-    masked_mean,
+    reduce,
     resolve_masks,
 )
 
-__all__ = ["npair_loss", "NPairLoss", "NPAIR_SAMPLING"]
+__all__ = ["NPairHyperParameters", "npair_loss", "NPairLoss", "NPAIR_SAMPLING"]
 
 #: How :func:`npair_loss` picks its pairs before any masks narrow them.
 NPAIR_SAMPLING: dict[str, str] = {
@@ -40,13 +49,30 @@ NPAIR_SAMPLING: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True, kw_only=True)
+class NPairHyperParameters(HyperParameters):
+    """The N-pair loss has no margin or scale: only its form, sampling and reduction."""
+
+    form: str = "similarity"
+    sampling: str = "npair"
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        check_choice(self.form, FORMS, "form")
+        check_choice(self.sampling, tuple(NPAIR_SAMPLING), "sampling")
+        check_choice(self.reduction, REDUCTIONS, "reduction")
+
+
+_N = NPairHyperParameters
+
+
 def npair_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
     *,
-    form: str = "similarity",
-    sampling: str = "npair",
-    reduction: str = "mean",
+    form: str = _N.form,
+    sampling: str = _N.sampling,
+    reduction: str = _N.reduction,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -77,26 +103,17 @@ def npair_loss(
         ``log(1 + 0) = 0`` (with gradient 0) and still counts in the mean, as in Eq. 13. A batch
         with no positive pair (every class a singleton, or ``B = 1``) gives 0.
     """
-    check_choice(form, FORMS, "form")
-    check_choice(sampling, tuple(NPAIR_SAMPLING), "sampling")
-    check_choice(reduction, ("mean", "sum", "none"), "reduction")
+    _N(form=form, sampling=sampling, reduction=reduction)
     y = check_similarity(S, labels)
     B = S.shape[0]
     pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
     if sampling == "npair":
-        from ..mining import npair_masks  # deferred: dmlbook.mining imports dmlbook.losses.base
-
         sp, sn = npair_masks(y)
         pos, neg = pos & sp, neg & sn
     d = dissimilarity(S, form)
     r, has_neg = masked_logsumexp(-d, neg, dim=1)  # r_i = log sum_{N_i} e^{-d_ik}
-    per = torch.where(has_neg[:, None], F.softplus(d + r[:, None]), torch.zeros_like(d))
-    per = torch.where(pos, per, torch.zeros_like(d))
-    if reduction == "none":
-        return per
-    if reduction == "sum":
-        return per.sum()
-    return masked_mean(per, pos)
+    per = torch.where(has_neg[:, None], softplus(d + r[:, None]), torch.zeros_like(d))
+    return reduce(per, reduction, pos)
 
 
 class NPairLoss(PairLoss):
@@ -107,12 +124,4 @@ class NPairLoss(PairLoss):
     """
 
     loss_function = staticmethod(npair_loss)
-    hyper_parameters = ("form", "sampling", "reduction")
-
-    def __init__(
-        self, *, form: str = "similarity", sampling: str = "npair", reduction: str = "mean"
-    ) -> None:
-        super().__init__()
-        self.form = check_choice(form, FORMS, "form")
-        self.sampling = check_choice(sampling, tuple(NPAIR_SAMPLING), "sampling")
-        self.reduction = check_choice(reduction, ("mean", "sum"), "reduction")
+    hyper = NPairHyperParameters

@@ -5,7 +5,7 @@ what chapters, the training loop and the command line use to choose a loss from 
 checks the hyper-parameters against the factory's signature so that a misspelt keyword fails
 with the list of the accepted ones instead of a bare ``TypeError``.
 
-Later losses (e.g. the multi-similarity loss) join with :func:`register_loss`.
+Later losses join with :func:`register_loss`. Tests: ``tests/losses/test_registry.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from .base import PairLoss
 from .binomial import BinLiftedLoss, BinomialDevianceLoss
 from .contrastive import ContrastiveDistanceLoss, ContrastiveLoss
 from .lifted import LiftedLoss, LiftedStarLoss, LiftedStructureLoss
+from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
 from .npair import NPairLoss
 from .triplet import TripletLoss
 
@@ -165,6 +166,8 @@ register_loss("lifted_star", LiftedStarLoss, aliases=("lifted_struct_star", "lif
 register_loss("binomial", BinomialDevianceLoss, aliases=("binomial_deviance",))
 register_loss("binlifted", BinLiftedLoss, aliases=("bin_lifted",))
 register_loss("npair", NPairLoss, aliases=("n_pair", "npairs", "n_pairs"))
+register_loss("multi_similarity", MultiSimilarityLoss, aliases=("ms",))
+register_loss("ms_mining", MSMiningLoss)
 
 
 def describe_loss(module: PairLoss) -> tuple[str, dict[str, Any]]:

@@ -1,5 +1,11 @@
 """Triplet loss in the similarity form and the two distance forms.
 
+Chapter: ``book/04_triplet.ipynb``, 4.1 "The similarity form (Wang et al. 2019, Eq. 5)", 4.2 "The
+distance forms (Liu et al., Eq. 12 and 37)", 4.4 "The implementation in `dmlbook`". Proof: the
+``sy.prove_equal`` cells of 4.1-4.2 and 4.5 "Symbolic weights against autograd". Tests:
+``tests/losses/test_triplet.py`` (loops: :mod:`dmlbook.reference.classic`); the miners
+(:mod:`dmlbook.mining`, 4.3 "Mining: which triplets enter") in ``tests/test_mining.py``.
+
 For an anchor ``a``, a positive ``p`` (same class) and a negative ``n`` (other class):
 
 * Wang et al. 2019, Eq. 5 (``form="similarity"``): ``[S_an - S_ap + lambda]_+``;
@@ -21,23 +27,60 @@ narrowed by any pair masks), further narrowed by an optional (B, B, B) triplet m
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
+
 import torch
 
+from .. import mining as miners
 from .base import (
     FORMS,
+    HyperParameters,
     PairLoss,
     check_choice,
     check_similarity,
     dissimilarity,
-    masked_mean,
+    reduce,
     resolve_masks,
 )
 
-__all__ = ["triplet_loss", "TripletLoss", "TRIPLET_MINING", "TRIPLET_REDUCTIONS"]
+__all__ = [
+    "TripletHyperParameters",
+    "triplet_loss",
+    "TripletLoss",
+    "TRIPLET_MINING",
+    "TRIPLET_REDUCTIONS",
+]
 
 TRIPLET_REDUCTIONS: tuple[str, ...] = ("mean", "mean_nonzero", "sum", "none")
 #: Mining strategies of :class:`TripletLoss`.
 TRIPLET_MINING: tuple[str, ...] = ("all", "batch_hard", "semihard")
+
+
+@dataclass(frozen=True)
+class TripletHyperParameters(HyperParameters):
+    """The triplet loss: margin (a module needs >= 0), form, the module's miner, reduction."""
+
+    module_reductions = ("mean", "mean_nonzero", "sum")
+
+    margin: float = 0.1
+    _: KW_ONLY
+    form: str = "similarity"
+    mining: str = "all"
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        check_choice(self.form, FORMS, "form")
+        check_choice(self.reduction, TRIPLET_REDUCTIONS, "reduction")
+
+    def check_module(self) -> None:
+        check_choice(self.mining, TRIPLET_MINING, "mining")
+        super().check_module()
+        if not float(self.margin) >= 0.0:
+            raise ValueError(f"margin must be >= 0, got {self.margin}.")
+        self._set("margin", float(self.margin))
+
+
+_T = TripletHyperParameters
 
 
 def _at_most_one_per_row(mask: torch.Tensor) -> bool:
@@ -47,10 +90,10 @@ def _at_most_one_per_row(mask: torch.Tensor) -> bool:
 def triplet_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = 0.1,
+    margin: float = _T.margin,
     *,
-    form: str = "similarity",
-    reduction: str = "mean",
+    form: str = _T.form,
+    reduction: str = _T.reduction,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
     triplet_mask: torch.Tensor | None = None,
@@ -95,8 +138,7 @@ def triplet_loss(
     anchor (batch-hard), in which case the single triplet of each anchor is computed in
     ``O(B^2)``.
     """
-    check_choice(form, FORMS, "form")
-    check_choice(reduction, TRIPLET_REDUCTIONS, "reduction")
+    _T(margin, form=form, reduction=reduction)
     y = check_similarity(S, labels)
     B = S.shape[0]
     pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
@@ -124,13 +166,7 @@ def triplet_loss(
                 )
             valid = valid & triplet_mask.to(valid.device)
         per = torch.where(valid, torch.relu(d[:, :, None] - d[:, None, :] + margin), zero)
-    if reduction == "none":
-        return per
-    if reduction == "sum":
-        return per.sum()
-    if reduction == "mean_nonzero":
-        return masked_mean(per, valid & (per > 0))
-    return masked_mean(per, valid)
+    return reduce(per, reduction, valid)
 
 
 class TripletLoss(PairLoss):
@@ -148,38 +184,17 @@ class TripletLoss(PairLoss):
     reduction : {"mean", "mean_nonzero", "sum"}
     """
 
-    hyper_parameters = ("margin", "form", "mining", "reduction")
+    loss_function = staticmethod(triplet_loss)
+    hyper = TripletHyperParameters
 
-    def __init__(
-        self,
-        margin: float = 0.1,
-        *,
-        form: str = "similarity",
-        mining: str = "all",
-        reduction: str = "mean",
-    ) -> None:
-        super().__init__()
-        check_choice(form, FORMS, "form")
-        check_choice(mining, TRIPLET_MINING, "mining")
-        check_choice(reduction, ("mean", "mean_nonzero", "sum"), "reduction")
-        if not float(margin) >= 0.0:
-            raise ValueError(f"margin must be >= 0, got {margin}.")
-        self.margin = float(margin)
-        self.form = form
-        self.mining = mining
-        self.reduction = reduction
-
-    def loss_on_similarity(
+    def mine(
         self,
         S: torch.Tensor,
         labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        from .. import mining as miners  # deferred: dmlbook.mining imports dmlbook.losses.base
-
-        triplet_mask = None
+        pos_mask: torch.Tensor | None,
+        neg_mask: torch.Tensor | None,
+    ) -> dict[str, torch.Tensor | None]:
+        """The built-in miner: batch-hard pair masks, or the semi-hard triplet mask."""
         if self.mining == "batch_hard":
             pos_mask, neg_mask = miners.batch_hard_masks(
                 S, labels, pos_mask=pos_mask, neg_mask=neg_mask
@@ -188,13 +203,5 @@ class TripletLoss(PairLoss):
             triplet_mask = miners.semihard_triplet_mask(
                 S, labels, self.margin, form=self.form, pos_mask=pos_mask, neg_mask=neg_mask
             )
-        return triplet_loss(
-            S,
-            labels,
-            self.margin,
-            form=self.form,
-            reduction=self.reduction,
-            pos_mask=pos_mask,
-            neg_mask=neg_mask,
-            triplet_mask=triplet_mask,
-        )
+            return {"pos_mask": pos_mask, "neg_mask": neg_mask, "triplet_mask": triplet_mask}
+        return {"pos_mask": pos_mask, "neg_mask": neg_mask}

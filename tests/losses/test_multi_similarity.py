@@ -3,7 +3,11 @@ the Table 2 ablation family, and their behaviour at the edges (nothing mined, on
 sample, extreme similarities in float32, bfloat16 autocast).
 
 The comparisons with independent implementations (the per-anchor loop, pytorch-metric-learning,
-Liu et al.'s forms) are in ``tests/test_ms_equivalence.py``.
+Liu et al.'s forms) are in ``tests/reference/test_ms_equivalence.py``.
+
+Implementation: :mod:`dmlbook.losses.multi_similarity` (mining: :mod:`dmlbook.mining`);
+chapter ``book/10_multi_similarity.ipynb``. The Table 2 losses are in ``test_ablation.py``, the
+study in ``tests/studies/test_ms_ablation.py``.
 """
 
 from __future__ import annotations
@@ -11,39 +15,27 @@ from __future__ import annotations
 import math
 
 import hypothesis.strategies as st
-import pandas as pd
 import pytest
 import sympy as sp
 import torch
 from hypothesis import given, settings
+from loss_cases import grad_of, rand_S
 
 from dmlbook import symbolic as sy
 from dmlbook.losses import (
-    PAPER_TABLE_2,
-    TABLE_2,
-    MinedPairLoss,
     MSMiningLoss,
     MultiSimilarityLoss,
-    PairLoss,
-    ablation_loss,
-    binomial_deviance_loss,
-    get_loss,
-    lifted_star_loss,
     loss_parameters,
     ms_anchor_weights,
     ms_case_weights,
     ms_mining_loss,
-    ms_mining_masks,
     ms_weights,
     multi_similarity_loss,
-    paper_table_2,
-    read_ablation_csv,
-    summarize_ablation,
-    table_2_names,
 )
 from dmlbook.losses.multi_similarity import BACKWARDS
+from dmlbook.mining import ms_mining_masks
 from dmlbook.similarity import cosine_similarity, pair_masks
-from dmlbook.three_similarities import (
+from dmlbook.studies.three_similarities import (
     ProbeSpec,
     compare_with_paper,
     default_probes,
@@ -53,17 +45,6 @@ from dmlbook.three_similarities import (
 FAST = settings(max_examples=40, deadline=None)
 
 
-def rand_S(B: int, seed: int = 0, dtype=torch.float64, d: int = 5) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return cosine_similarity(torch.randn(B, d, generator=g, dtype=dtype))
-
-
-def grad_of(fn, S):
-    S = S.detach().clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(fn(S), S)
-    return g
-
-
 @st.composite
 def batches(draw, max_b: int = 9, n_classes: int = 3):
     """Labels (singletons, one class, B = 1 included) and a cosine similarity matrix."""
@@ -71,9 +52,6 @@ def batches(draw, max_b: int = 9, n_classes: int = 3):
     labels = draw(st.lists(st.integers(0, n_classes - 1), min_size=B, max_size=B))
     seed = draw(st.integers(0, 10_000))
     return rand_S(B, seed), torch.tensor(labels)
-
-
-# ------------------------------------------------------------------------------ mining
 
 
 def test_mining_on_the_shared_fixture():
@@ -130,9 +108,6 @@ def test_mining_reads_S_detached_and_candidate_masks_narrow_the_thresholds():
     lp, ln = pair_masks(y)
     expected, _ = ms_mining_masks(S.detach(), y, pos_mask=lp & keep)
     assert torch.equal(p2, expected & keep)
-
-
-# ---------------------------------------------------------------------- weights = gradient
 
 
 @pytest.mark.parametrize("mining", [True, False])
@@ -254,9 +229,6 @@ def test_symbolic_eq_13_14_for_a_small_anchor():
     assert check.passed and check.max_abs_err <= 1e-10
 
 
-# --------------------------------------------------------------- backward implementations
-
-
 @pytest.mark.parametrize("mining", [True, False])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_closed_form_backward_equals_autograd(mining, reduction):
@@ -291,9 +263,6 @@ def test_autograd_backward_supports_double_backward():
     (g2,) = torch.autograd.grad(multi_similarity_loss(S, y), S, create_graph=True)
     with pytest.raises(RuntimeError):
         torch.autograd.grad(g2.sum(), S)
-
-
-# ----------------------------------------------------------------------------- edges
 
 
 @FAST
@@ -436,9 +405,6 @@ def test_bad_arguments_fail_with_a_message():
         MultiSimilarityLoss(epsilon=float("inf"))
 
 
-# ------------------------------------------------------------------------- MS mining row
-
-
 def test_ms_mining_loss_weights_every_mined_pair_equally():
     S = rand_S(10, 8)
     y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3, 3])
@@ -456,18 +422,6 @@ def test_ms_mining_loss_weights_every_mined_pair_equally():
     assert "epsilon=0.2" in repr(module)
 
 
-# ------------------------------------------------------------------------ registry, Table 1
-
-
-def test_registered_in_the_loss_registry():
-    assert isinstance(get_loss("multi_similarity"), MultiSimilarityLoss)
-    assert isinstance(get_loss("MS", margin=1.0), MultiSimilarityLoss)
-    assert isinstance(get_loss("multi-similarity", mining=False), MultiSimilarityLoss)
-    assert isinstance(get_loss("ms_mining"), MSMiningLoss)
-    with pytest.raises(ValueError, match="epsilon"):
-        get_loss("ms", epsilonn=0.2)
-
-
 def test_three_similarities_table_sees_all_three_for_ms():
     spec = [s for s in default_probes() if s.loss == "multi_similarity"]
     assert len(spec) == 1
@@ -478,94 +432,6 @@ def test_three_similarities_table_sees_all_three_for_ms():
     # without mining, Similarity-P is gone (the "MS weighting" row of Table 2 is S, N)
     t2 = three_similarities_table([ProbeSpec("w", "ms", {"mining": False}, "MS")], n_configs=4)
     assert t2.loc["w", "S"] and t2.loc["w", "N"] and not t2.loc["w", "P"]
-
-
-# ---------------------------------------------------------------------- Table 2 family
-
-
-def test_table_2_names_and_paper_numbers():
-    assert table_2_names() == (
-        "Binomial", "LiftedStruct*", "MS mining", "BinLifted",
-        "MS weighting", "Binomial_m", "LiftedStruct*_m", "MS",
-    )  # fmt: skip
-    assert set(PAPER_TABLE_2) == set(table_2_names())
-    paper = paper_table_2()
-    assert paper.loc["MS", "R@1"] == 77.3 and paper["R@1"].idxmax() == "MS"
-    assert paper.loc["MS mining", "R@1"] == paper["R@1"].min()
-    assert (paper[["R@1", "R@2", "R@4", "R@8"]].diff(axis=1).iloc[:, 1:] > 0).all().all()
-    assert [v.similarities for v in TABLE_2] == ["S", "N", "P", "SN", "SN", "SP", "NP", "SNP"]
-
-
-@pytest.mark.parametrize("name", table_2_names())
-def test_every_variant_builds_and_trains_a_step(name):
-    loss_fn = ablation_loss(name, margin=0.5)
-    assert isinstance(loss_fn, PairLoss)
-    x = torch.randn(20, 8, requires_grad=True)
-    y = torch.arange(20) % 4
-    loss = loss_fn(x, y)
-    loss.backward()
-    assert torch.isfinite(loss) and torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
-    mined = next(v.mined for v in TABLE_2 if v.name == name)
-    assert ("P" in next(v.similarities for v in TABLE_2 if v.name == name)) == mined
-
-
-def test_mined_variants_are_the_base_losses_on_ms_masks():
-    S = rand_S(12, 9)
-    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3])
-    pos, neg = ms_mining_masks(S, y, 0.1)
-    got = ablation_loss("binomial_m", margin=0.5).loss_on_similarity(S, y)
-    want = binomial_deviance_loss(S, y, 2.0, 50.0, 0.5, pos_mask=pos, neg_mask=neg)
-    assert float(got) == pytest.approx(float(want), rel=1e-12)
-    got = ablation_loss("LiftedStruct*_m").loss_on_similarity(S, y)
-    want = lifted_star_loss(S, y, 2.0, 50.0, pos_mask=pos, neg_mask=neg)
-    assert float(got) == pytest.approx(float(want), rel=1e-12)
-    assert float(ablation_loss("Binomial").loss_on_similarity(S, y)) != pytest.approx(
-        float(ablation_loss("Binomial_m").loss_on_similarity(S, y)), rel=1e-6
-    )
-    ms_w = ablation_loss("MS weighting", margin=0.7)
-    assert isinstance(ms_w, MultiSimilarityLoss) and not ms_w.mining and ms_w.margin == 0.7
-    assert isinstance(ablation_loss("ms"), MultiSimilarityLoss) and ablation_loss("ms").mining
-    assert isinstance(ablation_loss("lifted_star_m"), MinedPairLoss)
-    with pytest.raises(ValueError, match="Table 2"):
-        ablation_loss("triplet")
-    with pytest.raises(ValueError, match="beta"):
-        ablation_loss("MS", beta=0)
-
-
-def test_summarize_ablation_beside_the_paper():
-    rows = [
-        {
-            "variant": n,
-            "seed": s,
-            "R@1": 0.5 + 0.01 * i + 0.001 * s,
-            "R@2": 0.6,
-            "R@4": 0.7,
-            "R@8": 0.8,
-        }
-        for i, n in enumerate(table_2_names())
-        for s in range(3)
-    ]
-    out = summarize_ablation(pd.DataFrame(rows))
-    assert list(out.index) == list(table_2_names())
-    assert out.loc["MS", "R@1"] == "57.1 ± 0.1" and out.loc["MS", "R@1 (paper)"] == "77.3"
-    assert out.loc["MS", "rank"] == 1 and out.loc["MS", "rank (paper)"] == 1
-    assert out.loc["Binomial", "seeds"] == 3
-    assert out.attrs["mean"].loc["MS", "R@1"] == pytest.approx(57.1)
-    # the frame of dmlbook.experiments.compare_losses (column "loss") is accepted too
-    other = pd.DataFrame(rows).rename(columns={"variant": "loss"})
-    assert summarize_ablation(other).equals(out)
-    with pytest.raises(ValueError, match="variant"):
-        summarize_ablation(pd.DataFrame({"x": [1]}))
-
-
-def test_read_ablation_csv(tmp_path):
-    path = tmp_path / "r.csv"
-    path.write_text("# machine X\n# protocol Y\nvariant,seed,R@1\nMS,0,0.5\n")
-    frame = read_ablation_csv(path)
-    assert frame.attrs["header"] == ["machine X", "protocol Y"]
-    assert list(frame.columns) == ["variant", "seed", "R@1"] and frame.loc[0, "R@1"] == 0.5
-    with pytest.raises(FileNotFoundError, match="ms_ablation.py"):
-        read_ablation_csv(tmp_path / "missing.csv")
 
 
 @pytest.mark.parametrize("mining", [True, False])

@@ -37,13 +37,9 @@ from hypothesis import given, settings
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 
-from dmlbook.losses import (
-    MultiSimilarityLoss,
-    ms_mining_masks,
-    multi_similarity_loss,
-    multi_similarity_loss_reference,
-)
-from dmlbook.losses.ms_reference import ms_mining_reference
+from dmlbook.losses import MultiSimilarityLoss, multi_similarity_loss
+from dmlbook.mining import ms_mining_masks
+from dmlbook.reference import ms_mining_reference, multi_similarity_loss_reference
 from dmlbook.similarity import cosine_similarity, l2_normalize, pair_masks
 
 FAST = settings(max_examples=40, deadline=None)

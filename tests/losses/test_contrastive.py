@@ -1,7 +1,30 @@
+"""Contrastive loss (Wang et al. 2019, Eq. 4) and its distance forms (Liu et al., Eq. 11, 35, 36).
+
+Implementation: :mod:`dmlbook.losses.contrastive`; chapter ``book/03_contrastive.ipynb``.
+"""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
 import pytest
 import torch
+from hypothesis import given
+from loss_cases import (
+    FAST,
+    batches,
+    grad_of,
+    masks,
+    pk_batch,
+)
 
-from dmlbook.losses import ContrastiveLoss, contrastive_loss
+from dmlbook.losses import (
+    ContrastiveLoss,
+    contrastive_distance_loss,
+    contrastive_loss,
+)
+from dmlbook.reference.classic import (
+    contrastive_distance_loss_reference as ref_contrastive_distance,
+)
 
 
 def brute_force(S, labels, margin):
@@ -51,3 +74,23 @@ def test_module_checks_inputs():
         ContrastiveLoss()(torch.randn(4, 3), torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="must lie in"):
         ContrastiveLoss(margin=2.0)
+
+
+@FAST
+@given(batches(), st.sampled_from(["hinge", "squared_hinge", "squared_distance"]))
+def test_contrastive_distance_matches_loops(batch, variant):
+    S, y = batch
+    m1, m2 = (0.1, 0.9) if variant != "squared_distance" else (0.05, 1.5)
+    got = contrastive_distance_loss(S, y, m1, m2, variant=variant)
+    want = ref_contrastive_distance(S.tolist(), y.tolist(), m1, m2, variant)
+    assert float(got) == pytest.approx(want, abs=1e-7)
+
+
+def test_contrastive_distance_weight_is_one_over_distance():
+    S, y = pk_batch(5)
+    g = grad_of(lambda s: contrastive_distance_loss(s, y, 0.0, 1.2, reduction="sum"), S)
+    pos, neg = masks(y)
+    D = (2 - 2 * S).sqrt()
+    want_neg = torch.where(neg & (D < 1.2), 1 / D, torch.zeros_like(S))
+    torch.testing.assert_close(g[neg], want_neg[neg], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(g[pos], -1 / D[pos], rtol=1e-10, atol=1e-12)

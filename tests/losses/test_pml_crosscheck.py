@@ -30,7 +30,7 @@ what PML's ``LpDistance(normalize_embeddings=True)`` computes):
   from :func:`dmlbook.mining.npair_masks`, mean over the pairs).
 * Binomial deviance, LiftedStruct* and BinLifted: PML has no such loss, so there is nothing to
   compare; they are checked against loops and against Wang et al.'s weight formulas (Eq. 10,
-  Eq. 16, supplement Eq. 10) in ``tests/test_losses_classic.py``.
+  Eq. 16, supplement Eq. 10) in ``tests/losses/`` (one module per loss module).
 
 Agreement: the fixture values of ``../shared/notes/reference-implementations.md`` to 1e-12
 relative; values and gradients on random batches to 1e-9 relative (+1e-11 absolute for the
@@ -60,8 +60,8 @@ from dmlbook.losses import (
     lifted_loss,
     triplet_loss,
 )
-from dmlbook.losses.base import dissimilarity, prepare_batch
 from dmlbook.mining import batch_hard_masks, margin_triplet_mask
+from dmlbook.pairs import dissimilarity, prepare_batch
 from dmlbook.similarity import pair_masks
 
 REL = 1e-9

@@ -1,0 +1,14 @@
+"""Paper-literal reference implementations: slow loops that follow the papers' equations.
+
+They are what the vectorised code of :mod:`dmlbook.losses` and :mod:`dmlbook.mining` is tested
+against (``tests/losses/``, ``tests/reference/``) and what the chapters compare with:
+
+* :mod:`dmlbook.reference.classic`: contrastive, triplet, lifted, binomial, LiftedStruct*,
+  BinLifted, N-pair losses as Python-float loops (Wang et al. 2019; Liu et al.);
+* :mod:`dmlbook.reference.multi_similarity`: the MS loss (Wang et al. 2019, Eq. 11-15) and its
+  mining, one anchor at a time, with autograd.
+"""
+
+from .multi_similarity import ms_mining_reference, multi_similarity_loss_reference
+
+__all__ = ["ms_mining_reference", "multi_similarity_loss_reference"]

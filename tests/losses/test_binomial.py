@@ -1,0 +1,151 @@
+"""Binomial deviance (Wang et al. 2019, Eq. 9-10), Binomial_m and BinLifted (supplement Eq. 10).
+
+Implementation: :mod:`dmlbook.losses.binomial`; chapter: ``book/06_binomial_deviance.ipynb``.
+The expected values here come from an independent reference, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+import pytest
+import torch
+from hypothesis import given
+from loss_cases import FAST, batches, grad_of, masks, pk_batch
+from mpmath import mp, mpf
+
+from dmlbook.losses import binlifted_loss, binomial_deviance_loss, lifted_star_loss
+from dmlbook.mining import ms_mining_masks
+from dmlbook.reference.classic import binlifted_loss_reference as ref_binlifted
+from dmlbook.reference.classic import binomial_deviance_loss_reference as ref_binomial
+from dmlbook.reference.classic import lifted_star_loss_reference as ref_lifted_star
+
+ALPHA, BETA, MARGIN = 2.0, 50.0, 0.5
+
+
+def _softplus(x: float) -> mpf:
+    """``log(1 + e^x)`` to 50 significant digits (mpmath)."""
+    return mp.log1p(mp.exp(mpf(x)))
+
+
+def _sigmoid(x: float) -> mpf:
+    return 1 / (1 + mp.exp(-mpf(x)))
+
+
+def _near_one_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """Two classes of three; every negative pair at S in [0.9, 1), so beta (S - lambda) > 20."""
+    labels = torch.tensor([0, 0, 0, 1, 1, 1])
+    g = torch.Generator().manual_seed(17)
+    S = 0.9 + 0.0999 * torch.rand(6, 6, generator=g, dtype=torch.float64)
+    S = (S + S.T) / 2
+    S.fill_diagonal_(1.0)
+    return S, labels
+
+
+def _binomial_reference(S: torch.Tensor, labels: torch.Tensor, pos, neg, *, lifted: bool):
+    """Eq. 9 (or BinLifted) with ``reduction="sum"`` and its dL/dS, per pair, in mpmath."""
+    mp.dps = 50
+    B = S.shape[0]
+    s = [[mpf(float(S[i, j])) for j in range(B)] for i in range(B)]
+    total = mpf(0)
+    grad = [[mpf(0)] * B for _ in range(B)]
+    for i in range(B):
+        P = [j for j in range(B) if pos[i, j]]
+        N = [j for j in range(B) if neg[i, j]]
+        if lifted:
+            if N:
+                lse = mp.log(mp.fsum(mp.exp(BETA * s[i][k]) for k in N))
+                total += (mp.fsum(_softplus(BETA * (s[i][k] - MARGIN)) for k in N) + lse) / (
+                    2 * BETA
+                )
+                for k in N:
+                    soft = mp.exp(BETA * s[i][k] - lse)
+                    grad[i][k] += (_sigmoid(BETA * (s[i][k] - MARGIN)) + soft) / 2
+            if P:
+                lse = mp.log(mp.fsum(mp.exp(-ALPHA * s[i][k]) for k in P))
+                total += (mp.fsum(_softplus(ALPHA * (MARGIN - s[i][k])) for k in P) + lse) / (
+                    2 * ALPHA
+                )
+                for k in P:
+                    soft = mp.exp(-ALPHA * s[i][k] - lse)
+                    grad[i][k] -= (_sigmoid(ALPHA * (MARGIN - s[i][k])) + soft) / 2
+            continue
+        if N:
+            total += mp.fsum(_softplus(BETA * (s[i][k] - MARGIN)) for k in N) / len(N)
+            for k in N:
+                grad[i][k] += BETA * _sigmoid(BETA * (s[i][k] - MARGIN)) / len(N)
+        if P:
+            total += mp.fsum(_softplus(ALPHA * (MARGIN - s[i][k])) for k in P) / len(P)
+            for k in P:
+                grad[i][k] -= ALPHA * _sigmoid(ALPHA * (MARGIN - s[i][k])) / len(P)
+    as_tensor = torch.tensor([[float(g) for g in row] for row in grad], dtype=torch.float64)
+    return float(total), as_tensor
+
+
+@pytest.mark.parametrize("variant", ["binomial", "Binomial_m", "BinLifted"])
+def test_float64_is_exact_where_softplus_would_turn_linear(variant):
+    """Issue 17: at beta = 50 and S near 1, ``beta (S - lambda) > 20``; float64 must stay exact.
+
+    ``torch.nn.functional.softplus`` returns its input above ``threshold = 20``, an error of
+    ``log(1 + e^-x) ~ 2e-9`` at ``x = 20``: far above float64's rounding.
+    """
+    S, labels = _near_one_batch()
+    same = labels[:, None] == labels[None, :]
+    pos, neg = same & ~torch.eye(6, dtype=torch.bool), ~same
+    masks = {}
+    if variant == "Binomial_m":
+        pos, neg = ms_mining_masks(S, labels, 0.1)
+        masks = {"pos_mask": pos, "neg_mask": neg}
+        assert bool(neg.any()), "the batch must keep some mined negatives"
+    fn = binlifted_loss if variant == "BinLifted" else binomial_deviance_loss
+    want, want_grad = _binomial_reference(S, labels, pos, neg, lifted=variant == "BinLifted")
+    x = S.clone().requires_grad_(True)
+    got = fn(x, labels, ALPHA, BETA, MARGIN, reduction="sum", **masks)
+    got.backward()
+    assert abs(float(got.detach()) - want) <= 1e-13 * abs(want)
+    torch.testing.assert_close(x.grad, want_grad, rtol=1e-13, atol=1e-15)
+
+
+def test_float32_path_is_unchanged_by_the_float64_fix():
+    """float32 keeps torch's softplus (threshold 20): same bits as ``F.softplus``."""
+    S, labels = _near_one_batch()
+    S32 = S.float()
+    same = labels[:, None] == labels[None, :]
+    pos, neg = same & ~torch.eye(6, dtype=torch.bool), ~same
+    soft = torch.nn.functional.softplus
+    zero = torch.zeros_like(S32)
+    per = torch.where(pos, soft(ALPHA * (MARGIN - S32)), zero).sum(1) / pos.sum(1) + torch.where(
+        neg, soft(BETA * (S32 - MARGIN)), zero
+    ).sum(1) / neg.sum(1)
+    got = binomial_deviance_loss(S32, labels, ALPHA, BETA, MARGIN, reduction="none")
+    assert torch.equal(got, per)
+
+
+@FAST
+@given(batches(), st.floats(0.5, 5.0), st.floats(1.0, 60.0), st.floats(-0.5, 1.0))
+def test_binomial_lifted_star_binlifted_match_loops(batch, alpha, beta, lam):
+    S, y = batch
+    Sl, yl = S.tolist(), y.tolist()
+    assert float(binomial_deviance_loss(S, y, alpha, beta, lam)) == pytest.approx(
+        ref_binomial(Sl, yl, alpha, beta, lam), rel=1e-9, abs=1e-9
+    )
+    assert float(lifted_star_loss(S, y, alpha, beta)) == pytest.approx(
+        ref_lifted_star(Sl, yl, alpha, beta), rel=1e-9, abs=1e-9
+    )
+    assert float(binlifted_loss(S, y, alpha, beta, lam)) == pytest.approx(
+        ref_binlifted(Sl, yl, alpha, beta, lam), rel=1e-9, abs=1e-9
+    )
+
+
+def test_binomial_weights_are_eq10():
+    S, y = pk_batch()
+    a, b, lam = 2.0, 50.0, 0.5
+    g = grad_of(lambda s: binomial_deviance_loss(s, y, a, b, lam, reduction="sum"), S)
+    pos, neg = masks(y)
+    P, N = pos.sum(1, keepdim=True), neg.sum(1, keepdim=True)
+    w_pos = a * torch.sigmoid(a * (lam - S)) / P
+    w_neg = b * torch.sigmoid(b * (S - lam)) / N
+    torch.testing.assert_close(g[pos], -w_pos[pos], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(g[neg], w_neg[neg], rtol=1e-10, atol=1e-12)
+    # "mean" divides every weight by the number of anchors.
+    gm = grad_of(lambda s: binomial_deviance_loss(s, y, a, b, lam), S)
+    torch.testing.assert_close(gm, g / len(y), rtol=1e-10, atol=1e-14)

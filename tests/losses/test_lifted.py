@@ -1,0 +1,91 @@
+"""Lifted structure losses (Wang et al. 2019, Eq. 6-8, 16; Song et al. / Liu et al., Eq. 14).
+
+Implementation: :mod:`dmlbook.losses.lifted`; chapter ``book/05_lifted_structure.ipynb``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import hypothesis.strategies as st
+import pytest
+import torch
+from hypothesis import given
+from loss_cases import (
+    FAST,
+    FORMS,
+    batches,
+    grad_of,
+    masks,
+    pk_batch,
+)
+
+from dmlbook.losses import (
+    binlifted_loss,
+    lifted_loss,
+    lifted_star_loss,
+    lifted_structure_loss,
+)
+from dmlbook.reference.classic import lifted_loss_reference as ref_lifted
+from dmlbook.reference.classic import lifted_structure_loss_reference as ref_lifted_structure
+
+
+@FAST
+@given(batches(), st.sampled_from(FORMS), st.floats(-0.5, 1.5))
+def test_lifted_eq6_matches_loops(batch, form, margin):
+    S, y = batch
+    got = lifted_loss(S, y, margin, form=form)
+    assert float(got) == pytest.approx(ref_lifted(S.tolist(), y.tolist(), margin, form), abs=1e-7)
+
+
+@FAST
+@given(batches(), st.sampled_from(FORMS), st.booleans(), st.booleans())
+def test_lifted_structure_matches_loops(batch, form, squared, joint):
+    S, y = batch
+    got = lifted_structure_loss(S, y, 0.8, form=form, squared_hinge=squared, joint_negatives=joint)
+    want = ref_lifted_structure(S.tolist(), y.tolist(), 0.8, form, squared, joint)
+    assert float(got) == pytest.approx(want, abs=1e-7)
+
+
+def test_lifted_weights_are_eq7_and_eq8():
+    S, y = pk_batch(1)
+    g = grad_of(lambda s: lifted_loss(s, y, 1.0, reduction="sum"), S)
+    pos, neg = masks(y)
+    assert bool((lifted_loss(S, y, 1.0, reduction="none") > 0).all())  # every hinge is on
+    e_neg = torch.where(neg, S.exp(), torch.zeros_like(S))
+    e_pos = torch.where(pos, (-S).exp(), torch.zeros_like(S))
+    w8 = e_neg / e_neg.sum(1, keepdim=True)  # Eq. 8
+    w7 = e_pos / e_pos.sum(1, keepdim=True)  # Eq. 7
+    torch.testing.assert_close(g[neg], w8[neg], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(g[pos], -w7[pos], rtol=1e-10, atol=1e-12)
+
+
+def test_lifted_hinge_can_switch_off_only_for_tiny_anchors():
+    """On cosines, lambda = 1 keeps the hinge of Eq. 6 on whenever |P_i| |N_i| >= 3."""
+    y = torch.tensor([0, 0, 1])
+    S = torch.tensor([[1.0, 1.0, -1.0], [1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]], dtype=torch.float64)
+    assert float(lifted_loss(S, y, 1.0)) == 0.0  # 1 - 1 + (-1) < 0: one pos, one neg, off
+    y3 = torch.tensor([0, 0, 1, 2, 2])
+    S3 = torch.full((5, 5), -1.0, dtype=torch.float64)
+    S3[0, 1] = S3[1, 0] = 1.0
+    S3[3, 4] = S3[4, 3] = 1.0
+    S3.fill_diagonal_(1.0)
+    per = lifted_loss(S3, y3, 1.0, reduction="none")
+    assert bool((per[[0, 1, 3, 4]] > 0).all())  # |P| |N| = 3: still on at the most separated S
+
+
+def test_lifted_star_and_binlifted_weights():
+    S, y = pk_batch(2)
+    a, b, lam = 2.0, 50.0, 0.5
+    pos, neg = masks(y)
+    zero = torch.zeros_like(S)
+    soft_neg = torch.where(neg, torch.softmax(torch.where(neg, b * S, -math.inf), 1), zero)
+    soft_pos = torch.where(pos, torch.softmax(torch.where(pos, -a * S, -math.inf), 1), zero)
+    g = grad_of(lambda s: lifted_star_loss(s, y, a, b, reduction="sum"), S)
+    torch.testing.assert_close(g[neg], soft_neg[neg], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(g[pos], -soft_pos[pos], rtol=1e-10, atol=1e-12)
+    g = grad_of(lambda s: binlifted_loss(s, y, a, b, lam, reduction="sum"), S)
+    supp_eq10 = 0.5 * (torch.sigmoid(b * (S - lam)) + soft_neg)
+    torch.testing.assert_close(g[neg], supp_eq10[neg], rtol=1e-10, atol=1e-12)
+    analogue = 0.5 * (torch.sigmoid(a * (lam - S)) + soft_pos)
+    torch.testing.assert_close(g[pos], -analogue[pos], rtol=1e-10, atol=1e-12)
