@@ -3,7 +3,7 @@
 Too long for a chapter's 60 s on two CPU cores, so Chapter 10 reads the results this script
 writes:
 
-* ``bench/results/ms_ablation.csv``: the eight Table 2 variants (:mod:`dmlbook.losses.ms_ablation`)
+* ``bench/results/ms_ablation.csv``: the eight Table 2 variants (:mod:`dmlbook.losses.ablation`)
   x seeds, SmallCNN with a 64-d embedding (Table 2 uses 64);
 * ``bench/results/ms_embedding_size.csv``: the MS loss x embedding sizes x seeds (Fig. 3).
 

@@ -1,6 +1,6 @@
 """dmlbook's vectorised MS loss against three independent readings of it.
 
-(a) **The paper's description**, as a per-anchor loop (:mod:`dmlbook.losses.ms_reference`): same
+(a) **The paper's description**, as a per-anchor loop (:mod:`dmlbook.reference.multi_similarity`): same
     mined sets, values and gradients to 1e-12 (float64) and 1e-6 (float32, relative) on random
     batches with duplicates, singleton classes, one-class batches and B = 1.
 

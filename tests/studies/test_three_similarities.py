@@ -8,7 +8,7 @@ import torch
 
 from dmlbook.losses import PairLoss, binomial_deviance_loss, get_loss
 from dmlbook.losses import registry as loss_registry
-from dmlbook.three_similarities import (
+from dmlbook.studies.three_similarities import (
     DEFAULT_PROBES,
     PAPER_TABLE_1,
     PROBE_LAYOUT,
@@ -177,7 +177,7 @@ def test_symbolic_dependence_reproduces_the_paper_columns_it_can():
     import sympy as sp
 
     import dmlbook.symbolic as sy
-    from dmlbook.three_similarities import symbolic_dependence
+    from dmlbook.studies.three_similarities import symbolic_dependence
 
     a, (lam, alpha, beta, _) = _symbolic_anchor()
     j = a.neg[0]
@@ -199,7 +199,7 @@ def test_symbolic_dependence_reproduces_the_paper_columns_it_can():
 
 def test_symbolic_dependence_of_softmax_weights():
     import dmlbook.symbolic as sy
-    from dmlbook.three_similarities import symbolic_dependence
+    from dmlbook.studies.three_similarities import symbolic_dependence
 
     a, (_, alpha, beta, _) = _symbolic_anchor()
     j = a.neg[0]
@@ -220,7 +220,7 @@ def test_symbolic_dependence_of_softmax_weights():
 
 def test_symbolic_dependence_distance_triplet_and_errors():
     import dmlbook.symbolic as sy
-    from dmlbook.three_similarities import symbolic_dependence
+    from dmlbook.studies.three_similarities import symbolic_dependence
 
     a, (_, _, _, m) = _symbolic_anchor()
     D = sy.unit_sphere_distance
@@ -233,7 +233,7 @@ def test_symbolic_dependence_distance_triplet_and_errors():
 
 
 def test_example_similarities_is_a_valid_probe_base():
-    from dmlbook.three_similarities import example_similarities
+    from dmlbook.studies.three_similarities import example_similarities
 
     S = example_similarities()
     assert torch.equal(S, S.T) and torch.equal(S.diagonal(), torch.ones(7, dtype=S.dtype))
@@ -246,7 +246,7 @@ def test_example_similarities_is_a_valid_probe_base():
 
 def test_weight_curves_are_flat_where_the_probe_says_so(table):
     """Flat up to float64 round-off (a shifted soft-max is exact only in exact arithmetic)."""
-    from dmlbook.three_similarities import weight_curves
+    from dmlbook.studies.three_similarities import weight_curves
 
     specs = [s for s in DEFAULT_PROBES if s.loss in ("binomial", "lifted_star", "npair")]
     curves = weight_curves(specs, n_steps=21)
@@ -271,7 +271,7 @@ def test_plot_weight_curves_draws_one_panel_per_loss_and_probe():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dmlbook.three_similarities import plot_weight_curves, weight_curves
+    from dmlbook.studies.three_similarities import plot_weight_curves, weight_curves
 
     specs = DEFAULT_PROBES[:2]
     fig = plot_weight_curves(weight_curves(specs, n_steps=5))
