@@ -41,15 +41,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .image_folder import (
-    ImageListDataset,
-    data_root,
-    finish_split,
-    is_junk,
-    scan_images,
-)
+from .benchmark import Layout, finish_split
+from .errors import ALLOW_PARTIAL, listed
+from .files import is_junk, scan_images
+from .image_folder import ImageListDataset
 
-__all__ = ["load", "FOLDER", "EXPECTED", "CLASS_RANGES", "LAYOUTS", "MD5"]
+__all__ = ["load", "FOLDER", "EXPECTED", "CLASS_RANGES", "LAYOUTS", "MD5", "LAYOUT"]
 
 #: Folder under ``$DMLBOOK_DATA``; ``ALIASES`` are tried when it does not exist.
 FOLDER = "cars196"
@@ -64,26 +61,38 @@ EXPECTED: dict[str, tuple[int, int]] = {"train": (8054, 98), "test": (8131, 98)}
 #: 1-based class ids of each split, inclusive.
 CLASS_RANGES: dict[str, tuple[int, int]] = {"train": (1, 98), "test": (99, 196)}
 LAYOUTS = ("auto", "mat", "folders")
-_NOTE = (
-    "(8,041 is the size of the classification test split, the 'test' flag of cars_annos.mat, "
-    "which deep metric learning does not use.) "
+#: Size of the *classification* test split, the number a wrong split gives.
+CLASSIFICATION_TEST = 8041
+
+
+#: Where the class-folder layout keeps its ``train``/``test`` folders, relative to the copy.
+_FOLDER_BASES = ("car_data/car_data", "car_data", "")
+LAYOUT = Layout(
+    dataset="cars",
+    folder=FOLDER,
+    splits=("train", "test"),
+    markers=(
+        "cars_annos.mat",
+        *(f"{b}/{s}".lstrip("/") for b in _FOLDER_BASES for s in ("train", "test")),
+    ),
+    missing="cars196/cars_annos.mat not found under {root}, nor a class-folder copy. Expected "
+    f"either cars_annos.mat (md5 {MD5['cars_annos.mat']}) with the extracted car_ims.tgz "
+    "(car_ims/000001.jpg ...), or the class-folder layout: car_data/car_data/{train,test}/"
+    "<class name>/*.jpg with anno_train.csv, anno_test.csv and names.csv. See dmlbook.data.cars.",
+    aliases=ALIASES,
 )
 
 
 def _folder_base(root: Path) -> Path | None:
-    for base in (root / "car_data" / "car_data", root / "car_data", root):
+    for rel in _FOLDER_BASES:
+        base = root / rel if rel else root
         if (base / "train").is_dir() or (base / "test").is_dir():
             return base
     return None
 
 
 def _layout_error(root: Path) -> FileNotFoundError:
-    return FileNotFoundError(
-        f"cars196/cars_annos.mat not found under {root}, nor a class-folder copy. Expected either "
-        f"cars_annos.mat (md5 {MD5['cars_annos.mat']}) with the extracted car_ims.tgz "
-        f"(car_ims/000001.jpg ...), or the class-folder layout: car_data/car_data/{{train,test}}/"
-        "<class name>/*.jpg with anno_train.csv, anno_test.csv and names.csv. See dmlbook.data.cars."
-    )
+    return FileNotFoundError(LAYOUT.missing.replace("{root}", str(root)))
 
 
 def _load_mat(root: Path) -> tuple[list[str], np.ndarray, np.ndarray, list[str] | None, Path]:
@@ -197,12 +206,12 @@ def _load_folders(
     if missing and not allow_partial:
         raise FileNotFoundError(
             f"cars: {len(missing):,} images listed in anno_*.csv are missing under {base} "
-            f"(e.g. {', '.join(missing[:5])}). Re-extract the archive, or pass allow_partial=True."
+            f"({listed(missing)}). Re-extract the archive, or pass {ALLOW_PARTIAL}."
         )
     if missing:
         warnings.warn(
             f"cars: leaving out {len(missing):,} images listed in anno_*.csv that are missing "
-            f"under {base}; allow_partial=True.",
+            f"under {base} ({listed(missing, 3)}); {ALLOW_PARTIAL}.",
             stacklevel=3,
         )
     box_array = np.asarray(boxes, dtype=np.int64).reshape(-1, 4)
@@ -242,15 +251,12 @@ def load(
     IncompleteDatasetError
         If the split does not hold the official numbers (without ``allow_partial``).
     """
-    if split not in CLASS_RANGES:
-        raise ValueError(
-            f"Unknown split {split!r} for data set 'cars'. Valid splits: 'train', 'test'."
-        )
+    LAYOUT.check_split(split)
     if layout not in LAYOUTS:
         raise ValueError(
             f"Unknown layout {layout!r} for Cars-196; use one of {', '.join(LAYOUTS)}."
         )
-    folder = data_root(FOLDER, root, dataset="cars", aliases=ALIASES)
+    folder = LAYOUT.locate(root)
     has_mat = (folder / "cars_annos.mat").is_file()
     base = _folder_base(folder)
     if layout == "auto":
@@ -281,6 +287,9 @@ def load(
         allow_partial=allow_partial,
         class_names=names,
         metadata={"bbox": boxes},
-        note=_NOTE,
+        note=f"({CLASSIFICATION_TEST:,} is the size of the classification test split, the 'test' "
+        "flag of cars_annos.mat, which deep metric learning does not use.)",
+        note_when=CLASSIFICATION_TEST,
+        expected_labels=range(lo - 1, hi),
         check_files=layout == "mat",  # the folder layout was listed from disk already
     )

@@ -42,7 +42,6 @@ import hashlib
 import json
 import os
 import queue
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -57,7 +56,9 @@ from tqdm import tqdm
 
 from ..progress import progress_disabled
 from ..validation import as_labels
+from .atomic import atomic_write, exclusive_lock
 from .dataset import ClassStats
+from .errors import SKIP_BAD
 
 __all__ = [
     "CACHE_VERSION",
@@ -201,6 +202,11 @@ class ImageCache:
     def __len__(self) -> int:
         return int(self.images.shape[0])
 
+    @property
+    def bad(self) -> list[tuple[int, str, str]]:
+        """``(index, path, error)`` of the images that could not be decoded (``skip_bad``)."""
+        return [(int(i), str(p), str(e)) for i, p, e in self.manifest.get("bad", [])]
+
 
 def _regions(image_sizes: np.ndarray, size: int, fit: str) -> np.ndarray:
     if fit == "crop":  # the image fills every cell
@@ -252,32 +258,7 @@ def open_image_cache(path: str | os.PathLike[str]) -> ImageCache:
 
 
 def _write_json(path: Path, payload: dict) -> None:
-    """Write atomically (temporary file in the same folder, then ``os.replace``)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(payload, f)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``path`` (POSIX ``flock``; a no-op elsewhere)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    atomic_write(path, lambda f: json.dump(payload, f), text=True)
 
 
 def _decode_or_error(args: tuple[str, int, str, bool]) -> tuple[np.ndarray, tuple[int, int]] | str:
@@ -307,6 +288,7 @@ def build_image_cache(
     progress: bool | None = None,
     name: str = "images",
     root: str | os.PathLike[str] | None = None,
+    skip_bad: bool = False,
 ) -> ImageCache:
     """Decode ``files`` once into a memory-mapped ``(N, size, size, 3)`` ``uint8`` cache.
 
@@ -336,6 +318,10 @@ def build_image_cache(
     root : path, optional
         Folder the manifest stores paths relative to, so that a moved data folder reuses its
         cache. Default: absolute paths.
+    skip_bad : bool
+        Build the cache even if some images cannot be decoded: their cells stay black and the
+        manifest lists them under ``"bad"`` (:attr:`ImageCache.bad`), so that a data set can leave
+        them out. Default False: any undecodable image is an error.
 
     Returns
     -------
@@ -346,8 +332,8 @@ def build_image_cache(
     FileNotFoundError
         If some files do not exist (the message names them).
     ValueError
-        If some images cannot be decoded: the message lists each path with PIL's error; no cache
-        is left behind. Also for invalid options.
+        If some images cannot be decoded (without ``skip_bad``): the message lists each path with
+        PIL's error; no cache is left behind. Also for invalid options.
     """
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 8:
         raise ValueError(f"size must be an int >= 8 (the cell side in pixels), got {size!r}.")
@@ -399,14 +385,25 @@ def build_image_cache(
 
     existing = _try_open(final, digest)
     if existing is not None:
-        return existing
-    with _locked(folder / f"{final.stem}.lock"):
+        return _checked(existing, skip_bad)
+    with exclusive_lock(folder / f"{final.stem}.lock"):
         existing = _try_open(final, digest)  # built meanwhile by another process
         if existing is not None:
-            return existing
-        _build(
-            paths, final, digest, size, fit, draft, workers or _default_workers(), progress, name
+            return _checked(existing, skip_bad)
+        errors = _build(
+            paths,
+            final,
+            digest,
+            size,
+            fit,
+            draft,
+            workers or _default_workers(),
+            progress,
+            name,
+            skip_bad,
         )
+        if errors and not skip_bad:
+            raise _decode_error(errors, len(paths), built=False)
         manifest = {
             "version": CACHE_VERSION,
             "digest": digest,
@@ -418,10 +415,32 @@ def build_image_cache(
             "paths": stored,
             "file_sizes": byte_sizes,
             "image_sizes": np.load(_sizes_path(final)).tolist(),
+            "bad": [[i, p, e] for i, p, e in errors],
         }
         _write_json(final.with_suffix(".json"), manifest)
         _sizes_path(final).unlink()
     return open_image_cache(final)
+
+
+def _decode_error(errors: Sequence[Sequence], n: int, *, built: bool) -> ValueError:
+    listed = "; ".join(f"{p} ({e})" for _, p, e in errors[:10])
+    more = f"; and {len(errors) - 10} more" if len(errors) > 10 else ""
+    state = (
+        "the cache was built with them left out (skip_bad), but this call is strict"
+        if built
+        else "so the cache was not built"
+    )
+    return ValueError(
+        f"Cannot decode {len(errors):,} of {n:,} images, {state}: {listed}{more}. Replace these "
+        f"files (re-extract the archive), or pass {SKIP_BAD} to leave them out."
+    )
+
+
+def _checked(cache: ImageCache, skip_bad: bool) -> ImageCache:
+    """``cache``, unless it holds undecodable images and the caller is strict."""
+    if cache.bad and not skip_bad:
+        raise _decode_error(cache.bad, len(cache), built=True)
+    return cache
 
 
 def _try_open(final: Path, digest: str) -> ImageCache | None:
@@ -452,8 +471,14 @@ def _build(
     workers: int,
     progress: bool | None,
     name: str,
-) -> None:
-    """Fill ``<final>.partial.npy`` (resuming it if its progress file matches), then rename it."""
+    skip_bad: bool,
+) -> list[tuple[int, str, str]]:
+    """Fill ``<final>.partial.npy`` (resuming it if its progress file matches).
+
+    Returns the images that could not be decoded, ``(index, path, error)``. Without any, or when
+    the caller keeps them out (``skip_bad``), the array is renamed to ``final``; a caller that
+    refuses them (no ``skip_bad``) finds the partial files deleted.
+    """
     n = len(paths)
     partial, state_path = _partial_paths(final)
     sizes_path = _sizes_path(final)
@@ -471,6 +496,8 @@ def _build(
             ):
                 raise ValueError("another build")
             done, errors = int(state["done"]), [tuple(e) for e in state["errors"]]
+            if any(len(e) != 3 for e in errors):
+                raise ValueError("an older progress file")
         except (ValueError, OSError, KeyError, TypeError):
             images = sizes = None
             done, errors = 0, []
@@ -500,7 +527,7 @@ def _build(
                 jobs = [(str(paths[i]), size, fit, draft) for i in range(done, stop)]
                 for i, result in enumerate(pool.map(_decode_or_error, jobs), start=done):
                     if isinstance(result, str):
-                        errors.append((str(paths[i]), result))
+                        errors.append((i, str(paths[i]), result))
                     else:
                         images[i], sizes[i] = result[0], result[1]
                 bar.update(stop - done)
@@ -515,19 +542,14 @@ def _build(
     images.flush()
     sizes.flush()
     images = sizes = None  # close the memory maps before the rename
-    if errors:
+    if errors and not skip_bad:
         for p in (partial, state_path, sizes_path):
             with contextlib.suppress(OSError):
                 p.unlink()
-        listed = "; ".join(f"{p} ({e})" for p, e in errors[:10])
-        more = f"; and {len(errors) - 10} more" if len(errors) > 10 else ""
-        raise ValueError(
-            f"Cannot decode {len(errors):,} of {n:,} images, so the cache was not built: "
-            f"{listed}{more}. Replace these files (re-extract the archive), or delete them and "
-            "load the data set with allow_partial=True."
-        )
+        return errors
     os.replace(partial, final)
     state_path.unlink()
+    return errors
 
 
 class Batch(NamedTuple):

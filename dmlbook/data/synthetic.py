@@ -37,7 +37,6 @@ import itertools
 import json
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Callable
 from functools import lru_cache
@@ -46,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .atomic import atomic_write
 from .dataset import EmbeddedDataset
 
 __all__ = [
@@ -607,25 +607,16 @@ def _read_cache(path: Path, key: str, shape: tuple[int, ...]) -> np.ndarray | No
 
 
 def _write_cache(path: Path, key: str, images: np.ndarray) -> None:
-    """Write atomically: a temporary file in the same folder, then ``os.replace``."""
-    tmp = None
+    """Write atomically (:func:`~dmlbook.data.atomic.atomic_write`); a failure only warns."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, images=images, key=np.array(key))
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a cache may be shared
-        os.replace(tmp, path)
-        tmp = None
+        atomic_write(path, lambda f: np.savez(f, images=images, key=np.array(key)))
     except OSError as err:
         warnings.warn(
             f"Could not write the data cache {path} ({err}); set DMLBOOK_CACHE to a writable "
             "folder or pass cache=False.",
             stacklevel=3,
         )
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def load(
