@@ -51,15 +51,20 @@ from typing import BinaryIO
 from tqdm import tqdm
 
 from ..progress import progress_disabled
-from .image_folder import is_junk
+from . import cars, cub, inshop, sop
+from .benchmark import Layout
+from .errors import DownloadError, prepare_call
+from .files import is_junk
 
 __all__ = [
     "ChecksumError",
+    "DownloadError",
     "RESOURCES",
     "Resource",
     "download",
     "extract",
     "file_md5",
+    "find_copy",
     "prepare",
 ]
 
@@ -140,6 +145,32 @@ _MANUAL = {
         "<data_dir>/InShop/."
     ),
 }
+
+
+#: How each benchmark's extracted copy is recognised (its loader's layout).
+LAYOUTS: dict[str, Layout] = {m.LAYOUT.dataset: m.LAYOUT for m in (cub, cars, sop, inshop)}
+
+
+def find_copy(name: str, data_dir: str | os.PathLike[str]) -> Path | None:
+    """The folder of an extracted copy of benchmark ``name`` under ``data_dir``, or None.
+
+    A copy is a folder (``data_dir`` itself, or ``data_dir/<folder>`` or an alias, e.g.
+    ``CUB_200_2011``) holding the layout's list file (e.g. ``images.txt``): one extracted by hand,
+    by a course or on a cluster counts as much as one :func:`prepare` extracted. Whether it is
+    complete is for the loader to check.
+    """
+    key = str(name).strip().lower()
+    if key not in LAYOUTS:
+        raise ValueError(f"Unknown data set {name!r}; known: {', '.join(sorted(LAYOUTS))}.")
+    return LAYOUTS[key].find(Path(data_dir).expanduser())
+
+
+def _one_line(err: BaseException) -> str:
+    """The cause of a failed transfer on one line (``HTTP error 404: Not Found``)."""
+    if isinstance(err, urllib.error.HTTPError):
+        return f"HTTP error {err.code}: {err.reason}"
+    reason = getattr(err, "reason", None) or err
+    return " ".join(str(reason).split())
 
 
 def file_md5(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
@@ -471,6 +502,9 @@ def prepare(
     progress : bool, optional
         Progress bars; default on unless ``TQDM_DISABLE`` is set.
 
+    Nothing is downloaded for a data set already extracted under ``data_dir`` (by hand, by a
+    course, on a cluster without internet: see :func:`find_copy`); the loaders check it.
+
     Returns
     -------
     Path
@@ -479,22 +513,27 @@ def prepare(
     Raises
     ------
     ValueError
-        For an unknown name, a data set without a direct download (In-Shop: the message says
-        what to do), or no ``data_dir``.
+        For an unknown name, a data set without a direct download and no copy (In-Shop: the
+        message says what to do), or no ``data_dir``.
+    DownloadError
+        If a file cannot be fetched (offline, a moved URL): one line saying where to put the
+        file or the extracted copy instead.
     """
     key = str(name).strip().lower()
     if key not in RESOURCES:
         raise ValueError(
             f"Unknown data set {name!r}; prepare() knows {', '.join(sorted(RESOURCES))}."
         )
-    if not RESOURCES[key]:
-        raise ValueError(_MANUAL[key])
     if data_dir is None:
         env = os.environ.get("DMLBOOK_DATA", "").strip()
         if not env:
             raise ValueError("Pass data_dir or set DMLBOOK_DATA to the folder for the data sets.")
         data_dir = env
     root = Path(data_dir).expanduser()
+    if find_copy(key, root) is not None:
+        return root  # already extracted: never download what is there
+    if not RESOURCES[key]:
+        raise ValueError(_MANUAL[key])
     downloads = root / "downloads"
     for res in RESOURCES[key]:
         archive = downloads / res.filename
@@ -505,9 +544,10 @@ def prepare(
         try:
             download(res.url, archive, md5=res.md5, progress=progress)
         except (OSError, urllib.error.URLError) as err:
-            raise OSError(
-                f"Could not download {res.url} ({err}). Download {res.filename} by hand "
-                f"(md5 {res.md5}) into {downloads} and call prepare({key!r}) again."
+            raise DownloadError(
+                f"Could not download {res.url} ({_one_line(err)}). Offline? Download "
+                f"{res.filename} by hand (md5 {res.md5}) into {downloads}, or extract the data set "
+                f"into {root / LAYOUTS[key].folder}, then call {prepare_call(key)} again."
             ) from err
         if res.extract:
             extract(archive, target, progress=progress)
