@@ -496,3 +496,44 @@ def test_inshop_flat_layout(inshop_dir):
         warnings.simplefilter("error")
         ds = inshop_module.load("query", root=inshop_dir, allow_partial=True)
     assert len(ds) == 3 and ds.root == inshop_dir
+
+
+# ------------------------------------------------------------------------------------------
+# the shared skeleton (dmlbook.data.benchmark)
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("module", "splits"),
+    [
+        (cub_module, "'train', 'test'"),
+        (cars_module, "'train', 'test'"),
+        (sop_module, "'train', 'test'"),
+        (inshop_module, "'train', 'query', 'gallery'"),
+    ],
+)
+def test_every_loader_checks_its_split_the_same_way(module, splits, tmp_path):
+    name = module.LAYOUT.dataset
+    with pytest.raises(
+        ValueError, match=rf"Unknown split 'val' for data set '{name}'\. Valid splits: {splits}\."
+    ):
+        module.load("val", root=tmp_path)
+    with pytest.raises(FileNotFoundError, match=rf"not found under {tmp_path}"):
+        module.load(module.LAYOUT.splits[0], root=tmp_path)
+
+
+def test_copy_may_sit_under_its_folder_or_an_alias(inshop_dir, sop_dir, tmp_path):
+    """``root`` may be the copy, its parent, or the parent of an alias folder (one search)."""
+    assert inshop_module.LAYOUT.find(inshop_dir.parent) == inshop_dir
+    moved = tmp_path / "shared" / "In-shop Clothes Retrieval Benchmark"
+    moved.parent.mkdir()
+    inshop_dir.rename(moved)
+    ds = inshop_module.load("query", root=moved.parent, allow_partial=True)
+    assert len(ds) == 3 and ds.root == moved / "Img"
+    assert sop_module.LAYOUT.find(tmp_path / "nothing") is None
+
+
+def test_missing_classes_are_named_by_label_without_names(sop_dir):
+    with pytest.raises(IncompleteDatasetError) as e:
+        sop_module.load("train", root=sop_dir)
+    assert "Missing classes (11,315 of 11,318): label 3, label 4" in str(e.value)

@@ -170,6 +170,30 @@ def test_corrupt_image_reported_by_path(images, tmp_path):
     assert not [p for p in (tmp_path / "cache").iterdir() if p.suffix in (".npy", ".json")]
 
 
+def test_corrupt_images_skipped_and_listed_on_request(images, tmp_path):
+    images.files[3].write_bytes(b"\xff\xd8\xff\xe0 truncated")
+    images.files[5].write_bytes(b"plain text, not an image")
+    with pytest.warns(UserWarning, match=r"leaving out 2 of 8 images that cannot be decoded") as w:
+        cached = images.cached(
+            SIZE, cache_dir=tmp_path / "cache", progress=False, draft=False, skip_bad=True
+        )
+    message = str(w[0].message)
+    assert str(images.files[3]) in message and str(images.files[5]) in message
+    assert len(cached) == 6 and cached.labels.tolist() == [0, 0, 0, 1, 1, 1]
+    assert [i for i, _, _ in cached.cache.bad] == [3, 5]
+    for row, i in enumerate([0, 1, 2, 4, 6, 7]):  # the kept images, in order
+        image, label = cached[row]
+        assert int(label) == int(images.labels[i])
+        np.testing.assert_array_equal(
+            image.permute(1, 2, 0).numpy(), reference_cell(images.files[i], SIZE)
+        )
+    assert cached[5][0].shape == (3, SIZE, SIZE)
+    # the same cache, asked for strictly, refuses rather than serving black cells
+    with pytest.raises(ValueError, match=r"Cannot decode 2 of 8 images, the cache was built"):
+        images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False, draft=False)
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.suffix == ".lock"]
+
+
 def test_missing_image(images, tmp_path):
     images.files[1].unlink()
     with pytest.raises(FileNotFoundError, match=r"1 images to cache do not exist: .*1.jpg"):
