@@ -56,8 +56,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .similarity import l2_normalize
-from .validation import as_embeddings, as_labels, check_same_length
+from ..similarity import l2_normalize
+from ..validation import as_embeddings, as_labels, check_same_length
 
 __all__ = [
     "recall_at_k",
