@@ -57,7 +57,7 @@ from tqdm import tqdm
 from ..progress import progress_disabled
 from .atomic import atomic_write, exclusive_lock
 from .cached_dataset import Batch, CachedImageDataset
-from .errors import SKIP_BAD
+from .errors import SKIP_BAD, listed
 from .image_decode import FITS, decode_resized, resized_geometry
 
 __all__ = [
@@ -272,25 +272,7 @@ def build_image_cache(
             f"name must be a non-empty file-name prefix without slashes, got {name!r}."
         )
 
-    byte_sizes: list[int] = []
-    missing: list[str] = []
-    for p in paths:
-        try:
-            byte_sizes.append(p.stat().st_size)
-        except OSError:
-            missing.append(str(p))
-            byte_sizes.append(-1)
-    if missing:
-        shown = ", ".join(missing[:5]) + (
-            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        )
-        raise FileNotFoundError(f"{len(missing):,} images to cache do not exist: {shown}.")
-    root_path = os.path.abspath(Path(root).expanduser()) if root is not None else None
-    stored = [  # abspath, not resolve(): no system call per path (100k+ files)
-        os.path.relpath(os.path.abspath(p), root_path) if root_path else os.path.abspath(p)
-        for p in paths
-    ]
-    stored = [s.replace(os.sep, "/") for s in stored]
+    stored, byte_sizes, root_path = _file_list(paths, root)
     key = {
         "version": CACHE_VERSION,
         "size": size,
@@ -310,18 +292,8 @@ def build_image_cache(
         existing = _try_open(final, digest)  # built meanwhile by another process
         if existing is not None:
             return _checked(existing, skip_bad)
-        errors = _build(
-            paths,
-            final,
-            digest,
-            size,
-            fit,
-            draft,
-            workers or _default_workers(),
-            progress,
-            name,
-            skip_bad,
-        )
+        workers = workers or _default_workers()
+        errors = _build(paths, final, digest, size, fit, draft, workers, progress, name, skip_bad)
         if errors and not skip_bad:
             raise _decode_error(errors, len(paths), built=False)
         manifest = {
@@ -340,6 +312,33 @@ def build_image_cache(
         _write_json(final.with_suffix(".json"), manifest)
         _sizes_path(final).unlink()
     return open_image_cache(final)
+
+
+def _file_list(
+    paths: Sequence[Path], root: str | os.PathLike[str] | None
+) -> tuple[list[str], list[int], str | None]:
+    """``(stored paths, byte sizes, root)``: what the manifest and the cache digest record.
+
+    Paths are stored relative to ``root`` (absolute without it), so that a moved data folder
+    finds its cache again. ``FileNotFoundError`` names the files that do not exist.
+    """
+    byte_sizes: list[int] = []
+    missing: list[str] = []
+    for p in paths:
+        try:
+            byte_sizes.append(p.stat().st_size)
+        except OSError:
+            missing.append(str(p))
+    if missing:
+        raise FileNotFoundError(
+            f"{len(missing):,} images to cache do not exist: {listed(missing)}."
+        )
+    root_path = os.path.abspath(Path(root).expanduser()) if root is not None else None
+    stored = [  # abspath, not resolve(): no system call per path (100k+ files)
+        os.path.relpath(os.path.abspath(p), root_path) if root_path else os.path.abspath(p)
+        for p in paths
+    ]
+    return [s.replace(os.sep, "/") for s in stored], byte_sizes, root_path
 
 
 def _decode_error(errors: Sequence[Sequence], n: int, *, built: bool) -> ValueError:
