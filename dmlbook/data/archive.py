@@ -6,7 +6,7 @@ when all of them were extracted, so an interrupted extraction leaves nothing hal
 member with an absolute path, a ``..`` component, a link pointing outside the destination, or a
 device file aborts the extraction with ``ValueError`` (path traversal, CVE-2007-4559). macOS junk
 (``._*``, ``__MACOSX/``, ``.DS_Store``) is skipped. Used by :func:`dmlbook.data.download.prepare`;
-tested in ``tests/test_download.py``.
+tested in ``tests/data/test_download.py``.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ list files, and runs the same three steps:
 
 A partial copy (a course subset, a hand-extracted half) is refused with a message that names what
 is missing and how to load it anyway (``allow_partial=True``; the ``dmlbook`` command spells it
-``--allow-partial``). Tested in ``tests/test_benchmark_datasets.py``.
+``--allow-partial``). Tested in ``tests/data/test_benchmark.py``.
 """
 
 from __future__ import annotations
