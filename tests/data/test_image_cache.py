@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -230,6 +232,40 @@ def test_interrupted_build_resumes(images, tmp_path, monkeypatch):
     for i in (0, 63, 64, 159):
         np.testing.assert_array_equal(cache.images[i], decode_resized(images.files[i % 4], SIZE)[0])
     assert not [p for p in (tmp_path / "cache").iterdir() if ".partial" in p.name]
+
+
+def test_progress_file_of_an_older_format_restarts_the_build(images, tmp_path, monkeypatch):
+    real = ic._decode_or_error
+    calls: list[str] = []
+
+    def interrupted(args):
+        calls.append(args[0])
+        if len(calls) == 70:
+            raise KeyboardInterrupt
+        return real(args)
+
+    monkeypatch.setattr(ic, "_decode_or_error", interrupted)
+    kw = {"cache_dir": tmp_path / "cache", "workers": 1, "progress": False}
+    with pytest.raises(KeyboardInterrupt):
+        build_image_cache(images.files[:4] * 40, size=SIZE, **kw)
+    (state,) = (tmp_path / "cache").glob("*.partial.json")
+    old = json.loads(state.read_text())
+    state.write_text(json.dumps({**old, "errors": [["some/file.jpg", "an error"]]}))  # v1 rows
+    calls.clear()
+    monkeypatch.setattr(ic, "_decode_or_error", lambda args: calls.append(args[0]) or real(args))
+    cache = build_image_cache(images.files[:4] * 40, size=SIZE, **kw)
+    assert len(calls) == 160 and cache.bad == []  # started over instead of misreading it
+
+
+def test_cache_files_follow_the_umask_for_a_shared_folder(images, tmp_path):
+    saved = os.umask(0o002)  # a group-shared cache folder
+    try:
+        cached = images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False)
+    finally:
+        os.umask(saved)
+    for path in (cached.cache.path, cached.cache.path.with_suffix(".json")):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o664, path
+    assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) == 0o775
 
 
 def test_array_without_manifest_is_not_used(images, tmp_path):
