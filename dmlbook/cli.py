@@ -124,16 +124,25 @@ def _benchmark_root(name: str, data: str | None) -> str:
 
 def _cmd_prepare(args: argparse.Namespace) -> None:
     from .data import dataset_info, load_dataset
+    from .data.download import LAYOUTS
 
     info = dataset_info(args.name)
     options = _parse_options(args.option)
     accepted = info.options() or {}
-    if "root" in accepted:  # a benchmark: use the copy on disk, or fetch it
+    if info.name in LAYOUTS:  # a benchmark: use the copy on disk, or fetch it
         options["root"] = _benchmark_root(info.name, args.data)
-        options["allow_partial"] = args.allow_partial or options.get("allow_partial", False)
-    elif args.allow_partial or args.data:
-        flag = "--allow-partial" if args.allow_partial else "--data"
-        raise ValueError(f"{flag} applies to the benchmarks on disk, not to {info.name!r}.")
+    elif args.data is not None:
+        if "root" not in accepted:
+            raise ValueError(
+                f"--data applies to the data sets read from disk, not to {args.name!r}."
+            )
+        options["root"] = args.data
+    if args.allow_partial:
+        if "allow_partial" not in accepted:
+            raise ValueError(
+                f"--allow-partial applies to the data sets read from disk, not to {args.name!r}."
+            )
+        options["allow_partial"] = True
     if args.skip_bad_images and not args.cache:
         raise ValueError("--skip-bad-images applies while decoding: add --cache SIZE.")
     for split in info.splits:
@@ -302,22 +311,25 @@ def main(argv: list[str] | None = None) -> int:
 
     Bad input (``ValueError``, ``TypeError``, ``OSError`` and their subclasses, e.g. the engine's
     ``ConfigError`` or a failed download) is printed as one line without a traceback, exit status
-    2. Warnings (e.g. images left out of a partial copy) are printed as one line each.
+    2. Warnings (e.g. images left out of a partial copy) are printed as they happen, one line
+    each, in the command's spelling.
     """
     args = build_parser().parse_args(argv)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("default")
+
+    def one_line(text: str) -> str:
+        return " ".join(cli_spelling(text, args.command).split())
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        print(f"dmlbook {args.command}: warning: {one_line(str(message))}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
         try:
             args.func(args)
-            status = 0
         except (ValueError, TypeError, OSError) as err:
-            message = " ".join(cli_spelling(str(err), args.command).split())
-            print(f"dmlbook {args.command}: error: {message}", file=sys.stderr)
-            status = 2
-    for w in caught:
-        message = " ".join(cli_spelling(str(w.message), args.command).split())
-        print(f"dmlbook {args.command}: warning: {message}", file=sys.stderr)
-    return status
+            print(f"dmlbook {args.command}: error: {one_line(str(err))}", file=sys.stderr)
+            return 2
+    return 0
 
 
 if __name__ == "__main__":

@@ -264,9 +264,9 @@ def test_prepare_offline_is_one_line(tmp_path, capsys, no_network):
     code, _, err = run(["prepare", "cub"], capsys)
     assert code == 2 and "pass --data DIR" in err
     code, _, err = run(["prepare", "digits", "--allow-partial"], capsys)
-    assert code == 2 and "--allow-partial applies to the benchmarks" in err
+    assert code == 2 and "--allow-partial applies to the data sets read from disk" in err
     code, _, err = run(["prepare", "digits", "--data", tmp_path], capsys)
-    assert code == 2 and "--data applies to the benchmarks" in err
+    assert code == 2 and "--data applies to the data sets read from disk" in err
 
 
 def test_allow_partial_from_a_config(config_file, capsys):
