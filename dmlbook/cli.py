@@ -2,11 +2,12 @@
 
 ``dmlbook datasets [--data DIR]``
     List the data sets with their splits' sizes (benchmarks: if found on disk).
-``dmlbook prepare NAME [--data DIR] [--cache SIZE] [--allow-partial] [--skip-bad-images]``
+``dmlbook prepare NAME [--data DIR] [--cache SIZE | --no-cache] [--allow-partial] [--skip-bad-images]``
     Build (and cache) a data set ahead of time, e.g. before a class or an offline session. For a
     benchmark, a copy already extracted under ``--data`` (by hand, by a course, on a cluster) is
     checked and used as it is; otherwise its archives are downloaded, verified and extracted.
-    ``--cache SIZE`` decodes the images once.
+    Then its images are decoded once into the cache (``--cache 256`` by default, the size
+    ``dmlbook train`` reads with the default ``data.resize``, so training reuses it).
 ``dmlbook recall EMBEDDINGS.npy LABELS.npy [--ks 1 2 4 8] [--gallery G.npy --gallery-labels GL.npy]``
     Recall@K, MAP@R and R-precision of saved embeddings (one set, or query/gallery).
 ``dmlbook train --config FILE [--data DIR] [--set key=value ...] [--resume [CHECKPOINT]]``
@@ -50,9 +51,12 @@ def cli_spelling(message: str, command: str) -> str:
     """
     if command == "prepare":
         partial, skip = "--allow-partial", "--skip-bad-images"
-    else:
+    else:  # training reads the cache strictly: undecodable files must go, then a partial copy
         partial = "--set data.options.allow_partial=true"
-        skip = "--skip-bad-images (with dmlbook prepare NAME --cache SIZE)"
+        skip = "--skip-bad-images (dmlbook prepare NAME)"
+        message = message.replace(
+            f"pass {SKIP_BAD} to leave them out", f"delete them and add {partial}"
+        )
     message = message.replace(ALLOW_PARTIAL, partial).replace(SKIP_BAD, skip)
     message = re.sub(
         r"dmlbook\.data\.download\.prepare\('(\w+)', data_dir\)",
@@ -143,12 +147,13 @@ def _cmd_prepare(args: argparse.Namespace) -> None:
                 f"--allow-partial applies to the data sets read from disk, not to {args.name!r}."
             )
         options["allow_partial"] = True
-    if args.skip_bad_images and not args.cache:
-        raise ValueError("--skip-bad-images applies while decoding: add --cache SIZE.")
+    size = None if args.no_cache else args.cache
+    if args.skip_bad_images and size is None:
+        raise ValueError("--skip-bad-images applies while decoding: drop --no-cache.")
     for split in info.splits:
         ds = load_dataset(info.name, split, **options)
-        if args.cache and hasattr(ds, "cached"):
-            ds = ds.cached(args.cache, skip_bad=args.skip_bad_images)
+        if size is not None and hasattr(ds, "cached"):
+            ds = ds.cached(size, skip_bad=args.skip_bad_images)
         print(ds.describe())
 
 
@@ -205,7 +210,7 @@ _EXAMPLES = {
   dmlbook prepare synthetic --option num_classes=40
   dmlbook prepare cub --data /data                  # uses /data/CUB_200_2011 if it is there,
                                                     # else downloads, checks md5 and extracts
-  dmlbook prepare cub --data /data --cache 256      # and decodes the images once
+  dmlbook prepare cub --data /data --no-cache       # check only, decode nothing
   dmlbook prepare cub --data /course --allow-partial   # a subset of the official split
   dmlbook prepare cub --data /data --cache 256 --skip-bad-images
 
@@ -257,7 +262,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $DMLBOOK_DATA)",
     )  # fmt: skip
     prep.add_argument(
-        "--cache", type=int, metavar="SIZE", help="benchmarks: decode once into a SIZE px cache"
+        "--cache", type=int, default=256, metavar="SIZE",
+        help="benchmarks: decode the images once into a SIZE px cache (default 256, what "
+        "dmlbook train reads)",
+    )  # fmt: skip
+    prep.add_argument(
+        "--no-cache", action="store_true", help="check (and fetch) only, decode nothing"
     )
     prep.add_argument(
         "--allow-partial", action="store_true",
@@ -266,8 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     prep.add_argument(
         "--skip-bad-images", action="store_true",
-        help="with --cache: leave out (and list) images that cannot be decoded instead of "
-        "stopping",
+        help="while caching: leave out and list the images that cannot be decoded instead of "
+        "stopping (to train without them, delete the listed files and use --allow-partial, or "
+        "data.options.allow_partial in the config)",
     )  # fmt: skip
     prep.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE",

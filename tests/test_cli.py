@@ -177,6 +177,11 @@ def test_cli_spelling_rewrites_every_python_fix():
         "pass --allow-partial, or --skip-bad-images; dmlbook prepare cub --data DIR; --data DIR"
     )
     assert "--set data.options.allow_partial=true" in cli_spelling(python, "train")
+    strict = f"Replace these files, or pass {SKIP_BAD} to leave them out."
+    assert cli_spelling(strict, "train") == (
+        "Replace these files, or delete them and add --set data.options.allow_partial=true."
+    )
+    assert cli_spelling(strict, "prepare").endswith("pass --skip-bad-images to leave them out.")
     for spelled in (prep, cli_spelling(python, "train")):
         assert "=True" not in spelled and "data_dir" not in spelled and "root=" not in spelled
 
@@ -220,7 +225,7 @@ def no_network(monkeypatch, tmp_path):
 
 def test_prepare_uses_a_hand_extracted_copy(tmp_path, capsys, no_network):
     _cub_copy(tmp_path / "data" / "CUB_200_2011")
-    code, out, err = run(["prepare", "cub", "--data", tmp_path / "data"], capsys)
+    code, out, err = run(["prepare", "cub", "--data", tmp_path / "data", "--no-cache"], capsys)
     assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1
     assert "checking the copy in" in out and "nothing to download" in out
     assert "Pass --allow-partial to load it anyway" in err and "allow_partial=True" not in err
@@ -252,8 +257,10 @@ def test_prepare_a_corrupt_image_strict_then_skipped(tmp_path, capsys, no_networ
     assert "cub/train: 3 images, 2 classes, 1-2 per class, cached 16x16 (crop)" in out
     assert "warning: cub/train: leaving out 1 of 4 images that cannot be decoded" in err
     assert str(bad) in err and "--skip-bad-images" in err
-    code, _, err = run(["prepare", "cub", "--data", copy, "--skip-bad-images"], capsys)
-    assert code == 2 and "add --cache SIZE" in err
+    code, _, err = run(
+        ["prepare", "cub", "--data", copy, "--skip-bad-images", "--no-cache"], capsys
+    )
+    assert code == 2 and "drop --no-cache" in err
 
 
 def test_prepare_offline_is_one_line(tmp_path, capsys, no_network):

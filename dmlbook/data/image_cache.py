@@ -345,7 +345,7 @@ def _decode_error(errors: Sequence[Sequence], n: int, *, built: bool) -> ValueEr
     listed = "; ".join(f"{p} ({e})" for _, p, e in errors[:10])
     more = f"; and {len(errors) - 10} more" if len(errors) > 10 else ""
     state = (
-        "the cache was built with them left out (skip_bad), but this call is strict"
+        "the cache was built with blank cells for them, but this call does not skip them"
         if built
         else "so the cache was not built"
     )

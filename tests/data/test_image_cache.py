@@ -191,7 +191,9 @@ def test_corrupt_images_skipped_and_listed_on_request(images, tmp_path):
         )
     assert cached[5][0].shape == (3, SIZE, SIZE)
     # the same cache, asked for strictly, refuses rather than serving black cells
-    with pytest.raises(ValueError, match=r"Cannot decode 2 of 8 images, the cache was built"):
+    with pytest.raises(
+        ValueError, match=r"Cannot decode 2 of 8 images, the cache was built with blank cells"
+    ):
         images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False, draft=False)
     assert not [p for p in (tmp_path / "cache").iterdir() if p.suffix == ".lock"]
 
