@@ -197,6 +197,56 @@ def _top_values(scores: torch.Tensor, m: int) -> torch.Tensor:
     return torch.topk(candidates, m, dim=1, largest=True, sorted=True).values
 
 
+def _class_members(p: _Prepared, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gallery indices of the class of each query ``lo..hi-1`` and which of them are positives.
+
+    ``same_class`` is ``(rows, width)``, padded by repeating the class's last member; ``member``
+    marks the real entries, less the query itself in the one-set setting (excluded by index,
+    never by value).
+    """
+    dev = p.queries.device
+    cls = p.query_class[lo:hi]
+    count = p.counts[cls]
+    width = max(int(count.max()), 1)
+    slot = torch.arange(width, device=dev)
+    member = slot[None, :] < count[:, None]
+    last = (count - 1).clamp_min(0)
+    flat = p.starts[cls][:, None] + torch.minimum(slot[None, :], last[:, None])
+    same_class = p.order[flat.clamp_max(p.gallery.shape[0] - 1)]  # (rows, width)
+    if p.one_set:
+        query_index = torch.arange(lo, hi, device=dev)
+        member &= same_class != query_index[:, None]
+    return same_class, member
+
+
+def _ap_and_rp(
+    pos_scores: torch.Tensor, neg_top: torch.Tensor, n_pos: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Average precision over the first R results and R-precision of each query of a chunk.
+
+    With ``pos_k = k + #{negatives above p_k}`` the rank of the k-th positive,
+    ``AP = (1/R) sum_{k : pos_k <= R} k / pos_k`` and ``RP = #{k : pos_k <= R} / R``
+    (Musgrave et al. 2020, Eq. 1). ``neg_top`` holds the top negatives, descending, at least R.
+    """
+    dev = pos_scores.device
+    pos_sorted = torch.sort(pos_scores, dim=1, descending=True).values
+    # Negatives strictly above p_k: with -neg_top ascending, this is the number of entries
+    # < -p_k. Exact up to n_top >= R, beyond which pos_k > R anyway.
+    above_k = torch.searchsorted(
+        neg_top.neg().contiguous(), pos_sorted.neg().contiguous(), side="left"
+    )
+    k = torch.arange(1, pos_scores.shape[1] + 1, device=dev)
+    rank = k[None, :] + above_k  # pos_k, the rank of the k-th positive
+    # Positive k is among the first R iff pos_k <= R (which implies k <= R, and also rules out
+    # the -inf padding, whose rank exceeds R).
+    in_first_r = rank <= n_pos[:, None]
+    r_safe = n_pos.clamp_min(1).to(torch.float64)
+    rp = in_first_r.sum(1, dtype=torch.float64) / r_safe
+    precision_at_pos = k[None, :].to(torch.float64) / rank  # k / pos_k
+    ap = torch.where(in_first_r, precision_at_pos, 0.0).sum(1) / r_safe
+    return ap, rp
+
+
 def ranked_metrics(
     embeddings: ArrayLike,
     labels: LabelsLike,
@@ -252,18 +302,7 @@ def ranked_metrics(
             rows = hi - lo
             scores = torch.mm(p.queries[lo:hi], gallery_t, out=buffer[:rows])  # (rows, M)
 
-            # Gallery indices of every query's class, padded by repeating the last member.
-            cls = p.query_class[lo:hi]
-            count = p.counts[cls]
-            width = max(int(count.max()), 1)
-            slot = torch.arange(width, device=dev)
-            member = slot[None, :] < count[:, None]
-            last = (count - 1).clamp_min(0)
-            flat = p.starts[cls][:, None] + torch.minimum(slot[None, :], last[:, None])
-            same_class = p.order[flat.clamp_max(m_gallery - 1)]  # (rows, width)
-            if p.one_set:  # exclude the query itself by index, never by value
-                query_index = torch.arange(lo, hi, device=dev)
-                member &= same_class != query_index[:, None]
+            same_class, member = _class_members(p, lo, hi)
             n_pos = member.sum(1)  # R of each query
             has_pos = n_pos > 0
             n_valid += int(has_pos.sum())
@@ -283,21 +322,7 @@ def ranked_metrics(
                 hits += hit.sum(0, dtype=torch.float64)
 
             if positive_ranks:
-                pos_sorted = torch.sort(pos_scores, dim=1, descending=True).values
-                # Negatives strictly above p_k: with -neg_top ascending, this is the number of
-                # entries < -p_k. Exact up to n_top >= R, beyond which pos_k > R anyway.
-                above_k = torch.searchsorted(
-                    neg_top.neg().contiguous(), pos_sorted.neg().contiguous(), side="left"
-                )
-                k = torch.arange(1, width + 1, device=dev)
-                rank = k[None, :] + above_k  # pos_k, the rank of the k-th positive
-                # Positive k is among the first R iff pos_k <= R (which implies k <= R, and also
-                # rules out the -inf padding, whose rank exceeds R).
-                in_first_r = rank <= n_pos[:, None]
-                r_safe = n_pos.clamp_min(1).to(torch.float64)
-                rp = in_first_r.sum(1, dtype=torch.float64) / r_safe
-                precision_at_pos = k[None, :].to(torch.float64) / rank  # k / pos_k
-                ap = torch.where(in_first_r, precision_at_pos, 0.0).sum(1) / r_safe
+                ap, rp = _ap_and_rp(pos_scores, neg_top, n_pos)
                 rp_sum += torch.where(has_pos, rp, 0.0).sum()
                 ap_sum += torch.where(has_pos, ap, 0.0).sum()
 
