@@ -128,6 +128,67 @@ def _norm(name: str) -> str:
     return " ".join(name.replace("/", "-").split()).lower()
 
 
+_Rows = list[tuple[str, int, list[int]]]  # (file relative to the subset folder, class, box)
+
+
+def _rows_from_anno(anno: Path, files: list[str], folder: Path) -> tuple[_Rows, list[str]]:
+    """The ``anno_<subset>.csv`` rows found among ``files`` (``<class>/<file>``), and the missing.
+
+    The csv names files without their class folder, so each file name must be unique.
+    """
+    where: dict[str, str] = {}
+    for rel in files:
+        fname = rel.split("/", 1)[1]
+        if fname in where:
+            raise ValueError(
+                f"{folder} holds {fname} in two class folders ({where[fname]} and {rel}); {anno} "
+                "names files without folders, so they must be unique."
+            )
+        where[fname] = rel
+    rows: _Rows = []
+    missing: list[str] = []
+    with open(anno, encoding="utf-8", newline="") as f:
+        for number, row in enumerate(csv.reader(f), start=1):
+            if not row or not row[0].strip():
+                continue
+            if len(row) < 6 or not row[-1].strip().isdigit():
+                if number == 1:  # a header line
+                    continue
+                raise ValueError(
+                    f"{anno}, line {number}: expected '<file>,<x1>,<y1>,<x2>,<y2>,<class>', got "
+                    f"{','.join(row)!r}."
+                )
+            fname = row[0].strip()
+            if fname not in where:
+                missing.append(f"{folder.name}/<class>/{fname}")
+                continue
+            rows.append((where[fname], int(row[-1]), [int(float(v)) for v in row[1:5]]))
+    return rows, missing
+
+
+def _rows_from_names(
+    files: list[str], names: list[str] | None, names_file: Path | None, folder: Path, root: Path
+) -> _Rows:
+    """Classes from the class folders' names, numbered by ``names.csv`` (no boxes)."""
+    if names is None:
+        raise FileNotFoundError(
+            f"Neither {root / f'anno_{folder.name}.csv'} nor {root / 'names.csv'} found: the "
+            "class-folder layout of Cars-196 needs one of them to number the classes "
+            "(folder names alone do not give the official class order)."
+        )
+    index = {_norm(n): i + 1 for i, n in enumerate(names)}
+    rows: _Rows = []
+    for rel in files:
+        class_folder = rel.split("/", 1)[0]
+        if _norm(class_folder) not in index:
+            raise ValueError(
+                f"class folder {folder / class_folder} matches no name of {names_file}; rename it "
+                "to the class name (with '-' for '/')."
+            )
+        rows.append((rel, index[_norm(class_folder)], [0, 0, 0, 0]))
+    return rows
+
+
 def _load_folders(
     root: Path, base: Path, allow_partial: bool
 ) -> tuple[list[str], np.ndarray, np.ndarray, list[str] | None, Path]:
@@ -145,64 +206,22 @@ def _load_folders(
     prefix = base.relative_to(root).as_posix()
     prefix = "" if prefix == "." else prefix + "/"
     for subset in ("train", "test"):
-        if not (base / subset).is_dir():
+        folder = base / subset
+        if not folder.is_dir():
             continue
-        files = [f for f in scan_images(base / subset) if f.count("/") == 1 and not is_junk(f)]
-        anno = next(
-            (
-                d / f"anno_{subset}.csv"
-                for d in (root, base)
-                if (d / f"anno_{subset}.csv").is_file()
-            ),
-            None,
-        )
+        files = [f for f in scan_images(folder) if f.count("/") == 1 and not is_junk(f)]
+        csvs = (d / f"anno_{subset}.csv" for d in (root, base))
+        anno = next((c for c in csvs if c.is_file()), None)
         if anno is not None:
             source = anno
-            where: dict[str, str] = {}
-            for rel in files:
-                fname = rel.split("/", 1)[1]
-                if fname in where:
-                    raise ValueError(
-                        f"{base / subset} holds {fname} in two class folders ({where[fname]} and "
-                        f"{rel}); {anno} names files without folders, so they must be unique."
-                    )
-                where[fname] = rel
-            with open(anno, encoding="utf-8", newline="") as f:
-                for number, row in enumerate(csv.reader(f), start=1):
-                    if not row or not row[0].strip():
-                        continue
-                    if len(row) < 6 or not row[-1].strip().isdigit():
-                        if number == 1:  # a header line
-                            continue
-                        raise ValueError(
-                            f"{anno}, line {number}: expected '<file>,<x1>,<y1>,<x2>,<y2>,<class>', "
-                            f"got {','.join(row)!r}."
-                        )
-                    fname = row[0].strip()
-                    if fname not in where:
-                        missing.append(f"{subset}/<class>/{fname}")
-                        continue
-                    paths.append(prefix + f"{subset}/{where[fname]}")
-                    classes.append(int(row[-1]))
-                    boxes.append([int(float(v)) for v in row[1:5]])
+            rows, lost = _rows_from_anno(anno, files, folder)
+            missing += lost
         else:
-            if names is None:
-                raise FileNotFoundError(
-                    f"Neither {root / f'anno_{subset}.csv'} nor {root / 'names.csv'} found: the "
-                    "class-folder layout of Cars-196 needs one of them to number the classes "
-                    "(folder names alone do not give the official class order)."
-                )
-            index = {_norm(n): i + 1 for i, n in enumerate(names)}
-            for rel in files:
-                folder = rel.split("/", 1)[0]
-                if _norm(folder) not in index:
-                    raise ValueError(
-                        f"class folder {base / subset / folder} matches no name of {names_file}; "
-                        "rename it to the class name (with '-' for '/')."
-                    )
-                paths.append(prefix + f"{subset}/{rel}")
-                classes.append(index[_norm(folder)])
-                boxes.append([0, 0, 0, 0])
+            rows = _rows_from_names(files, names, names_file, folder, root)
+        for rel, cls, box in rows:
+            paths.append(f"{prefix}{subset}/{rel}")
+            classes.append(cls)
+            boxes.append(box)
     if missing and not allow_partial:
         raise FileNotFoundError(
             f"cars: {len(missing):,} images listed in anno_*.csv are missing under {base} "
