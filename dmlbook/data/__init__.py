@@ -23,10 +23,13 @@ decoded images):
 ``inshop``
     DeepFashion In-Shop, splits ``train`` (25,882), ``query`` (14,218), ``gallery`` (12,612).
 
-Each takes ``root=`` (default ``$DMLBOOK_DATA/<folder>``) and ``allow_partial=False``: image
-counts are checked against the official numbers, and a missing file or a partial copy raises an
-error that names the file and what was expected, unless ``allow_partial=True``.
-:func:`dmlbook.data.download.prepare` downloads, verifies (md5) and extracts the archives.
+Each takes ``root=`` (default ``$DMLBOOK_DATA/<folder>``; the copy may also sit one folder down)
+and ``allow_partial=False``: image counts are checked against the official numbers, and a missing
+file or a partial copy raises an error that names the missing files or classes, unless
+``allow_partial=True`` (the ``dmlbook`` command: ``--allow-partial``; a config:
+``data.options.allow_partial``). :func:`dmlbook.data.download.prepare` downloads, verifies (md5)
+and extracts the archives, and leaves a copy that is already extracted alone. The skeleton the
+loaders share is :mod:`dmlbook.data.benchmark`.
 
 The input pipeline for training at benchmark scale (what an engine calls)::
 
