@@ -2,9 +2,12 @@
 
 ``dmlbook datasets [--data DIR]``
     List the data sets with their splits' sizes (benchmarks: if found on disk).
-``dmlbook prepare NAME [--option key=value ...] [--data DIR] [--cache 256]``
-    Build (and cache) a data set ahead of time, e.g. before a class or an offline session; for a
-    benchmark, download, verify and extract it, and with ``--cache`` decode it once.
+``dmlbook prepare NAME [--data DIR] [--cache SIZE | --no-cache] [--allow-partial] [--skip-bad-images]``
+    Build (and cache) a data set ahead of time, e.g. before a class or an offline session. For a
+    benchmark, a copy already extracted under ``--data`` (by hand, by a course, on a cluster) is
+    checked and used as it is; otherwise its archives are downloaded, verified and extracted.
+    Then its images are decoded once into the cache (``--cache 256`` by default, the size
+    ``dmlbook train`` reads with the default ``data.resize``, so training reuses it).
 ``dmlbook recall EMBEDDINGS.npy LABELS.npy [--ks 1 2 4 8] [--gallery G.npy --gallery-labels GL.npy]``
     Recall@K, MAP@R and R-precision of saved embeddings (one set, or query/gallery).
 ``dmlbook train --config FILE [--data DIR] [--set key=value ...] [--resume [CHECKPOINT]]``
@@ -12,18 +15,55 @@
     overrides a key, ``--resume`` continues from ``<out_dir>/last.pt``.
 ``dmlbook evaluate CHECKPOINT [--data DIR] [--ks ...] [--device auto]``
     Recall@K and MAP@R of a trained checkpoint on its test split.
+
+Parsing the arguments imports neither torch nor numpy: each command imports what it needs when
+it runs, so that ``dmlbook --help`` and a mistyped argument answer at once (tested in
+``tests/test_cli.py``). Every error a command raises for bad input (``ValueError``,
+``TypeError``, ``OSError``) is printed as one line, ``dmlbook <command>: error: ...``, with exit
+status 2; the fixes the data layer suggests in Python spelling (``allow_partial=True``) are
+rewritten to the command's flags by :func:`cli_spelling`.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import os
+import re
 import sys
+import warnings
 from pathlib import Path
 
-import numpy as np
+from .data.errors import ALLOW_PARTIAL, SKIP_BAD
+from .data.registry import available_datasets
 
-__all__ = ["main"]
+__all__ = ["build_parser", "cli_spelling", "main"]
+
+
+def cli_spelling(message: str, command: str) -> str:
+    """Rewrite the Python fixes a data error suggests into flags of ``dmlbook <command>``.
+
+    ``allow_partial=True`` becomes ``--allow-partial`` (``prepare``) or ``--set
+    data.options.allow_partial=true`` (``train``, which reads the data options of its config);
+    ``skip_bad=True`` becomes ``--skip-bad-images``; ``dmlbook.data.download.prepare('cub',
+    data_dir)`` becomes ``dmlbook prepare cub --data DIR``; ``root='/path/to/X'`` becomes
+    ``--data DIR``.
+    """
+    if command == "prepare":
+        partial, skip = "--allow-partial", "--skip-bad-images"
+    else:  # training reads the cache strictly: undecodable files must go, then a partial copy
+        partial = "--set data.options.allow_partial=true"
+        skip = "--skip-bad-images (dmlbook prepare NAME)"
+        message = message.replace(
+            f"pass {SKIP_BAD} to leave them out", f"delete them and add {partial}"
+        )
+    message = message.replace(ALLOW_PARTIAL, partial).replace(SKIP_BAD, skip)
+    message = re.sub(
+        r"dmlbook\.data\.download\.prepare\('(\w+)', data_dir\)",
+        r"dmlbook prepare \1 --data DIR",
+        message,
+    )
+    return re.sub(r"root='/path/to/[^']*'", "--data DIR", message)
 
 
 def _parse_options(pairs: list[str]) -> dict[str, object]:
@@ -39,7 +79,9 @@ def _parse_options(pairs: list[str]) -> dict[str, object]:
     return options
 
 
-def _load_array(path: str, what: str) -> np.ndarray:
+def _load_array(path: str, what: str) -> object:
+    import numpy as np  # only the recall command needs it: --help stays fast
+
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"{what} file {path!r} does not exist.")
@@ -48,46 +90,70 @@ def _load_array(path: str, what: str) -> np.ndarray:
     return np.load(p, allow_pickle=False)
 
 
-def _data_root(name: str, data: str | None) -> dict[str, str]:
-    """``{"root": <the data set's folder>}`` for ``--data DIR``, else ``{}``."""
-    if data is None:
-        return {}
-    from .engine.data import _resolve_root
-
-    return {"root": _resolve_root(name, data)}
-
-
 def _cmd_datasets(args: argparse.Namespace) -> None:
-    from .data import available_datasets, dataset_info, load_dataset
+    from .data import dataset_info, load_dataset
 
     for name in available_datasets():
         info = dataset_info(name)
         print(f"{name}: {info.summary}")
         options = info.options() or {}
-        root = _data_root(name, args.data) if "root" in options else {}
+        root = {"root": args.data} if "root" in options and args.data is not None else {}
         for split in info.splits:
             try:
                 print("   ", load_dataset(name, split, **root).describe())
             except (ValueError, FileNotFoundError) as err:
-                reason = str(err).split(". ")[0].rstrip(".")
+                reason = cli_spelling(str(err), "datasets").split(". ")[0].rstrip(".")
                 print(f"    {name}: not available: {reason}.")
                 break
 
 
+def _benchmark_root(name: str, data: str | None) -> str:
+    """The benchmark's extracted copy under ``--data`` / ``$DMLBOOK_DATA``, fetched if absent."""
+    from .data.download import find_copy, prepare
+
+    data_dir = data or os.environ.get("DMLBOOK_DATA", "").strip()
+    if not data_dir:
+        raise ValueError(
+            f"{name} needs a data folder: pass --data DIR (the folder that holds the data sets, "
+            "or the extracted copy itself) or set DMLBOOK_DATA."
+        )
+    copy = find_copy(name, data_dir)
+    if copy is not None:
+        print(f"{name}: checking the copy in {copy} (nothing to download)")
+    else:
+        prepare(name, data_dir)  # download, verify, extract
+        copy = find_copy(name, data_dir) or Path(data_dir)
+    return str(copy)
+
+
 def _cmd_prepare(args: argparse.Namespace) -> None:
     from .data import dataset_info, load_dataset
-    from .data.download import RESOURCES
-    from .data.download import prepare as download
+    from .data.download import LAYOUTS
 
     info = dataset_info(args.name)
     options = _parse_options(args.option)
-    if info.name in RESOURCES:  # a benchmark: download, verify, extract (then cache)
-        download(info.name, args.data)
-        options.update(_data_root(info.name, args.data))
+    accepted = info.options() or {}
+    if info.name in LAYOUTS:  # a benchmark: use the copy on disk, or fetch it
+        options["root"] = _benchmark_root(info.name, args.data)
+    elif args.data is not None:
+        if "root" not in accepted:
+            raise ValueError(
+                f"--data applies to the data sets read from disk, not to {args.name!r}."
+            )
+        options["root"] = args.data
+    if args.allow_partial:
+        if "allow_partial" not in accepted:
+            raise ValueError(
+                f"--allow-partial applies to the data sets read from disk, not to {args.name!r}."
+            )
+        options["allow_partial"] = True
+    size = None if args.no_cache else args.cache
+    if args.skip_bad_images and size is None:
+        raise ValueError("--skip-bad-images applies while decoding: drop --no-cache.")
     for split in info.splits:
         ds = load_dataset(info.name, split, **options)
-        if args.cache and hasattr(ds, "cached"):
-            ds = ds.cached(args.cache)
+        if size is not None and hasattr(ds, "cached"):
+            ds = ds.cached(size, skip_bad=args.skip_bad_images)
         print(ds.describe())
 
 
@@ -136,33 +202,102 @@ def _cmd_evaluate(args: argparse.Namespace) -> None:
         print(f"note: {note['note']}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dmlbook", description="deep metric learning book tools")
-    sub = parser.add_subparsers(dest="command", required=True)
-    ds = sub.add_parser("datasets", help="list the data sets and their splits")
-    ds.add_argument("--data", help="folder holding the benchmark data sets (as DMLBOOK_DATA)")
-    ds.set_defaults(func=_cmd_datasets)
-    prep = sub.add_parser("prepare", help="build and cache a data set (benchmarks: download)")
-    prep.add_argument("name")
-    prep.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
-    prep.add_argument("--data", help="benchmarks: folder holding the data sets (DMLBOOK_DATA)")
-    prep.add_argument(
-        "--cache", type=int, metavar="SIZE", help="benchmarks: decode once into a SIZE px cache"
+_EXAMPLES = {
+    "datasets": """examples:
+  dmlbook datasets
+  dmlbook datasets --data /data        # benchmarks found under /data are listed with their sizes""",
+    "prepare": """examples:
+  dmlbook prepare synthetic --option num_classes=40
+  dmlbook prepare cub --data /data                  # uses /data/CUB_200_2011 if it is there,
+                                                    # else downloads, checks md5 and extracts
+  dmlbook prepare cub --data /data --no-cache       # check only, decode nothing
+  dmlbook prepare cub --data /course --allow-partial   # a subset of the official split
+  dmlbook prepare cub --data /data --cache 256 --skip-bad-images
+
+offline: put the extracted copy (e.g. /data/CUB_200_2011/images.txt ...) or the archive
+(/data/downloads/CUB_200_2011.tgz) in place first; nothing that is there is downloaded.
+In-Shop has no direct download: extract it by hand under /data/InShop.""",
+    "recall": """examples:
+  dmlbook recall emb.npy labels.npy --ks 1 2 4 8
+  dmlbook recall query.npy query_labels.npy --gallery gal.npy --gallery-labels gal_labels.npy""",
+    "train": """examples:
+  dmlbook train --config ms_cub_bninception --data /data
+  dmlbook train --config my.yaml --set optim.lr=1e-4 --set train.iterations=2000
+  dmlbook train --config my.yaml --set data.options.allow_partial=true   # a partial copy
+  dmlbook train --config my.yaml --resume                                # from <out_dir>/last.pt
+  dmlbook train --config my.yaml --dry-run""",
+    "evaluate": """examples:
+  dmlbook evaluate runs/ms_cub/best.pt --device cpu
+  dmlbook evaluate runs/ms_cub/best.pt --data /new/place --ks 1 2 4 8""",
+}
+
+
+def _sub(sub: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
+    return sub.add_parser(
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        epilog=_EXAMPLES[name],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``dmlbook`` (no heavy import: choices come from the registry)."""
+    parser = argparse.ArgumentParser(
+        prog="dmlbook",
+        description="Deep metric learning book tools: data sets, training, retrieval metrics.",
+        epilog="Run 'dmlbook COMMAND --help' for a command's options and examples.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    names = available_datasets()
+    ds = _sub(sub, "datasets", "list the data sets and their splits")
+    ds.add_argument("--data", metavar="DIR", help="folder holding the benchmark data sets")
+    ds.set_defaults(func=_cmd_datasets)
+    prep = _sub(sub, "prepare", "check or fetch a data set, and cache it")
+    prep.add_argument("name", choices=names, metavar="NAME", help=f"one of: {', '.join(names)}")
+    prep.add_argument(
+        "--data", metavar="DIR",
+        help="benchmarks: the folder holding the data sets, or the extracted copy itself "
+        "(default: $DMLBOOK_DATA)",
+    )  # fmt: skip
+    prep.add_argument(
+        "--cache", type=int, default=256, metavar="SIZE",
+        help="benchmarks: decode the images once into a SIZE px cache (default 256, what "
+        "dmlbook train reads)",
+    )  # fmt: skip
+    prep.add_argument(
+        "--no-cache", action="store_true", help="check (and fetch) only, decode nothing"
+    )
+    prep.add_argument(
+        "--allow-partial", action="store_true",
+        help="benchmarks: accept a copy with other image counts than the official split (a "
+        "course subset), leaving out listed images that are missing",
+    )  # fmt: skip
+    prep.add_argument(
+        "--skip-bad-images", action="store_true",
+        help="while caching: leave out and list the images that cannot be decoded instead of "
+        "stopping (to train without them, delete the listed files and use --allow-partial, or "
+        "data.options.allow_partial in the config)",
+    )  # fmt: skip
+    prep.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE",
+        help="a loader option, e.g. num_classes=40 (synthetic) or layout=folders (cars)",
+    )  # fmt: skip
     prep.set_defaults(func=_cmd_prepare)
-    rec = sub.add_parser("recall", help="retrieval metrics of saved embeddings")
-    rec.add_argument("embeddings")
-    rec.add_argument("labels")
-    rec.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8])
-    rec.add_argument("--gallery")
-    rec.add_argument("--gallery-labels")
+    rec = _sub(sub, "recall", "retrieval metrics of saved embeddings")
+    rec.add_argument("embeddings", help="(N, D) array saved with numpy.save")
+    rec.add_argument("labels", help="(N,) integer labels saved with numpy.save")
+    rec.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8], metavar="K")
+    rec.add_argument("--gallery", metavar="G.npy", help="gallery embeddings (query/gallery)")
+    rec.add_argument("--gallery-labels", metavar="GL.npy", help="gallery labels")
     rec.set_defaults(func=_cmd_recall)
-    tr = sub.add_parser("train", help="train the run a config file describes")
+    tr = _sub(sub, "train", "train the run a config file describes")
     tr.add_argument(
-        "--config", required=True,
+        "--config", required=True, metavar="FILE",
         help="a .yaml/.yml/.toml file, or the name of one in configs/ (e.g. ms_cub_bninception)",
     )  # fmt: skip
-    tr.add_argument("--data", help="folder holding the data sets (as DMLBOOK_DATA)")
+    tr.add_argument("--data", metavar="DIR", help="folder holding the data sets (data.root)")
     tr.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. optim.lr=1e-4"
     )
@@ -173,23 +308,38 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.add_argument("--dry-run", action="store_true", help="print the checked config and stop")
     tr.set_defaults(func=_cmd_train)
-    ev = sub.add_parser("evaluate", help="Recall@K of a trained checkpoint")
-    ev.add_argument("checkpoint")
-    ev.add_argument("--data", help="folder holding the data sets, if moved since training")
-    ev.add_argument("--ks", type=int, nargs="+", help="default: the run's Recall@K set")
-    ev.add_argument("--device", default="auto")
+    ev = _sub(sub, "evaluate", "Recall@K of a trained checkpoint")
+    ev.add_argument("checkpoint", help="a best.pt or last.pt written by dmlbook train")
+    ev.add_argument("--data", metavar="DIR", help="folder holding the data sets, if moved")
+    ev.add_argument("--ks", type=int, nargs="+", metavar="K", help="default: the run's set")
+    ev.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps ...")
     ev.set_defaults(func=_cmd_evaluate)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``dmlbook`` command; returns the exit status."""
+    """Entry point of the ``dmlbook`` command; returns the exit status.
+
+    Bad input (``ValueError``, ``TypeError``, ``OSError`` and their subclasses, e.g. the engine's
+    ``ConfigError`` or a failed download) is printed as one line without a traceback, exit status
+    2. Warnings (e.g. images left out of a partial copy) are printed as they happen, one line
+    each, in the command's spelling.
+    """
     args = build_parser().parse_args(argv)
-    try:
-        args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as err:
-        print(f"dmlbook {args.command}: error: {err}", file=sys.stderr)
-        return 2
+
+    def one_line(text: str) -> str:
+        return " ".join(cli_spelling(text, args.command).split())
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        print(f"dmlbook {args.command}: warning: {one_line(str(message))}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        try:
+            args.func(args)
+        except (ValueError, TypeError, OSError) as err:
+            print(f"dmlbook {args.command}: error: {one_line(str(err))}", file=sys.stderr)
+            return 2
     return 0
 
 

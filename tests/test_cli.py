@@ -129,3 +129,173 @@ def test_console_script_entry_point():
         [sys.executable, "-m", "dmlbook.cli", "train", "--help"], capture_output=True, text=True
     )
     assert out.returncode == 0 and "--config" in out.stdout and "--resume" in out.stdout
+
+
+# ------------------------------------------------------------------------------------------
+# fast --help, CLI spelling of fixes, data already on disk (issues 19, 20)
+# ------------------------------------------------------------------------------------------
+
+_IMPORTS_AFTER_HELP = """
+import sys
+from dmlbook.cli import main
+for argv in (["--help"], ["prepare", "--help"], ["train", "--help"], ["prepare", "nope"]):
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+print(sorted(m for m in ("torch", "numpy", "PIL") if m in sys.modules))
+"""
+
+
+def test_help_and_argument_errors_import_no_torch():
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_AFTER_HELP], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert "invalid choice: 'nope'" in out.stderr
+
+
+def test_subcommand_help_lists_choices_and_examples(capsys):
+    with pytest.raises(SystemExit):
+        main(["prepare", "--help"])
+    out = capsys.readouterr().out
+    assert "one of: cars, cub, digits, inshop, sop, synthetic" in out
+    assert "--allow-partial" in out and "--skip-bad-images" in out and "examples:" in out
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "--set data.options.allow_partial=true" in capsys.readouterr().out
+
+
+def test_cli_spelling_rewrites_every_python_fix():
+    from dmlbook.cli import cli_spelling
+    from dmlbook.data.errors import ALLOW_PARTIAL, SKIP_BAD, prepare_call
+
+    python = f"pass {ALLOW_PARTIAL}, or {SKIP_BAD}; {prepare_call('cub')}; root='/path/to/X'"
+    prep = cli_spelling(python, "prepare")
+    assert prep == (
+        "pass --allow-partial, or --skip-bad-images; dmlbook prepare cub --data DIR; --data DIR"
+    )
+    assert "--set data.options.allow_partial=true" in cli_spelling(python, "train")
+    strict = f"Replace these files, or pass {SKIP_BAD} to leave them out."
+    assert cli_spelling(strict, "train") == (
+        "Replace these files, or delete them and add --set data.options.allow_partial=true."
+    )
+    assert cli_spelling(strict, "prepare").endswith("pass --skip-bad-images to leave them out.")
+    for spelled in (prep, cli_spelling(python, "train")):
+        assert "=True" not in spelled and "data_dir" not in spelled and "root=" not in spelled
+
+
+def _cub_copy(folder, classes=(1, 2, 101), per_class=2):
+    """A tiny hand-extracted CUB copy: the three list files and a few JPEGs."""
+    from PIL import Image
+
+    rows, labels, image_id = [], [], 0
+    for c in classes:
+        for k in range(per_class):
+            image_id += 1
+            rel = f"{c:03d}.Bird_{c}/Bird_{c}_{k}.jpg"
+            (folder / "images" / rel).parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(np.full((20, 24, 3), 10 * k + c % 200, np.uint8)).save(
+                folder / "images" / rel
+            )
+            rows.append(f"{image_id} {rel}")
+            labels.append(f"{image_id} {c}")
+    (folder / "images.txt").write_text("\n".join(rows) + "\n")
+    (folder / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
+    (folder / "classes.txt").write_text(
+        "\n".join(f"{c} {c:03d}.Bird_{c}" for c in range(1, 201)) + "\n"
+    )
+    return folder
+
+
+@pytest.fixture
+def no_network(monkeypatch, tmp_path):
+    """Every download URL points nowhere: a test passes only if nothing is downloaded."""
+    from dmlbook.data import download
+
+    gone = (tmp_path / "no-such-server" / "x.tgz").as_uri()
+    for name, resources in list(download.RESOURCES.items()):
+        monkeypatch.setitem(
+            download.RESOURCES, name, tuple(r.__class__(gone, r.md5, r.filename) for r in resources)
+        )
+    monkeypatch.setenv("DMLBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("DMLBOOK_DATA", raising=False)
+
+
+def test_prepare_uses_a_hand_extracted_copy(tmp_path, capsys, no_network):
+    _cub_copy(tmp_path / "data" / "CUB_200_2011")
+    code, out, err = run(["prepare", "cub", "--data", tmp_path / "data", "--no-cache"], capsys)
+    assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1
+    assert "checking the copy in" in out and "nothing to download" in out
+    assert "Pass --allow-partial to load it anyway" in err and "allow_partial=True" not in err
+    assert "Missing classes (98 of 100): 003.Bird_3, 004.Bird_4" in err
+    assert "5,794" not in err  # the classification-split note does not apply to 4 images
+    code, out, err = run(
+        ["prepare", "cub", "--data", tmp_path / "data", "--allow-partial", "--cache", "16"], capsys
+    )
+    assert code == 0, err
+    assert out.splitlines()[1:] == [
+        "cub/train: 4 images, 2 classes, 2-2 per class, cached 16x16 (crop)",
+        "cub/test: 2 images, 1 classes, 2-2 per class, cached 16x16 (crop)",
+    ]
+    assert not (tmp_path / "data" / "downloads").exists()
+    cached = list((tmp_path / "cache" / "images").iterdir())
+    assert cached and not [p for p in cached if p.suffix == ".lock"]
+
+
+def test_prepare_a_corrupt_image_strict_then_skipped(tmp_path, capsys, no_network):
+    copy = _cub_copy(tmp_path / "CUB_200_2011")
+    bad = copy / "images" / "002.Bird_2" / "Bird_2_1.jpg"
+    bad.write_bytes(b"not a jpeg")
+    argv = ["prepare", "cub", "--data", copy, "--allow-partial", "--cache", "16"]
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "Cannot decode 1 of 4 images" in err and str(bad) in err
+    assert "pass --skip-bad-images to leave them out" in err
+    code, out, err = run([*argv, "--skip-bad-images"], capsys)
+    assert code == 0, err
+    assert "cub/train: 3 images, 2 classes, 1-2 per class, cached 16x16 (crop)" in out
+    assert "warning: cub/train: leaving out 1 of 4 images that cannot be decoded" in err
+    assert str(bad) in err and "--skip-bad-images" in err
+    code, _, err = run(
+        ["prepare", "cub", "--data", copy, "--skip-bad-images", "--no-cache"], capsys
+    )
+    assert code == 2 and "drop --no-cache" in err
+
+
+def test_prepare_offline_is_one_line(tmp_path, capsys, no_network):
+    code, out, err = run(["prepare", "cub", "--data", tmp_path / "empty"], capsys)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("dmlbook prepare: error: Could not download")
+    assert "CUB_200_2011.tgz by hand" in err and "dmlbook prepare cub --data DIR again" in err
+    code, _, err = run(["prepare", "cub"], capsys)
+    assert code == 2 and "pass --data DIR" in err
+    code, _, err = run(["prepare", "digits", "--allow-partial"], capsys)
+    assert code == 2 and "--allow-partial applies to the data sets read from disk" in err
+    code, _, err = run(["prepare", "digits", "--data", tmp_path], capsys)
+    assert code == 2 and "--data applies to the data sets read from disk" in err
+
+
+def test_allow_partial_from_a_config(config_file, capsys):
+    code, out, _ = run(
+        ["train", "--config", config_file, "--set", "data.options.allow_partial=true",
+         "--dry-run"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0
+    assert yaml.safe_load(out)["data"]["options"]["allow_partial"] is True
+
+
+def test_engine_errors_are_one_line(config_file, capsys, monkeypatch):
+    import dmlbook.engine
+
+    def refuse(cfg, **kwargs):  # e.g. --resume with no checkpoint to resume from
+        raise ValueError("nothing to resume from: run/last.pt does not exist;\nstart without it.")
+
+    monkeypatch.setattr(dmlbook.engine, "train", refuse)
+    code, out, err = run(["train", "--config", config_file, "--resume", "--quiet"], capsys)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err == (
+        "dmlbook train: error: nothing to resume from: run/last.pt does not exist; "
+        "start without it.\n"
+    )

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from dmlbook import evaluate
 from dmlbook.evaluate import (
     map_at_r,
     precision_at_1,
     r_precision,
+    ranking,
     recall_at_k,
     retrieval_metrics,
 )
@@ -110,8 +110,8 @@ def blocked_search(block):
     """Context in which the blocked top-m search runs even on tiny rows."""
     with pytest.MonkeyPatch.context() as mp:
         if block is not None:
-            mp.setattr(evaluate, "_BLOCK", block)
-            mp.setattr(evaluate, "_BLOCKED_MIN_RATIO", 1)
+            mp.setattr(ranking, "_BLOCK", block)
+            mp.setattr(ranking, "_BLOCKED_MIN_RATIO", 1)
         yield
 
 
@@ -190,7 +190,7 @@ def test_blocked_top_values_equal_topk(data, rows, width, block):
     scores[scores == -3] = float("-inf")  # as the removed positives are
     m = data.draw(st.integers(1, width))
     with blocked_search(block):
-        got = evaluate._top_values(scores, m)
+        got = ranking._top_values(scores, m)
     assert torch.equal(got, torch.topk(scores, m, dim=1).values)
 
 
@@ -239,6 +239,26 @@ def test_hand_computed_one_set():
     assert map_at_r(x, y) == pytest.approx(0.25)
     assert r_precision(x, y) == pytest.approx(0.3)
     assert precision_at_1(x, y) == pytest.approx(0.4)
+
+
+def test_metrics_selects_what_one_pass_computes():
+    # the hand-computed case above: each selection returns exactly its keys, with the same values
+    x = unit_circle([0, 10, 30, 45, 100])
+    y = [0, 0, 1, 0, 1]
+    assert retrieval_metrics(x, y, (2, 4), metrics=("recall",)) == pytest.approx(
+        {"R@2": 0.8, "R@4": 1.0}
+    )
+    assert retrieval_metrics(x, y, metrics=["MAP@R", "P@1"]) == pytest.approx(
+        {"P@1": 0.4, "MAP@R": 0.25}
+    )
+    assert retrieval_metrics(x, y, metrics="RP") == pytest.approx({"RP": 0.3})
+    assert recall_at_k(x, y, (1, 3)) == pytest.approx({1: 0.4, 3: 0.8})
+    with pytest.raises(
+        ValueError, match=r"metrics must name some of recall, P@1, MAP@R, RP.*'R@1'"
+    ):
+        retrieval_metrics(x, y, metrics=("R@1",))
+    with pytest.raises(ValueError, match="metrics must name"):
+        retrieval_metrics(x, y, metrics=())
 
 
 def test_hand_computed_query_gallery():

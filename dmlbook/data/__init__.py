@@ -23,10 +23,13 @@ decoded images):
 ``inshop``
     DeepFashion In-Shop, splits ``train`` (25,882), ``query`` (14,218), ``gallery`` (12,612).
 
-Each takes ``root=`` (default ``$DMLBOOK_DATA/<folder>``) and ``allow_partial=False``: image
-counts are checked against the official numbers, and a missing file or a partial copy raises an
-error that names the file and what was expected, unless ``allow_partial=True``.
-:func:`dmlbook.data.download.prepare` downloads, verifies (md5) and extracts the archives.
+Each takes ``root=`` (default ``$DMLBOOK_DATA/<folder>``; the copy may also sit one folder down)
+and ``allow_partial=False``: image counts are checked against the official numbers, and a missing
+file or a partial copy raises an error that names the missing files or classes, unless
+``allow_partial=True`` (the ``dmlbook`` command: ``--allow-partial``; a config:
+``data.options.allow_partial``). :func:`dmlbook.data.download.prepare` downloads, verifies (md5)
+and extracts the archives, and leaves a copy that is already extracted alone. The skeleton the
+loaders share is :mod:`dmlbook.data.benchmark`.
 
 The input pipeline for training at benchmark scale (what an engine calls)::
 
@@ -56,12 +59,17 @@ the device of the batch (:mod:`dmlbook.data.augment`, :mod:`dmlbook.data.image_c
 
 :class:`PKSampler` draws the P-classes-by-K-images batches that pair-based losses need.
 Further data sets are added with :func:`register_dataset`.
+
+The registry is imported at once; every other name (and torch with it) loads its module on first
+use (PEP 562), so the ``dmlbook`` command can list the data sets without importing torch.
 """
 
-from .augment import BN_INCEPTION, IMAGENET, EvalTransform, Normalization, TrainTransform
-from .dataset import EmbeddedDataset
-from .image_cache import Batch, CachedImageDataset, build_image_cache
-from .image_folder import ImageListDataset, IncompleteDatasetError
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import TYPE_CHECKING
+
 from .registry import (
     DatasetInfo,
     available_datasets,
@@ -69,7 +77,13 @@ from .registry import (
     load_dataset,
     register_dataset,
 )
-from .sampler import PKSampler
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .augment import BN_INCEPTION, IMAGENET, EvalTransform, Normalization, TrainTransform
+    from .dataset import EmbeddedDataset
+    from .image_cache import Batch, CachedImageDataset, build_image_cache
+    from .image_folder import ImageListDataset, IncompleteDatasetError
+    from .sampler import PKSampler
 
 __all__ = [
     "EmbeddedDataset",
@@ -90,3 +104,35 @@ __all__ = [
     "TrainTransform",
     "build_image_cache",
 ]
+
+#: Where each lazily loaded name lives.
+_LAZY = {
+    "BN_INCEPTION": ".augment",
+    "IMAGENET": ".augment",
+    "EvalTransform": ".augment",
+    "Normalization": ".augment",
+    "TrainTransform": ".augment",
+    "EmbeddedDataset": ".dataset",
+    "Batch": ".image_cache",
+    "CachedImageDataset": ".image_cache",
+    "build_image_cache": ".image_cache",
+    "ImageListDataset": ".image_folder",
+    "IncompleteDatasetError": ".image_folder",
+    "PKSampler": ".sampler",
+}
+_SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__))
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'dmlbook.data' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -41,15 +41,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .image_folder import (
-    ImageListDataset,
-    data_root,
-    finish_split,
-    is_junk,
-    scan_images,
-)
+from .benchmark import Layout, finish_split
+from .errors import ALLOW_PARTIAL, listed
+from .files import is_junk, scan_images
+from .image_folder import ImageListDataset
 
-__all__ = ["load", "FOLDER", "EXPECTED", "CLASS_RANGES", "LAYOUTS", "MD5"]
+__all__ = ["load", "FOLDER", "EXPECTED", "CLASS_RANGES", "LAYOUTS", "MD5", "LAYOUT"]
 
 #: Folder under ``$DMLBOOK_DATA``; ``ALIASES`` are tried when it does not exist.
 FOLDER = "cars196"
@@ -64,26 +61,38 @@ EXPECTED: dict[str, tuple[int, int]] = {"train": (8054, 98), "test": (8131, 98)}
 #: 1-based class ids of each split, inclusive.
 CLASS_RANGES: dict[str, tuple[int, int]] = {"train": (1, 98), "test": (99, 196)}
 LAYOUTS = ("auto", "mat", "folders")
-_NOTE = (
-    "(8,041 is the size of the classification test split, the 'test' flag of cars_annos.mat, "
-    "which deep metric learning does not use.) "
+#: Size of the *classification* test split, the number a wrong split gives.
+CLASSIFICATION_TEST = 8041
+
+
+#: Where the class-folder layout keeps its ``train``/``test`` folders, relative to the copy.
+_FOLDER_BASES = ("car_data/car_data", "car_data", "")
+LAYOUT = Layout(
+    dataset="cars",
+    folder=FOLDER,
+    splits=("train", "test"),
+    markers=(
+        "cars_annos.mat",
+        *(f"{b}/{s}".lstrip("/") for b in _FOLDER_BASES for s in ("train", "test")),
+    ),
+    missing="cars196/cars_annos.mat not found under {root}, nor a class-folder copy. Expected "
+    f"either cars_annos.mat (md5 {MD5['cars_annos.mat']}) with the extracted car_ims.tgz "
+    "(car_ims/000001.jpg ...), or the class-folder layout: car_data/car_data/{train,test}/"
+    "<class name>/*.jpg with anno_train.csv, anno_test.csv and names.csv. See dmlbook.data.cars.",
+    aliases=ALIASES,
 )
 
 
 def _folder_base(root: Path) -> Path | None:
-    for base in (root / "car_data" / "car_data", root / "car_data", root):
+    for rel in _FOLDER_BASES:
+        base = root / rel if rel else root
         if (base / "train").is_dir() or (base / "test").is_dir():
             return base
     return None
 
 
 def _layout_error(root: Path) -> FileNotFoundError:
-    return FileNotFoundError(
-        f"cars196/cars_annos.mat not found under {root}, nor a class-folder copy. Expected either "
-        f"cars_annos.mat (md5 {MD5['cars_annos.mat']}) with the extracted car_ims.tgz "
-        f"(car_ims/000001.jpg ...), or the class-folder layout: car_data/car_data/{{train,test}}/"
-        "<class name>/*.jpg with anno_train.csv, anno_test.csv and names.csv. See dmlbook.data.cars."
-    )
+    return FileNotFoundError(LAYOUT.missing.replace("{root}", str(root)))
 
 
 def _load_mat(root: Path) -> tuple[list[str], np.ndarray, np.ndarray, list[str] | None, Path]:
@@ -119,6 +128,67 @@ def _norm(name: str) -> str:
     return " ".join(name.replace("/", "-").split()).lower()
 
 
+_Rows = list[tuple[str, int, list[int]]]  # (file relative to the subset folder, class, box)
+
+
+def _rows_from_anno(anno: Path, files: list[str], folder: Path) -> tuple[_Rows, list[str]]:
+    """The ``anno_<subset>.csv`` rows found among ``files`` (``<class>/<file>``), and the missing.
+
+    The csv names files without their class folder, so each file name must be unique.
+    """
+    where: dict[str, str] = {}
+    for rel in files:
+        fname = rel.split("/", 1)[1]
+        if fname in where:
+            raise ValueError(
+                f"{folder} holds {fname} in two class folders ({where[fname]} and {rel}); {anno} "
+                "names files without folders, so they must be unique."
+            )
+        where[fname] = rel
+    rows: _Rows = []
+    missing: list[str] = []
+    with open(anno, encoding="utf-8", newline="") as f:
+        for number, row in enumerate(csv.reader(f), start=1):
+            if not row or not row[0].strip():
+                continue
+            if len(row) < 6 or not row[-1].strip().isdigit():
+                if number == 1:  # a header line
+                    continue
+                raise ValueError(
+                    f"{anno}, line {number}: expected '<file>,<x1>,<y1>,<x2>,<y2>,<class>', got "
+                    f"{','.join(row)!r}."
+                )
+            fname = row[0].strip()
+            if fname not in where:
+                missing.append(f"{folder.name}/<class>/{fname}")
+                continue
+            rows.append((where[fname], int(row[-1]), [int(float(v)) for v in row[1:5]]))
+    return rows, missing
+
+
+def _rows_from_names(
+    files: list[str], names: list[str] | None, names_file: Path | None, folder: Path, root: Path
+) -> _Rows:
+    """Classes from the class folders' names, numbered by ``names.csv`` (no boxes)."""
+    if names is None:
+        raise FileNotFoundError(
+            f"Neither {root / f'anno_{folder.name}.csv'} nor {root / 'names.csv'} found: the "
+            "class-folder layout of Cars-196 needs one of them to number the classes "
+            "(folder names alone do not give the official class order)."
+        )
+    index = {_norm(n): i + 1 for i, n in enumerate(names)}
+    rows: _Rows = []
+    for rel in files:
+        class_folder = rel.split("/", 1)[0]
+        if _norm(class_folder) not in index:
+            raise ValueError(
+                f"class folder {folder / class_folder} matches no name of {names_file}; rename it "
+                "to the class name (with '-' for '/')."
+            )
+        rows.append((rel, index[_norm(class_folder)], [0, 0, 0, 0]))
+    return rows
+
+
 def _load_folders(
     root: Path, base: Path, allow_partial: bool
 ) -> tuple[list[str], np.ndarray, np.ndarray, list[str] | None, Path]:
@@ -136,73 +206,31 @@ def _load_folders(
     prefix = base.relative_to(root).as_posix()
     prefix = "" if prefix == "." else prefix + "/"
     for subset in ("train", "test"):
-        if not (base / subset).is_dir():
+        folder = base / subset
+        if not folder.is_dir():
             continue
-        files = [f for f in scan_images(base / subset) if f.count("/") == 1 and not is_junk(f)]
-        anno = next(
-            (
-                d / f"anno_{subset}.csv"
-                for d in (root, base)
-                if (d / f"anno_{subset}.csv").is_file()
-            ),
-            None,
-        )
+        files = [f for f in scan_images(folder) if f.count("/") == 1 and not is_junk(f)]
+        csvs = (d / f"anno_{subset}.csv" for d in (root, base))
+        anno = next((c for c in csvs if c.is_file()), None)
         if anno is not None:
             source = anno
-            where: dict[str, str] = {}
-            for rel in files:
-                fname = rel.split("/", 1)[1]
-                if fname in where:
-                    raise ValueError(
-                        f"{base / subset} holds {fname} in two class folders ({where[fname]} and "
-                        f"{rel}); {anno} names files without folders, so they must be unique."
-                    )
-                where[fname] = rel
-            with open(anno, encoding="utf-8", newline="") as f:
-                for number, row in enumerate(csv.reader(f), start=1):
-                    if not row or not row[0].strip():
-                        continue
-                    if len(row) < 6 or not row[-1].strip().isdigit():
-                        if number == 1:  # a header line
-                            continue
-                        raise ValueError(
-                            f"{anno}, line {number}: expected '<file>,<x1>,<y1>,<x2>,<y2>,<class>', "
-                            f"got {','.join(row)!r}."
-                        )
-                    fname = row[0].strip()
-                    if fname not in where:
-                        missing.append(f"{subset}/<class>/{fname}")
-                        continue
-                    paths.append(prefix + f"{subset}/{where[fname]}")
-                    classes.append(int(row[-1]))
-                    boxes.append([int(float(v)) for v in row[1:5]])
+            rows, lost = _rows_from_anno(anno, files, folder)
+            missing += lost
         else:
-            if names is None:
-                raise FileNotFoundError(
-                    f"Neither {root / f'anno_{subset}.csv'} nor {root / 'names.csv'} found: the "
-                    "class-folder layout of Cars-196 needs one of them to number the classes "
-                    "(folder names alone do not give the official class order)."
-                )
-            index = {_norm(n): i + 1 for i, n in enumerate(names)}
-            for rel in files:
-                folder = rel.split("/", 1)[0]
-                if _norm(folder) not in index:
-                    raise ValueError(
-                        f"class folder {base / subset / folder} matches no name of {names_file}; "
-                        "rename it to the class name (with '-' for '/')."
-                    )
-                paths.append(prefix + f"{subset}/{rel}")
-                classes.append(index[_norm(folder)])
-                boxes.append([0, 0, 0, 0])
+            rows = _rows_from_names(files, names, names_file, folder, root)
+        for rel, cls, box in rows:
+            paths.append(f"{prefix}{subset}/{rel}")
+            classes.append(cls)
+            boxes.append(box)
     if missing and not allow_partial:
         raise FileNotFoundError(
             f"cars: {len(missing):,} images listed in anno_*.csv are missing under {base} "
-            f"(e.g. {', '.join(missing[:5])}). Re-extract the archive, or pass allow_partial=True."
+            f"({listed(missing)}). Re-extract the archive, or pass {ALLOW_PARTIAL}."
         )
     if missing:
         warnings.warn(
             f"cars: leaving out {len(missing):,} images listed in anno_*.csv that are missing "
-            f"under {base}; allow_partial=True.",
+            f"under {base} ({listed(missing, 3)}); {ALLOW_PARTIAL}.",
             stacklevel=3,
         )
     box_array = np.asarray(boxes, dtype=np.int64).reshape(-1, 4)
@@ -242,15 +270,12 @@ def load(
     IncompleteDatasetError
         If the split does not hold the official numbers (without ``allow_partial``).
     """
-    if split not in CLASS_RANGES:
-        raise ValueError(
-            f"Unknown split {split!r} for data set 'cars'. Valid splits: 'train', 'test'."
-        )
+    LAYOUT.check_split(split)
     if layout not in LAYOUTS:
         raise ValueError(
             f"Unknown layout {layout!r} for Cars-196; use one of {', '.join(LAYOUTS)}."
         )
-    folder = data_root(FOLDER, root, dataset="cars", aliases=ALIASES)
+    folder = LAYOUT.locate(root)
     has_mat = (folder / "cars_annos.mat").is_file()
     base = _folder_base(folder)
     if layout == "auto":
@@ -281,6 +306,9 @@ def load(
         allow_partial=allow_partial,
         class_names=names,
         metadata={"bbox": boxes},
-        note=_NOTE,
+        note=f"({CLASSIFICATION_TEST:,} is the size of the classification test split, the 'test' "
+        "flag of cars_annos.mat, which deep metric learning does not use.)",
+        note_when=CLASSIFICATION_TEST,
+        expected_labels=range(lo - 1, hi),
         check_files=layout == "mat",  # the folder layout was listed from disk already
     )

@@ -20,18 +20,15 @@ Labels are ``class id - 1`` (0..199), so ``class_names[label]`` names the class 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 
-from .image_folder import (
-    ImageListDataset,
-    data_root,
-    finish_split,
-    read_table,
-)
+from .benchmark import Layout, finish_split
+from .errors import prepare_call
+from .files import read_table
+from .image_folder import ImageListDataset
 
-__all__ = ["load", "FOLDER", "EXPECTED", "CLASS_RANGES", "ARCHIVE_MD5"]
+__all__ = ["load", "FOLDER", "EXPECTED", "CLASS_RANGES", "ARCHIVE_MD5", "LAYOUT"]
 
 #: Folder under ``$DMLBOOK_DATA`` (what the archive extracts to).
 FOLDER = "CUB_200_2011"
@@ -41,18 +38,18 @@ ARCHIVE_MD5 = "97eceeb196236b17998738112f37df78"
 EXPECTED: dict[str, tuple[int, int]] = {"train": (5864, 100), "test": (5924, 100)}
 #: 1-based class ids of each split, inclusive.
 CLASS_RANGES: dict[str, tuple[int, int]] = {"train": (1, 100), "test": (101, 200)}
-
-
-def _find_root(root: Path) -> Path:
-    for candidate in (root, root / FOLDER):
-        if (candidate / "images.txt").is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"CUB_200_2011/images.txt not found under {root}; expected the extracted CUB_200_2011.tgz "
-        f"(md5 {ARCHIVE_MD5}): images.txt, image_class_labels.txt, classes.txt and "
-        "images/NNN.Name/*.jpg, in root or in root/CUB_200_2011. dmlbook.data.download."
-        "prepare('cub', data_dir) downloads and extracts it."
-    )
+#: Size of the *classification* test split, the number a wrong split gives.
+CLASSIFICATION_TEST = 5794
+LAYOUT = Layout(
+    dataset="cub",
+    folder=FOLDER,
+    splits=("train", "test"),
+    markers=("images.txt",),
+    missing="CUB_200_2011/images.txt not found under {root}; expected the extracted "
+    f"CUB_200_2011.tgz (md5 {ARCHIVE_MD5}): images.txt, image_class_labels.txt, classes.txt and "
+    "images/NNN.Name/*.jpg, in root or in root/CUB_200_2011. "
+    f"{prepare_call('cub')} downloads and extracts it.",
+)
 
 
 def load(
@@ -85,11 +82,8 @@ def load(
     IncompleteDatasetError
         If the split does not hold the official numbers (without ``allow_partial``).
     """
-    if split not in CLASS_RANGES:
-        raise ValueError(
-            f"Unknown split {split!r} for data set 'cub'. Valid splits: 'train', 'test'."
-        )
-    folder = _find_root(data_root(FOLDER, root, dataset="cub"))
+    LAYOUT.check_split(split)
+    folder = LAYOUT.locate(root)
     labels_file = folder / "image_class_labels.txt"
     if not labels_file.is_file():
         raise FileNotFoundError(
@@ -130,6 +124,8 @@ def load(
         expected=EXPECTED[split],
         allow_partial=allow_partial,
         class_names=names,
-        note="(5,794 is the size of the classification test split in train_test_split.txt, "
-        "which deep metric learning does not use.) ",
+        note=f"({CLASSIFICATION_TEST:,} is the size of the classification test split in "
+        "train_test_split.txt, which deep metric learning does not use.)",
+        note_when=CLASSIFICATION_TEST,
+        expected_labels=range(lo - 1, hi),
     )

@@ -15,12 +15,7 @@ The pieces are usable alone:
     destination is verified and returned without downloading; if its md5 is wrong it is left
     alone (it was not written by this function) and :class:`ChecksumError` says to delete it.
 :func:`extract`
-    ``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2``, ``.tar.xz`` and ``.zip``. Members are extracted
-    into a temporary folder inside the destination and moved into place only when all of them
-    were extracted, so an interrupted extraction leaves nothing half-written. A member with an
-    absolute path, a ``..`` component, a link pointing outside the destination, or a device file
-    aborts the extraction with ``ValueError`` (path traversal, CVE-2007-4559). macOS junk
-    (``._*``, ``__MACOSX/``, ``.DS_Store``) is skipped.
+    Safe, all-or-nothing extraction of tar and zip archives (:mod:`dmlbook.data.archive`).
 :func:`file_md5`
     The md5 of a file, read in chunks.
 
@@ -28,7 +23,9 @@ Only CUB-200-2011 has a stable direct URL today. The original Cars-196 URLs at
 ``ai.stanford.edu/~jkrause`` are offline, SOP is served from Google Drive, and DeepFashion
 In-Shop requires a manual download from its Google Drive folder. A file placed by hand in
 ``<data_dir>/downloads/`` under the expected name is verified and used by :func:`prepare`
-without downloading.
+without downloading, and a copy already extracted under ``data_dir`` (by hand, by a course, on a
+cluster without internet) is left as it is (:func:`find_copy`). Offline, a failed download raises
+:class:`~dmlbook.data.errors.DownloadError` with one line saying where to put the file instead.
 """
 
 from __future__ import annotations
@@ -37,13 +34,9 @@ import contextlib
 import hashlib
 import os
 import shutil
-import stat
-import tarfile
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -51,21 +44,22 @@ from typing import BinaryIO
 from tqdm import tqdm
 
 from ..progress import progress_disabled
-from .image_folder import is_junk
+from . import cars, cub, inshop, sop
+from .archive import extract
+from .benchmark import Layout
+from .errors import DownloadError, prepare_call
 
 __all__ = [
     "ChecksumError",
+    "DownloadError",
     "RESOURCES",
     "Resource",
     "download",
     "extract",
     "file_md5",
+    "find_copy",
     "prepare",
 ]
-
-
-#: ``tarfile.FilterError`` where the extraction filters exist (Python >= 3.11.4), else nothing.
-_FILTER_ERROR: type[Exception] | tuple[()] = getattr(tarfile, "FilterError", ())
 
 
 class ChecksumError(ValueError):
@@ -140,6 +134,32 @@ _MANUAL = {
         "<data_dir>/InShop/."
     ),
 }
+
+
+#: How each benchmark's extracted copy is recognised (its loader's layout).
+LAYOUTS: dict[str, Layout] = {m.LAYOUT.dataset: m.LAYOUT for m in (cub, cars, sop, inshop)}
+
+
+def find_copy(name: str, data_dir: str | os.PathLike[str]) -> Path | None:
+    """The folder of an extracted copy of benchmark ``name`` under ``data_dir``, or None.
+
+    A copy is a folder (``data_dir`` itself, or ``data_dir/<folder>`` or an alias, e.g.
+    ``CUB_200_2011``) holding the layout's list file (e.g. ``images.txt``): one extracted by hand,
+    by a course or on a cluster counts as much as one :func:`prepare` extracted. Whether it is
+    complete is for the loader to check.
+    """
+    key = str(name).strip().lower()
+    if key not in LAYOUTS:
+        raise ValueError(f"Unknown data set {name!r}; known: {', '.join(sorted(LAYOUTS))}.")
+    return LAYOUTS[key].find(Path(data_dir).expanduser())
+
+
+def _one_line(err: BaseException) -> str:
+    """The cause of a failed transfer on one line (``HTTP error 404: Not Found``)."""
+    if isinstance(err, urllib.error.HTTPError):
+        return f"HTTP error {err.code}: {err.reason}"
+    reason = getattr(err, "reason", None) or err
+    return " ".join(str(reason).split())
 
 
 def file_md5(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
@@ -317,139 +337,6 @@ def download(
     return dest
 
 
-def _archive_kind(path: Path) -> str:
-    if zipfile.is_zipfile(path):
-        return "zip"
-    if tarfile.is_tarfile(path):
-        return "tar"
-    raise ValueError(f"{path} is neither a tar (.tar, .tgz, .tar.gz/.bz2/.xz) nor a zip archive.")
-
-
-def _safe_name(name: str, archive: Path) -> str:
-    """Normalised member path; ``ValueError`` for absolute paths and ``..`` components."""
-    clean = name.replace("\\", "/")
-    parts = [p for p in clean.split("/") if p not in ("", ".")]
-    if clean.startswith("/") or (len(clean) > 1 and clean[1] == ":") or ".." in parts:
-        raise ValueError(
-            f"{archive} holds the unsafe member {name!r} (an absolute path or a '..' component "
-            "would write outside the destination); refusing to extract it."
-        )
-    return "/".join(parts)
-
-
-def _check_tar_member(member: tarfile.TarInfo, name: str, archive: Path) -> None:
-    if member.isdev() or member.isfifo():
-        raise ValueError(f"{archive} holds the device or FIFO member {member.name!r}; refusing it.")
-    if member.issym() or member.islnk():
-        link = member.linkname.replace("\\", "/")
-        base = os.path.dirname(name) if member.issym() else ""
-        target = os.path.normpath(os.path.join(base, link))
-        if link.startswith("/") or target == ".." or target.startswith("../"):
-            raise ValueError(
-                f"{archive} holds the link {member.name!r} -> {member.linkname!r}, which points "
-                "outside the destination; refusing to extract it."
-            )
-
-
-def extract(
-    archive: str | os.PathLike[str],
-    dest_dir: str | os.PathLike[str],
-    *,
-    progress: bool | None = None,
-) -> list[Path]:
-    """Extract a tar or zip archive into ``dest_dir``, safely (see the module notes).
-
-    Parameters
-    ----------
-    archive : path
-        ``.tar``, ``.tgz``/``.tar.gz``, ``.tar.bz2``, ``.tar.xz`` or ``.zip``.
-    dest_dir : path
-        Destination folder (created).
-    progress : bool, optional
-        Progress bar over members; default on unless ``TQDM_DISABLE`` is set.
-
-    Returns
-    -------
-    list of Path
-        The top-level files and folders extracted into ``dest_dir``.
-
-    Raises
-    ------
-    ValueError
-        For an unsafe member (nothing is extracted) or a file that is not an archive.
-    FileExistsError
-        If a top-level entry of the archive already exists in ``dest_dir`` (nothing is moved).
-    """
-    archive = Path(archive)
-    dest = Path(dest_dir).expanduser()
-    if not archive.is_file():
-        raise FileNotFoundError(f"Archive {archive} does not exist.")
-    kind = _archive_kind(archive)
-    dest.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".extract-{archive.name}-", dir=dest))
-    disable = progress_disabled(progress)
-    try:
-        if kind == "zip":
-            with zipfile.ZipFile(archive) as zf:
-                infos = zf.infolist()
-                for info in tqdm(
-                    infos, desc=f"extracting {archive.name}", unit="file", disable=disable
-                ):
-                    if is_junk(info.filename):
-                        continue
-                    name = _safe_name(info.filename, archive)
-                    if not name:
-                        continue
-                    mode = info.external_attr >> 16
-                    if stat.S_ISLNK(mode):
-                        raise ValueError(
-                            f"{archive} holds the symbolic link {info.filename!r}; refusing it."
-                        )
-                    target = tmp / name
-                    if info.is_dir():
-                        target.mkdir(parents=True, exist_ok=True)
-                        continue
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with zf.open(info) as src, open(target, "wb") as out:
-                        shutil.copyfileobj(src, out, 1 << 20)
-        else:
-            with tarfile.open(archive, "r:*") as tar:
-                bar = tqdm(desc=f"extracting {archive.name}", unit="file", disable=disable)
-                for member in tar:
-                    if is_junk(member.name):
-                        continue
-                    name = _safe_name(member.name, archive)
-                    if not name:
-                        continue
-                    _check_tar_member(member, name, archive)
-                    member.name = name
-                    try:
-                        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4 / 3.12
-                            tar.extract(member, tmp, filter="data")
-                        else:  # pragma: no cover - older Pythons; checked above
-                            tar.extract(member, tmp)
-                    except _FILTER_ERROR as err:  # pragma: no cover - caught above first
-                        raise ValueError(
-                            f"{archive}: unsafe member {member.name!r} ({err})."
-                        ) from err
-                    bar.update(1)
-                bar.close()
-        entries = sorted(tmp.iterdir())
-        clashes = [e.name for e in entries if (dest / e.name).exists()]
-        if clashes:
-            raise FileExistsError(
-                f"{', '.join(clashes)} already exist(s) in {dest}; {archive.name} seems to be "
-                "extracted already. Delete it to extract again."
-            )
-        out = []
-        for e in entries:
-            os.replace(e, dest / e.name)
-            out.append(dest / e.name)
-        return out
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def prepare(
     name: str,
     data_dir: str | os.PathLike[str] | None = None,
@@ -471,6 +358,9 @@ def prepare(
     progress : bool, optional
         Progress bars; default on unless ``TQDM_DISABLE`` is set.
 
+    Nothing is downloaded for a data set already extracted under ``data_dir`` (by hand, by a
+    course, on a cluster without internet: see :func:`find_copy`); the loaders check it.
+
     Returns
     -------
     Path
@@ -479,22 +369,27 @@ def prepare(
     Raises
     ------
     ValueError
-        For an unknown name, a data set without a direct download (In-Shop: the message says
-        what to do), or no ``data_dir``.
+        For an unknown name, a data set without a direct download and no copy (In-Shop: the
+        message says what to do), or no ``data_dir``.
+    DownloadError
+        If a file cannot be fetched (offline, a moved URL): one line saying where to put the
+        file or the extracted copy instead.
     """
     key = str(name).strip().lower()
     if key not in RESOURCES:
         raise ValueError(
             f"Unknown data set {name!r}; prepare() knows {', '.join(sorted(RESOURCES))}."
         )
-    if not RESOURCES[key]:
-        raise ValueError(_MANUAL[key])
     if data_dir is None:
         env = os.environ.get("DMLBOOK_DATA", "").strip()
         if not env:
             raise ValueError("Pass data_dir or set DMLBOOK_DATA to the folder for the data sets.")
         data_dir = env
     root = Path(data_dir).expanduser()
+    if find_copy(key, root) is not None:
+        return root  # already extracted: never download what is there
+    if not RESOURCES[key]:
+        raise ValueError(_MANUAL[key])
     downloads = root / "downloads"
     for res in RESOURCES[key]:
         archive = downloads / res.filename
@@ -505,9 +400,10 @@ def prepare(
         try:
             download(res.url, archive, md5=res.md5, progress=progress)
         except (OSError, urllib.error.URLError) as err:
-            raise OSError(
-                f"Could not download {res.url} ({err}). Download {res.filename} by hand "
-                f"(md5 {res.md5}) into {downloads} and call prepare({key!r}) again."
+            raise DownloadError(
+                f"Could not download {res.url} ({_one_line(err)}). Offline? Download "
+                f"{res.filename} by hand (md5 {res.md5}) into {downloads}, or extract the data set "
+                f"into {root / LAYOUTS[key].folder}, then call {prepare_call(key)} again."
             ) from err
         if res.extract:
             extract(archive, target, progress=progress)

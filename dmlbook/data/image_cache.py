@@ -25,7 +25,12 @@ added, removed or replaced by one of another size) builds a new cache.
 Building is interrupt-safe: the array is written to ``<name>.partial.npy`` with a progress file,
 renamed to its final name when complete, and the manifest is written last; a cache without its
 manifest is never used. An interrupted build (Ctrl-C, a killed job) resumes where it stopped.
-Images that cannot be decoded are listed by path in one error at the end.
+Images that cannot be decoded are listed by path in one error at the end; with ``skip_bad=True``
+their cells stay black and the manifest lists them, so that the data set leaves them out. The
+cache files get the mode a plain ``open`` gives (the umask decides whether a group sharing the
+folder can read them), and the build lock file is removed afterwards (:mod:`dmlbook.data.atomic`).
+Decoding one image is :mod:`dmlbook.data.image_decode`; the data set that reads the cache is
+:mod:`dmlbook.data.cached_dataset`.
 
 ``draft=True`` lets PIL decode JPEGs at a reduced DCT scale (1/2, 1/4 or 1/8, never below the
 target size) before the resize, 2-4x faster for large photos and visually equivalent.
@@ -41,23 +46,19 @@ import contextlib
 import hashlib
 import json
 import os
-import queue
-import tempfile
-import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
-import torch
-from torch.utils.data import Dataset
 from tqdm import tqdm
 
 from ..progress import progress_disabled
-from ..validation import as_labels
-from .dataset import ClassStats
+from .atomic import atomic_write, exclusive_lock
+from .cached_dataset import Batch, CachedImageDataset
+from .errors import SKIP_BAD, listed
+from .image_decode import FITS, decode_resized, resized_geometry
 
 __all__ = [
     "CACHE_VERSION",
@@ -74,8 +75,6 @@ __all__ = [
 
 #: Format version; part of every cache digest, so a change rebuilds old caches.
 CACHE_VERSION = 1
-#: How an image becomes a square: ``"crop"`` (short side = size, center crop) or ``"pad"``.
-FITS = ("crop", "pad")
 
 
 def default_cache_dir() -> Path:
@@ -83,84 +82,6 @@ def default_cache_dir() -> Path:
     env = os.environ.get("DMLBOOK_CACHE")
     base = Path(env).expanduser() if env else Path.home() / ".cache" / "dmlbook"
     return base / "images"
-
-
-def resized_geometry(
-    width: int, height: int, size: int, fit: str = "crop"
-) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
-    """Where an image of ``width x height`` lands in a ``size x size`` cache cell.
-
-    Returns
-    -------
-    resized : (int, int)
-        ``(width, height)`` after the resize. ``fit="crop"``: short side ``size``, long side
-        ``int(size * long / short)`` (torchvision's ``Resize(size)``). ``fit="pad"``: long side
-        ``size``, short side ``max(1, int(size * short / long))``.
-    offset : (int, int)
-        ``(top, left)`` of the resized image in the cell; negative for ``"crop"`` (the part cut
-        off; torchvision's ``CenterCrop`` rounding ``int(round((h - size) / 2))``).
-    region : (int, int, int, int)
-        ``(top, left, height, width)`` of the cell that holds image pixels: the whole cell for
-        ``"crop"``, the unpadded rectangle for ``"pad"``.
-    """
-    if fit not in FITS:
-        raise ValueError(f"fit must be one of {', '.join(FITS)}, got {fit!r}.")
-    short, long = min(width, height), max(width, height)
-    if fit == "crop":
-        new_short, new_long = size, int(size * long / short)
-    else:
-        new_short, new_long = max(1, int(size * short / long)), size
-    new_w, new_h = (new_short, new_long) if width <= height else (new_long, new_short)
-    if fit == "crop":
-        top, left = -int(round((new_h - size) / 2.0)), -int(round((new_w - size) / 2.0))
-        return (new_w, new_h), (top, left), (0, 0, size, size)
-    top, left = (size - new_h) // 2, (size - new_w) // 2
-    return (new_w, new_h), (top, left), (top, left, new_h, new_w)
-
-
-def decode_resized(
-    path: str | os.PathLike[str], size: int, fit: str = "crop", draft: bool = True
-) -> tuple[np.ndarray, tuple[int, int]]:
-    """Decode one image into a ``size x size x 3`` ``uint8`` RGB cell (see the module notes).
-
-    Parameters
-    ----------
-    path : path
-        Image file (any format PIL reads; grey, CMYK, palette images are converted to RGB).
-    size : int
-        Cell side.
-    fit : {"crop", "pad"}
-    draft : bool
-        Let PIL decode a JPEG at a reduced scale (at least the target size) first.
-
-    Returns
-    -------
-    cell : ndarray of shape (size, size, 3), uint8
-    original_size : (int, int)
-        ``(height, width)`` of the file.
-
-    Raises
-    ------
-    OSError, ValueError, PIL.UnidentifiedImageError
-        Whatever PIL raises for an unreadable, truncated or corrupt file.
-    """
-    from PIL import Image
-
-    with Image.open(path) as img:
-        width, height = img.size
-        (new_w, new_h), (top, left), _ = resized_geometry(width, height, size, fit)
-        if draft and img.format == "JPEG":
-            img.draft("RGB", (new_w, new_h))
-        rgb = img.convert("RGB")
-    if rgb.size != (new_w, new_h):
-        rgb = rgb.resize((new_w, new_h), Image.Resampling.BILINEAR)
-    arr = np.asarray(rgb)
-    cell = np.zeros((size, size, 3), dtype=np.uint8)
-    if fit == "crop":
-        cell[:] = arr[-top : -top + size, -left : -left + size]
-    else:
-        cell[top : top + new_h, left : left + new_w] = arr
-    return cell, (height, width)
 
 
 @dataclass(eq=False)
@@ -200,6 +121,11 @@ class ImageCache:
 
     def __len__(self) -> int:
         return int(self.images.shape[0])
+
+    @property
+    def bad(self) -> list[tuple[int, str, str]]:
+        """``(index, path, error)`` of the images that could not be decoded (``skip_bad``)."""
+        return [(int(i), str(p), str(e)) for i, p, e in self.manifest.get("bad", [])]
 
 
 def _regions(image_sizes: np.ndarray, size: int, fit: str) -> np.ndarray:
@@ -252,32 +178,7 @@ def open_image_cache(path: str | os.PathLike[str]) -> ImageCache:
 
 
 def _write_json(path: Path, payload: dict) -> None:
-    """Write atomically (temporary file in the same folder, then ``os.replace``)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(payload, f)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``path`` (POSIX ``flock``; a no-op elsewhere)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    atomic_write(path, lambda f: json.dump(payload, f), text=True)
 
 
 def _decode_or_error(args: tuple[str, int, str, bool]) -> tuple[np.ndarray, tuple[int, int]] | str:
@@ -307,6 +208,7 @@ def build_image_cache(
     progress: bool | None = None,
     name: str = "images",
     root: str | os.PathLike[str] | None = None,
+    skip_bad: bool = False,
 ) -> ImageCache:
     """Decode ``files`` once into a memory-mapped ``(N, size, size, 3)`` ``uint8`` cache.
 
@@ -336,6 +238,10 @@ def build_image_cache(
     root : path, optional
         Folder the manifest stores paths relative to, so that a moved data folder reuses its
         cache. Default: absolute paths.
+    skip_bad : bool
+        Build the cache even if some images cannot be decoded: their cells stay black and the
+        manifest lists them under ``"bad"`` (:attr:`ImageCache.bad`), so that a data set can leave
+        them out. Default False: any undecodable image is an error.
 
     Returns
     -------
@@ -346,8 +252,8 @@ def build_image_cache(
     FileNotFoundError
         If some files do not exist (the message names them).
     ValueError
-        If some images cannot be decoded: the message lists each path with PIL's error; no cache
-        is left behind. Also for invalid options.
+        If some images cannot be decoded (without ``skip_bad``): the message lists each path with
+        PIL's error; no cache is left behind. Also for invalid options.
     """
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 8:
         raise ValueError(f"size must be an int >= 8 (the cell side in pixels), got {size!r}.")
@@ -366,25 +272,7 @@ def build_image_cache(
             f"name must be a non-empty file-name prefix without slashes, got {name!r}."
         )
 
-    byte_sizes: list[int] = []
-    missing: list[str] = []
-    for p in paths:
-        try:
-            byte_sizes.append(p.stat().st_size)
-        except OSError:
-            missing.append(str(p))
-            byte_sizes.append(-1)
-    if missing:
-        shown = ", ".join(missing[:5]) + (
-            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        )
-        raise FileNotFoundError(f"{len(missing):,} images to cache do not exist: {shown}.")
-    root_path = os.path.abspath(Path(root).expanduser()) if root is not None else None
-    stored = [  # abspath, not resolve(): no system call per path (100k+ files)
-        os.path.relpath(os.path.abspath(p), root_path) if root_path else os.path.abspath(p)
-        for p in paths
-    ]
-    stored = [s.replace(os.sep, "/") for s in stored]
+    stored, byte_sizes, root_path = _file_list(paths, root)
     key = {
         "version": CACHE_VERSION,
         "size": size,
@@ -399,14 +287,15 @@ def build_image_cache(
 
     existing = _try_open(final, digest)
     if existing is not None:
-        return existing
-    with _locked(folder / f"{final.stem}.lock"):
+        return _checked(existing, skip_bad)
+    with exclusive_lock(folder / f"{final.stem}.lock"):
         existing = _try_open(final, digest)  # built meanwhile by another process
         if existing is not None:
-            return existing
-        _build(
-            paths, final, digest, size, fit, draft, workers or _default_workers(), progress, name
-        )
+            return _checked(existing, skip_bad)
+        workers = workers or _default_workers()
+        errors = _build(paths, final, digest, size, fit, draft, workers, progress, name, skip_bad)
+        if errors and not skip_bad:
+            raise _decode_error(errors, len(paths), built=False)
         manifest = {
             "version": CACHE_VERSION,
             "digest": digest,
@@ -418,10 +307,59 @@ def build_image_cache(
             "paths": stored,
             "file_sizes": byte_sizes,
             "image_sizes": np.load(_sizes_path(final)).tolist(),
+            "bad": [[i, p, e] for i, p, e in errors],
         }
         _write_json(final.with_suffix(".json"), manifest)
         _sizes_path(final).unlink()
     return open_image_cache(final)
+
+
+def _file_list(
+    paths: Sequence[Path], root: str | os.PathLike[str] | None
+) -> tuple[list[str], list[int], str | None]:
+    """``(stored paths, byte sizes, root)``: what the manifest and the cache digest record.
+
+    Paths are stored relative to ``root`` (absolute without it), so that a moved data folder
+    finds its cache again. ``FileNotFoundError`` names the files that do not exist.
+    """
+    byte_sizes: list[int] = []
+    missing: list[str] = []
+    for p in paths:
+        try:
+            byte_sizes.append(p.stat().st_size)
+        except OSError:
+            missing.append(str(p))
+    if missing:
+        raise FileNotFoundError(
+            f"{len(missing):,} images to cache do not exist: {listed(missing)}."
+        )
+    root_path = os.path.abspath(Path(root).expanduser()) if root is not None else None
+    stored = [  # abspath, not resolve(): no system call per path (100k+ files)
+        os.path.relpath(os.path.abspath(p), root_path) if root_path else os.path.abspath(p)
+        for p in paths
+    ]
+    return [s.replace(os.sep, "/") for s in stored], byte_sizes, root_path
+
+
+def _decode_error(errors: Sequence[Sequence], n: int, *, built: bool) -> ValueError:
+    listed = "; ".join(f"{p} ({e})" for _, p, e in errors[:10])
+    more = f"; and {len(errors) - 10} more" if len(errors) > 10 else ""
+    state = (
+        "the cache was built with blank cells for them, but this call does not skip them"
+        if built
+        else "so the cache was not built"
+    )
+    return ValueError(
+        f"Cannot decode {len(errors):,} of {n:,} images, {state}: {listed}{more}. Replace these "
+        f"files (re-extract the archive), or pass {SKIP_BAD} to leave them out."
+    )
+
+
+def _checked(cache: ImageCache, skip_bad: bool) -> ImageCache:
+    """``cache``, unless it holds undecodable images and the caller is strict."""
+    if cache.bad and not skip_bad:
+        raise _decode_error(cache.bad, len(cache), built=True)
+    return cache
 
 
 def _try_open(final: Path, digest: str) -> ImageCache | None:
@@ -452,8 +390,14 @@ def _build(
     workers: int,
     progress: bool | None,
     name: str,
-) -> None:
-    """Fill ``<final>.partial.npy`` (resuming it if its progress file matches), then rename it."""
+    skip_bad: bool,
+) -> list[tuple[int, str, str]]:
+    """Fill ``<final>.partial.npy`` (resuming it if its progress file matches).
+
+    Returns the images that could not be decoded, ``(index, path, error)``. Without any, or when
+    the caller keeps them out (``skip_bad``), the array is renamed to ``final``; a caller that
+    refuses them (no ``skip_bad``) finds the partial files deleted.
+    """
     n = len(paths)
     partial, state_path = _partial_paths(final)
     sizes_path = _sizes_path(final)
@@ -471,6 +415,8 @@ def _build(
             ):
                 raise ValueError("another build")
             done, errors = int(state["done"]), [tuple(e) for e in state["errors"]]
+            if any(len(e) != 3 for e in errors):
+                raise ValueError("an older progress file")
         except (ValueError, OSError, KeyError, TypeError):
             images = sizes = None
             done, errors = 0, []
@@ -500,7 +446,7 @@ def _build(
                 jobs = [(str(paths[i]), size, fit, draft) for i in range(done, stop)]
                 for i, result in enumerate(pool.map(_decode_or_error, jobs), start=done):
                     if isinstance(result, str):
-                        errors.append((str(paths[i]), result))
+                        errors.append((i, str(paths[i]), result))
                     else:
                         images[i], sizes[i] = result[0], result[1]
                 bar.update(stop - done)
@@ -515,248 +461,11 @@ def _build(
     images.flush()
     sizes.flush()
     images = sizes = None  # close the memory maps before the rename
-    if errors:
+    if errors and not skip_bad:
         for p in (partial, state_path, sizes_path):
             with contextlib.suppress(OSError):
                 p.unlink()
-        listed = "; ".join(f"{p} ({e})" for p, e in errors[:10])
-        more = f"; and {len(errors) - 10} more" if len(errors) > 10 else ""
-        raise ValueError(
-            f"Cannot decode {len(errors):,} of {n:,} images, so the cache was not built: "
-            f"{listed}{more}. Replace these files (re-extract the archive), or delete them and "
-            "load the data set with allow_partial=True."
-        )
+        return errors
     os.replace(partial, final)
     state_path.unlink()
-
-
-class Batch(NamedTuple):
-    """One batch read from a :class:`CachedImageDataset`.
-
-    Attributes
-    ----------
-    images : Tensor of shape (B, 3, size, size), uint8
-        RGB, in channels-last memory layout (a permuted view of ``(B, size, size, 3)``).
-    labels : Tensor of shape (B,), int64
-    regions : Tensor of shape (B, 4), int64, on the CPU
-        ``(top, left, height, width)`` of the image pixels in each cell; pass them to the
-        transforms of :mod:`dmlbook.data.augment` (they matter for ``fit="pad"``).
-    indices : Tensor of shape (B,), int64, on the CPU
-        Positions of the images in the data set.
-    """
-
-    images: torch.Tensor
-    labels: torch.Tensor
-    regions: torch.Tensor
-    indices: torch.Tensor
-
-
-_END = object()
-
-
-@dataclass(eq=False, repr=False)
-class CachedImageDataset(ClassStats, Dataset):
-    """A data split backed by an :class:`ImageCache`: fixed-size ``uint8`` images and labels.
-
-    Built by :meth:`dmlbook.data.ImageListDataset.cached`. ``ds[i]`` is ``(image, label)`` with a
-    ``uint8`` ``(3, size, size)`` image; :meth:`batch` and :meth:`batches` read whole batches
-    (one memory-map gather each), ready for :mod:`dmlbook.data.augment`.
-
-    Parameters
-    ----------
-    cache : ImageCache
-    labels : Tensor of shape (N,), int64
-    name, split : str
-    class_names : list of str, optional
-    metadata : dict of str to Tensor
-        Per-image values with N rows.
-    rows : Tensor of shape (N,), optional
-        Row of the cache of each image (default ``arange(len(cache))``); :meth:`subset` uses it.
-    """
-
-    cache: ImageCache
-    labels: torch.Tensor
-    name: str
-    split: str
-    class_names: list[str] | None = None
-    metadata: dict[str, torch.Tensor] = field(default_factory=dict)
-    rows: torch.Tensor | None = None
-
-    def __post_init__(self) -> None:
-        self.labels = as_labels(self.labels)
-        if self.rows is None:
-            self.rows = torch.arange(len(self.cache))
-        self.rows = torch.as_tensor(self.rows).long()
-        if self.rows.shape != self.labels.shape:
-            raise ValueError(
-                f"{self.labels.shape[0]} labels for {self.rows.shape[0]} cached images; pass one "
-                "label per image, in the order of the cache."
-            )
-        self._rows_np = self.rows.numpy()
-        self._regions = torch.from_numpy(self.cache.regions)
-
-    def __len__(self) -> int:
-        return int(self.labels.shape[0])
-
-    @property
-    def image_size(self) -> int:
-        """Side of the cached images in pixels."""
-        return self.cache.size
-
-    @property
-    def input_shape(self) -> tuple[int, int, int]:
-        """``(3, size, size)``."""
-        return (3, self.cache.size, self.cache.size)
-
-    @property
-    def regions(self) -> torch.Tensor:
-        """``(N, 4)`` ``(top, left, height, width)`` of the image pixels in each cell."""
-        return self._regions[self.rows]
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(image, label)``: a ``uint8`` ``(3, size, size)`` tensor and the class id."""
-        row = int(self._rows_np[int(index)])
-        img = torch.from_numpy(np.array(self.cache.images[row]))
-        return img.permute(2, 0, 1), self.labels[index]
-
-    def batch(
-        self,
-        indices: torch.Tensor | Sequence[int] | np.ndarray,
-        device: torch.device | str | None = None,
-    ) -> Batch:
-        """Read the images at ``indices`` (one gather from the memory map) as a :class:`Batch`.
-
-        With a CUDA ``device`` the images and labels are pinned and transferred without blocking;
-        ``regions`` and ``indices`` stay on the CPU.
-        """
-        idx = torch.as_tensor(
-            np.asarray(indices) if not isinstance(indices, torch.Tensor) else indices
-        )
-        idx = idx.long().flatten().cpu()
-        host = self._read(idx)
-        return self._to_device(host, device)
-
-    def _read(self, idx: torch.Tensor) -> Batch:
-        rows = self._rows_np[idx.numpy()]
-        images = torch.from_numpy(self.cache.images[rows]).permute(0, 3, 1, 2)
-        return Batch(images, self.labels[idx], self._regions[rows], idx)
-
-    @staticmethod
-    def _to_device(batch: Batch, device: torch.device | str | None) -> Batch:
-        """Move images and labels to ``device``; regions and indices stay on the CPU.
-
-        The transforms compute crop windows on the CPU, so regions on the device would have to
-        be read back, a device sync per batch.
-        """
-        if device is None:
-            return batch
-        device = torch.device(device)
-        if device.type == "cpu":
-            return batch
-        pin = device.type == "cuda"
-        images, labels = (
-            (t.pin_memory() if pin else t).to(device, non_blocking=pin)
-            for t in (batch.images, batch.labels)
-        )
-        return Batch(images, labels, batch.regions, batch.indices)
-
-    def batches(
-        self,
-        sampler: Iterable[torch.Tensor | Sequence[int]] | int,
-        *,
-        device: torch.device | str | None = None,
-        prefetch: int = 2,
-    ) -> Iterator[Batch]:
-        """Iterate over batches, reading the next ``prefetch`` ones in a background thread.
-
-        Parameters
-        ----------
-        sampler : iterable of index batches, or int
-            A batch sampler (e.g. :class:`dmlbook.data.PKSampler`), or a batch size for the
-            images in order (evaluation; the last batch may be smaller).
-        device : device, optional
-            Where the batches go (``"cuda"``: pinned, non-blocking copies).
-        prefetch : int
-            Batches read ahead; 0 reads in the calling thread.
-        """
-        if isinstance(sampler, bool) or (isinstance(sampler, int) and sampler < 1):
-            raise ValueError(f"a batch size must be a positive int, got {sampler!r}.")
-        if isinstance(sampler, int):
-            n, bs = len(self), sampler
-            index_batches: Iterable = (torch.arange(i, min(i + bs, n)) for i in range(0, n, bs))
-        else:
-            index_batches = sampler
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
-            raise ValueError(f"prefetch must be a non-negative int, got {prefetch!r}.")
-        if prefetch == 0:
-            for idx in index_batches:
-                yield self.batch(idx, device)
-            return
-        yield from self._prefetched(index_batches, device, prefetch)
-
-    def _prefetched(self, index_batches: Iterable, device, prefetch: int) -> Iterator[Batch]:
-        q: queue.Queue = queue.Queue(maxsize=prefetch)
-        stop = threading.Event()
-
-        def put(item: object) -> None:
-            while not stop.is_set():
-                try:
-                    q.put(item, timeout=0.1)
-                    return
-                except queue.Full:
-                    continue
-
-        def work() -> None:
-            try:
-                for idx in index_batches:
-                    if stop.is_set():
-                        return
-                    t = torch.as_tensor(
-                        np.asarray(idx) if not isinstance(idx, torch.Tensor) else idx
-                    )
-                    put(self._read(t.long().flatten().cpu()))
-                put(_END)
-            except BaseException as err:  # handed to the consumer
-                put(err)
-
-        thread = threading.Thread(target=work, name="dmlbook-batches", daemon=True)
-        thread.start()
-        try:
-            while True:
-                item = q.get()
-                if item is _END:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield self._to_device(item, device)
-        finally:
-            stop.set()
-            thread.join(timeout=5)
-
-    def subset(self, indices: torch.Tensor | Sequence[int] | np.ndarray) -> CachedImageDataset:
-        """A view of the images at ``indices`` (LongTensor, index list or bool mask); no copy."""
-        idx = self._subset_index(indices)
-        return CachedImageDataset(
-            cache=self.cache,
-            labels=self.labels[idx],
-            name=self.name,
-            split=self.split,
-            class_names=self.class_names,
-            metadata={k: v[idx] for k, v in self.metadata.items()},
-            rows=self.rows[idx],
-        )
-
-    def describe(self) -> str:
-        """One-line summary, e.g. ``cub/train: 5,864 images, 100 classes, 41-60 per class, cached 256x256 (crop)``."""
-        n = len(self)
-        if n == 0:
-            return f"{self.name}/{self.split}: 0 images"
-        counts = self.class_counts()
-        s = self.cache.size
-        return (
-            f"{self.name}/{self.split}: {n:,} images, {self.num_classes:,} classes, "
-            f"{int(counts.min())}-{int(counts.max())} per class, cached {s}x{s} ({self.cache.fit})"
-        )
-
-    def __repr__(self) -> str:
-        return f"CachedImageDataset({self.describe()})"
+    return errors

@@ -26,15 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .image_folder import (
-    ImageListDataset,
-    IncompleteDatasetError,
-    data_root,
-    finish_split,
-    read_table,
-)
+from .benchmark import Layout, finish_split
+from .errors import ALLOW_PARTIAL, IncompleteDatasetError
+from .files import read_table
+from .image_folder import ImageListDataset
 
-__all__ = ["load", "FOLDER", "EXPECTED", "SPLITS"]
+__all__ = ["load", "FOLDER", "EXPECTED", "SPLITS", "LAYOUT"]
 
 FOLDER = "InShop"
 ALIASES: tuple[str, ...] = (
@@ -53,28 +50,27 @@ EXPECTED: dict[str, tuple[int, int | None]] = {
 }
 #: Number of entries the partition file announces in its first line.
 TOTAL = 52712
+#: Where the partition file may be, relative to the copy's folder.
+LIST_FILES = ("Eval/list_eval_partition.txt", "list_eval_partition.txt")
+LAYOUT = Layout(
+    dataset="inshop",
+    folder=FOLDER,
+    splits=SPLITS,
+    markers=LIST_FILES,
+    missing="InShop/Eval/list_eval_partition.txt not found under {root}; expected the "
+    "'In-shop Clothes Retrieval Benchmark' folder of DeepFashion with "
+    "Eval/list_eval_partition.txt and the extracted img.zip under Img/ (Img/img/...). It has no "
+    "direct download: see dmlbook.data.download for where to request it.",
+    aliases=ALIASES,
+)
 
 
-def _find_files(root: Path) -> tuple[Path, Path]:
-    """``(list file, folder the listed paths are relative to)``."""
-    list_file = next(
-        (
-            p
-            for p in (root / "Eval" / "list_eval_partition.txt", root / "list_eval_partition.txt")
-            if p.is_file()
-        ),
-        None,
-    )
-    if list_file is None:
-        raise FileNotFoundError(
-            f"InShop/Eval/list_eval_partition.txt not found under {root}; expected the "
-            "'In-shop Clothes Retrieval Benchmark' folder of DeepFashion with "
-            "Eval/list_eval_partition.txt and the extracted img.zip under Img/ (Img/img/...)."
-        )
-    for base in (root / "Img", root):
+def _image_root(folder: Path) -> Path:
+    """The folder the listed paths (``img/...``) are relative to."""
+    for base in (folder / "Img", folder):
         if (base / "img").is_dir():
-            return list_file, base
-    return list_file, root / "Img"
+            return base
+    return folder / "Img"
 
 
 def load(
@@ -107,12 +103,10 @@ def load(
     IncompleteDatasetError
         If the split does not hold the official numbers (without ``allow_partial``).
     """
-    if split not in SPLITS:
-        raise ValueError(
-            f"Unknown split {split!r} for data set 'inshop'. Valid splits: 'train', 'query', 'gallery'."
-        )
-    folder = data_root(FOLDER, root, dataset="inshop", aliases=ALIASES)
-    list_file, image_root = _find_files(folder)
+    LAYOUT.check_split(split)
+    folder = LAYOUT.locate(root)
+    list_file = next(folder / f for f in LIST_FILES if (folder / f).is_file())
+    image_root = _image_root(folder)
     with open(list_file, encoding="utf-8") as f:
         first = f.readline().strip()
         header = f.readline().split()
@@ -128,7 +122,7 @@ def load(
         raise IncompleteDatasetError(
             f"{list_file} lists {len(rows):,} images (its first line says {int(first):,}); the "
             f"official partition has {TOTAL:,}. A truncated or partial copy? Pass "
-            "allow_partial=True to load it anyway."
+            f"{ALLOW_PARTIAL} to load it anyway."
         )
     items = sorted({r[1] for r in rows})
     index = {item: i for i, item in enumerate(items)}

@@ -17,18 +17,15 @@ categories: bicycle, cabinet, chair, ...). ``class_names`` is ``None`` (products
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 
-from .image_folder import (
-    ImageListDataset,
-    data_root,
-    finish_split,
-    read_table,
-)
+from .benchmark import Layout, finish_split
+from .errors import prepare_call
+from .files import read_table
+from .image_folder import ImageListDataset
 
-__all__ = ["load", "FOLDER", "EXPECTED", "ARCHIVE_MD5", "LIST_FILES"]
+__all__ = ["load", "FOLDER", "EXPECTED", "ARCHIVE_MD5", "LIST_FILES", "LAYOUT"]
 
 FOLDER = "Stanford_Online_Products"
 ALIASES: tuple[str, ...] = ("SOP", "sop", "Stanford_Online_Products/Stanford_Online_Products")
@@ -36,18 +33,19 @@ ARCHIVE_MD5 = "7f73d41a2f44250d4779881525aea32e"
 #: Official ``(images, classes)`` per split.
 EXPECTED: dict[str, tuple[int, int]] = {"train": (59551, 11318), "test": (60502, 11316)}
 LIST_FILES = {"train": "Ebay_train.txt", "test": "Ebay_test.txt"}
-
-
-def _find_root(root: Path, split: str) -> Path:
-    name = LIST_FILES[split]
-    for candidate in (root, root / FOLDER):
-        if (candidate / name).is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"Stanford_Online_Products/{name} not found under {root}; expected the extracted "
-        f"Stanford_Online_Products.zip (md5 {ARCHIVE_MD5}): Ebay_train.txt, Ebay_test.txt and the "
-        "<category>_final/ image folders, in root or in root/Stanford_Online_Products."
-    )
+#: Labels (``class_id - 1``) of each split, as ``range`` arguments.
+_CLASS_IDS = {"train": (0, 11318), "test": (11318, 22634)}
+LAYOUT = Layout(
+    dataset="sop",
+    folder=FOLDER,
+    splits=("train", "test"),
+    markers=tuple(LIST_FILES.values()),
+    missing="Stanford_Online_Products/{name} not found under {root}; expected the extracted "
+    f"Stanford_Online_Products.zip (md5 {ARCHIVE_MD5}): Ebay_train.txt, Ebay_test.txt and the "
+    "<category>_final/ image folders, in root or in root/Stanford_Online_Products. "
+    f"{prepare_call('sop')} downloads and extracts it.",
+    aliases=ALIASES,
+)
 
 
 def load(
@@ -80,11 +78,8 @@ def load(
     IncompleteDatasetError
         If the split does not hold the official numbers (without ``allow_partial``).
     """
-    if split not in LIST_FILES:
-        raise ValueError(
-            f"Unknown split {split!r} for data set 'sop'. Valid splits: 'train', 'test'."
-        )
-    folder = _find_root(data_root(FOLDER, root, dataset="sop", aliases=ALIASES), split)
+    LAYOUT.check_split(split)
+    folder = LAYOUT.locate(root, markers=(LIST_FILES[split],), name=LIST_FILES[split])
     list_file = folder / LIST_FILES[split]
     with open(list_file, encoding="utf-8") as f:
         header = f.readline().split()
@@ -109,4 +104,5 @@ def load(
         expected=EXPECTED[split],
         allow_partial=allow_partial,
         metadata={"super_label": supers},
+        expected_labels=range(*_CLASS_IDS[split]),
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -128,8 +130,9 @@ def test_build_and_reuse(images, tmp_path, monkeypatch):
     assert manifest["paths"] == images.paths
     assert manifest["file_sizes"] == [f.stat().st_size for f in images.files]
     assert manifest["image_sizes"][0] == [30, 40]
+    # the array and its manifest, and no stray lock file (issue 19)
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(
-        [cache.path.name, cache.path.with_suffix(".json").name, cache.path.stem + ".lock"]
+        [cache.path.name, cache.path.with_suffix(".json").name]
     )
 
     def fail(*args):
@@ -169,6 +172,32 @@ def test_corrupt_image_reported_by_path(images, tmp_path):
     assert not [p for p in (tmp_path / "cache").iterdir() if p.suffix in (".npy", ".json")]
 
 
+def test_corrupt_images_skipped_and_listed_on_request(images, tmp_path):
+    images.files[3].write_bytes(b"\xff\xd8\xff\xe0 truncated")
+    images.files[5].write_bytes(b"plain text, not an image")
+    with pytest.warns(UserWarning, match=r"leaving out 2 of 8 images that cannot be decoded") as w:
+        cached = images.cached(
+            SIZE, cache_dir=tmp_path / "cache", progress=False, draft=False, skip_bad=True
+        )
+    message = str(w[0].message)
+    assert str(images.files[3]) in message and str(images.files[5]) in message
+    assert len(cached) == 6 and cached.labels.tolist() == [0, 0, 0, 1, 1, 1]
+    assert [i for i, _, _ in cached.cache.bad] == [3, 5]
+    for row, i in enumerate([0, 1, 2, 4, 6, 7]):  # the kept images, in order
+        image, label = cached[row]
+        assert int(label) == int(images.labels[i])
+        np.testing.assert_array_equal(
+            image.permute(1, 2, 0).numpy(), reference_cell(images.files[i], SIZE)
+        )
+    assert cached[5][0].shape == (3, SIZE, SIZE)
+    # the same cache, asked for strictly, refuses rather than serving black cells
+    with pytest.raises(
+        ValueError, match=r"Cannot decode 2 of 8 images, the cache was built with blank cells"
+    ):
+        images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False, draft=False)
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.suffix == ".lock"]
+
+
 def test_missing_image(images, tmp_path):
     images.files[1].unlink()
     with pytest.raises(FileNotFoundError, match=r"1 images to cache do not exist: .*1.jpg"):
@@ -205,6 +234,40 @@ def test_interrupted_build_resumes(images, tmp_path, monkeypatch):
     for i in (0, 63, 64, 159):
         np.testing.assert_array_equal(cache.images[i], decode_resized(images.files[i % 4], SIZE)[0])
     assert not [p for p in (tmp_path / "cache").iterdir() if ".partial" in p.name]
+
+
+def test_progress_file_of_an_older_format_restarts_the_build(images, tmp_path, monkeypatch):
+    real = ic._decode_or_error
+    calls: list[str] = []
+
+    def interrupted(args):
+        calls.append(args[0])
+        if len(calls) == 70:
+            raise KeyboardInterrupt
+        return real(args)
+
+    monkeypatch.setattr(ic, "_decode_or_error", interrupted)
+    kw = {"cache_dir": tmp_path / "cache", "workers": 1, "progress": False}
+    with pytest.raises(KeyboardInterrupt):
+        build_image_cache(images.files[:4] * 40, size=SIZE, **kw)
+    (state,) = (tmp_path / "cache").glob("*.partial.json")
+    old = json.loads(state.read_text())
+    state.write_text(json.dumps({**old, "errors": [["some/file.jpg", "an error"]]}))  # v1 rows
+    calls.clear()
+    monkeypatch.setattr(ic, "_decode_or_error", lambda args: calls.append(args[0]) or real(args))
+    cache = build_image_cache(images.files[:4] * 40, size=SIZE, **kw)
+    assert len(calls) == 160 and cache.bad == []  # started over instead of misreading it
+
+
+def test_cache_files_follow_the_umask_for_a_shared_folder(images, tmp_path):
+    saved = os.umask(0o002)  # a group-shared cache folder
+    try:
+        cached = images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False)
+    finally:
+        os.umask(saved)
+    for path in (cached.cache.path, cached.cache.path.with_suffix(".json")):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o664, path
+    assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) == 0o775
 
 
 def test_array_without_manifest_is_not_used(images, tmp_path):

@@ -1,49 +1,9 @@
-"""Retrieval metrics: Recall@K, Precision@1, MAP@R and R-precision, computed in chunks.
+"""The chunked ranking pass behind every retrieval metric of :mod:`dmlbook.evaluate`.
 
-Every query is ranked against a gallery by cosine similarity and the ranking is scored against the
-class labels. Two settings are supported:
-
-* **One set** (``gallery=None``; CUB-200, Cars-196, SOP): every item is a query against all the
-  *other* items. The query itself is excluded *by index*, so an exact duplicate of the query with
-  the same label still counts as a positive.
-* **Query / gallery** (``gallery=...``; In-Shop): the queries are ranked against a separate
-  gallery, nothing is excluded, and the positives of a query are the gallery items with its label.
-
-Ties
-----
-Scores can tie (duplicate images, quantised embeddings). The ranking is defined by sorting the
-candidates by (score descending, relevant first), which makes the sequence of relevant / irrelevant
-items unique. With the positives' scores of a query sorted, ``p_1 >= p_2 >= ... >= p_R``, positive
-``k`` then sits at rank
-
-.. math:: \\mathrm{pos}_k = k + \\#\\{\\text{negatives with score} > p_k\\},
-
-and the metrics are (Musgrave et al. 2020, "A Metric Learning Reality Check", Sec. 3.2):
-
-* Recall@K: 1 if ``pos_1 <= K`` (some positive among the first K), else 0;
-* Precision@1 = Recall@1;
-* R-precision: ``#{k : pos_k <= R} / R``;
-* MAP@R: ``(1/R) * sum_{k : pos_k <= R} k / pos_k``,
-
-with ``R`` the number of positives of the query, each averaged over the queries.
-
-Queries without any positive (the only member of their class, or a label absent from the gallery)
-have no defined value and are left out of every average. If no query has a positive, a
-``ValueError`` is raised.
-
-Cost
-----
-The full N x M similarity matrix is never built. Queries are processed ``chunk_size`` rows at a
-time: one matrix product ``S = Q_chunk G^T``, a gather of each query's positive scores, and one
-top-m search over the negatives (a max over blocks of columns, then ``topk`` within the best
-blocks; see ``_top_values``); no full sort and no N x M mask. Only counts below ``max(ks)``
-(Recall@K) or below ``R`` (MAP@R, R-precision) matter, so the top ``m = max(max(ks), R_max)``
-negatives of each query suffice: a count that reaches ``m`` is already too large to matter.
-The memory is ``O(chunk_size * (M + R_max))`` (one chunk of scores, 245 MB for 1024 x 60,000
-in float32), and the time is dominated by the matrix product. Scores are computed in float32
-(float64 if an input is float64).
-
-A zero embedding row has cosine similarity 0 with everything (it is not an error).
+One pass over the queries, ``chunk_size`` rows at a time, computes the ranks that Recall@K needs
+(negatives above the best positive) and, when asked, the ranks of all R positives that MAP@R and
+R-precision need; the cost and the tie rule are explained in :mod:`dmlbook.evaluate`. Tested in
+``tests/test_evaluate.py`` against a brute-force reference.
 """
 
 from __future__ import annotations
@@ -56,16 +16,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .similarity import l2_normalize
-from .validation import as_embeddings, as_labels, check_same_length
+from ..similarity import l2_normalize
+from ..validation import as_embeddings, as_labels, check_same_length
 
-__all__ = [
-    "recall_at_k",
-    "precision_at_1",
-    "map_at_r",
-    "r_precision",
-    "retrieval_metrics",
-]
+__all__ = ["ranked_metrics", "check_ks"]
 
 ArrayLike = torch.Tensor | np.ndarray
 LabelsLike = torch.Tensor | np.ndarray | list
@@ -80,167 +34,6 @@ _BLOCKED_MIN_RATIO = 4
 _PROGRESS_MIN_SCORES = 2**30
 
 
-def recall_at_k(
-    embeddings: ArrayLike,
-    labels: LabelsLike,
-    ks: Iterable[int] | int = (1, 2, 4, 8),
-    *,
-    gallery: ArrayLike | None = None,
-    gallery_labels: LabelsLike | None = None,
-    chunk_size: int = 1024,
-    normalize: bool = True,
-    device: torch.device | str | None = None,
-) -> dict[int, float]:
-    """Recall@K: the fraction of queries with at least one positive among their K nearest.
-
-    A query is a hit at K when ``pos_1 = 1 + #{negatives scoring strictly above its best
-    positive} <= K`` (Musgrave et al. 2020, Sec. 3.2; the usual "Recall@K" of Song et al. 2016).
-    Ties are broken in favour of the positive (see the module docstring).
-
-    Parameters
-    ----------
-    embeddings : Tensor or ndarray of shape (N, d)
-        Query embeddings (and, when ``gallery`` is None, also the gallery).
-    labels : Tensor, ndarray or list of shape (N,)
-        Integer class id of every query.
-    ks : iterable of int, or int
-        The values of K; each must be a positive integer no larger than the number of candidates
-        of a query (``N - 1`` for one set, ``M`` with a gallery).
-    gallery : Tensor or ndarray of shape (M, d), optional
-        Separate gallery (In-Shop style). When omitted, every item is ranked against all others
-        and the query itself is excluded by index.
-    gallery_labels : Tensor, ndarray or list of shape (M,), optional
-        Class ids of the gallery; required with ``gallery``.
-    chunk_size : int
-        Number of query rows processed at once; memory is ``chunk_size * M`` scores.
-    normalize : bool
-        L2-normalise the rows first, so that the score is the cosine similarity (and the ranking
-        equals the Euclidean ranking of the normalised vectors). With ``False`` the raw dot
-        product ranks the candidates.
-    device : torch.device or str, optional
-        Where to compute; defaults to the device of ``embeddings``.
-
-    Returns
-    -------
-    dict of int to float
-        ``{K: recall}`` with values in [0, 1], averaged over the queries that have a positive.
-
-    Raises
-    ------
-    ValueError
-        On mismatched lengths or dimensions, non-finite embeddings, bad ``ks`` or
-        ``chunk_size``, a gallery without labels, or when no query has any positive.
-    """
-    ks_t = _check_ks(ks)
-    out = _evaluate(
-        embeddings, labels, ks_t, gallery, gallery_labels, chunk_size, normalize, device, False
-    )
-    return {k: out[f"R@{k}"] for k in ks_t}
-
-
-def precision_at_1(
-    embeddings: ArrayLike,
-    labels: LabelsLike,
-    *,
-    gallery: ArrayLike | None = None,
-    gallery_labels: LabelsLike | None = None,
-    chunk_size: int = 1024,
-    normalize: bool = True,
-    device: torch.device | str | None = None,
-) -> float:
-    """Precision@1: the fraction of queries whose nearest candidate is a positive.
-
-    Equal to Recall@1 (Musgrave et al. 2020, Sec. 3.2); a tie between the best positive and a
-    negative counts as a hit. Parameters as in :func:`recall_at_k`.
-    """
-    out = _evaluate(
-        embeddings, labels, (1,), gallery, gallery_labels, chunk_size, normalize, device, False
-    )
-    return out["R@1"]
-
-
-def map_at_r(
-    embeddings: ArrayLike,
-    labels: LabelsLike,
-    *,
-    gallery: ArrayLike | None = None,
-    gallery_labels: LabelsLike | None = None,
-    chunk_size: int = 1024,
-    normalize: bool = True,
-    device: torch.device | str | None = None,
-) -> float:
-    """MAP@R: mean average precision over the first R results (Musgrave et al. 2020, Eq. 1).
-
-    For a query with R positives, ``MAP@R = (1/R) * sum_{i=1}^{R} P(i) * rel(i)``, where
-    ``P(i)`` is the precision among the first ``i`` results and ``rel(i)`` is 1 if result ``i``
-    is a positive. Equivalently ``(1/R) * sum_{k : pos_k <= R} k / pos_k``. Parameters as in
-    :func:`recall_at_k`.
-    """
-    out = _evaluate(
-        embeddings, labels, (), gallery, gallery_labels, chunk_size, normalize, device, True
-    )
-    return out["MAP@R"]
-
-
-def r_precision(
-    embeddings: ArrayLike,
-    labels: LabelsLike,
-    *,
-    gallery: ArrayLike | None = None,
-    gallery_labels: LabelsLike | None = None,
-    chunk_size: int = 1024,
-    normalize: bool = True,
-    device: torch.device | str | None = None,
-) -> float:
-    """R-precision: the fraction of positives among the first R results (Musgrave et al. 2020).
-
-    ``RP = #{positives among the R nearest} / R`` with R the number of positives of the query.
-    Parameters as in :func:`recall_at_k`.
-    """
-    out = _evaluate(
-        embeddings, labels, (), gallery, gallery_labels, chunk_size, normalize, device, True
-    )
-    return out["RP"]
-
-
-def retrieval_metrics(
-    embeddings: ArrayLike,
-    labels: LabelsLike,
-    ks: Iterable[int] | int = (1, 2, 4, 8),
-    *,
-    gallery: ArrayLike | None = None,
-    gallery_labels: LabelsLike | None = None,
-    chunk_size: int = 1024,
-    normalize: bool = True,
-    device: torch.device | str | None = None,
-) -> dict[str, float]:
-    """All retrieval metrics in one pass over the chunks.
-
-    Parameters as in :func:`recall_at_k`.
-
-    Returns
-    -------
-    dict of str to float
-        ``"R@K"`` for every K in ``ks``, then ``"P@1"``, ``"MAP@R"`` and ``"RP"`` (R-precision),
-        each a fraction in [0, 1] averaged over the queries that have a positive.
-    """
-    ks_t = _check_ks(ks)
-    ks_all = ks_t if 1 in ks_t else (*ks_t, 1)
-    out = _evaluate(
-        embeddings, labels, ks_all, gallery, gallery_labels, chunk_size, normalize, device, True
-    )
-    result = {f"R@{k}": out[f"R@{k}"] for k in ks_t}
-    result["P@1"] = out["R@1"]
-    result["MAP@R"] = out["MAP@R"]
-    result["RP"] = out["RP"]
-    return result
-
-
-# --------------------------------------------------------------------------------------------
-# Implementation
-# --------------------------------------------------------------------------------------------
-
-
 @dataclass
 class _Prepared:
     queries: torch.Tensor  # (N, d)
@@ -252,7 +45,7 @@ class _Prepared:
     one_set: bool
 
 
-def _check_ks(ks: Iterable[int] | int) -> tuple[int, ...]:
+def check_ks(ks: Iterable[int] | int) -> tuple[int, ...]:
     """Return ``ks`` as a tuple of distinct positive ints, in the given order."""
     if isinstance(ks, bool):
         raise ValueError(f"ks must be positive integers, got {ks!r}.")
@@ -404,7 +197,57 @@ def _top_values(scores: torch.Tensor, m: int) -> torch.Tensor:
     return torch.topk(candidates, m, dim=1, largest=True, sorted=True).values
 
 
-def _evaluate(
+def _class_members(p: _Prepared, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gallery indices of the class of each query ``lo..hi-1`` and which of them are positives.
+
+    ``same_class`` is ``(rows, width)``, padded by repeating the class's last member; ``member``
+    marks the real entries, less the query itself in the one-set setting (excluded by index,
+    never by value).
+    """
+    dev = p.queries.device
+    cls = p.query_class[lo:hi]
+    count = p.counts[cls]
+    width = max(int(count.max()), 1)
+    slot = torch.arange(width, device=dev)
+    member = slot[None, :] < count[:, None]
+    last = (count - 1).clamp_min(0)
+    flat = p.starts[cls][:, None] + torch.minimum(slot[None, :], last[:, None])
+    same_class = p.order[flat.clamp_max(p.gallery.shape[0] - 1)]  # (rows, width)
+    if p.one_set:
+        query_index = torch.arange(lo, hi, device=dev)
+        member &= same_class != query_index[:, None]
+    return same_class, member
+
+
+def _ap_and_rp(
+    pos_scores: torch.Tensor, neg_top: torch.Tensor, n_pos: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Average precision over the first R results and R-precision of each query of a chunk.
+
+    With ``pos_k = k + #{negatives above p_k}`` the rank of the k-th positive,
+    ``AP = (1/R) sum_{k : pos_k <= R} k / pos_k`` and ``RP = #{k : pos_k <= R} / R``
+    (Musgrave et al. 2020, Eq. 1). ``neg_top`` holds the top negatives, descending, at least R.
+    """
+    dev = pos_scores.device
+    pos_sorted = torch.sort(pos_scores, dim=1, descending=True).values
+    # Negatives strictly above p_k: with -neg_top ascending, this is the number of entries
+    # < -p_k. Exact up to n_top >= R, beyond which pos_k > R anyway.
+    above_k = torch.searchsorted(
+        neg_top.neg().contiguous(), pos_sorted.neg().contiguous(), side="left"
+    )
+    k = torch.arange(1, pos_scores.shape[1] + 1, device=dev)
+    rank = k[None, :] + above_k  # pos_k, the rank of the k-th positive
+    # Positive k is among the first R iff pos_k <= R (which implies k <= R, and also rules out
+    # the -inf padding, whose rank exceeds R).
+    in_first_r = rank <= n_pos[:, None]
+    r_safe = n_pos.clamp_min(1).to(torch.float64)
+    rp = in_first_r.sum(1, dtype=torch.float64) / r_safe
+    precision_at_pos = k[None, :].to(torch.float64) / rank  # k / pos_k
+    ap = torch.where(in_first_r, precision_at_pos, 0.0).sum(1) / r_safe
+    return ap, rp
+
+
+def ranked_metrics(
     embeddings: ArrayLike,
     labels: LabelsLike,
     ks: tuple[int, ...],
@@ -413,9 +256,15 @@ def _evaluate(
     chunk_size: int,
     normalize: bool,
     device: torch.device | str | None,
-    want_map: bool,
+    *,
+    positive_ranks: bool,
 ) -> dict[str, float]:
-    """Shared chunked pass; returns ``R@K`` for ``ks`` and, if ``want_map``, MAP@R and RP."""
+    """The chunked pass: ``R@K`` for every K in ``ks`` and, with ``positive_ranks``, MAP@R and RP.
+
+    ``positive_ranks`` ranks all R positives of every query (MAP@R, R-precision); without it only
+    the best positive is ranked (Recall@K, Precision@1), which needs the top ``max(ks)``
+    negatives instead of the top ``max(max(ks), R)``.
+    """
     p = _prepare(embeddings, labels, gallery, gallery_labels, chunk_size, normalize, device)
     n, m_gallery = p.queries.shape[0], p.gallery.shape[0]
     n_candidates = m_gallery - 1 if p.one_set else m_gallery
@@ -453,18 +302,7 @@ def _evaluate(
             rows = hi - lo
             scores = torch.mm(p.queries[lo:hi], gallery_t, out=buffer[:rows])  # (rows, M)
 
-            # Gallery indices of every query's class, padded by repeating the last member.
-            cls = p.query_class[lo:hi]
-            count = p.counts[cls]
-            width = max(int(count.max()), 1)
-            slot = torch.arange(width, device=dev)
-            member = slot[None, :] < count[:, None]
-            last = (count - 1).clamp_min(0)
-            flat = p.starts[cls][:, None] + torch.minimum(slot[None, :], last[:, None])
-            same_class = p.order[flat.clamp_max(m_gallery - 1)]  # (rows, width)
-            if p.one_set:  # exclude the query itself by index, never by value
-                query_index = torch.arange(lo, hi, device=dev)
-                member &= same_class != query_index[:, None]
+            same_class, member = _class_members(p, lo, hi)
             n_pos = member.sum(1)  # R of each query
             has_pos = n_pos > 0
             n_valid += int(has_pos.sum())
@@ -472,7 +310,7 @@ def _evaluate(
             pos_scores = scores.gather(1, same_class).masked_fill_(~member, neg_inf)
             # Remove the positives (and the query itself) so that the rest are the negatives.
             scores.scatter_(1, same_class, neg_inf)
-            n_top = max(max_k, int(n_pos.max()) if want_map else 0)
+            n_top = max(max_k, int(n_pos.max()) if positive_ranks else 0)
             n_top = min(max(n_top, 1), m_gallery)
             neg_top = _top_values(scores, n_top)  # (rows, n_top), descending
 
@@ -483,22 +321,8 @@ def _evaluate(
                 hit = (above[:, None] < ks_t[None, :]) & has_pos[:, None]
                 hits += hit.sum(0, dtype=torch.float64)
 
-            if want_map:
-                pos_sorted = torch.sort(pos_scores, dim=1, descending=True).values
-                # Negatives strictly above p_k: with -neg_top ascending, this is the number of
-                # entries < -p_k. Exact up to n_top >= R, beyond which pos_k > R anyway.
-                above_k = torch.searchsorted(
-                    neg_top.neg().contiguous(), pos_sorted.neg().contiguous(), side="left"
-                )
-                k = torch.arange(1, width + 1, device=dev)
-                rank = k[None, :] + above_k  # pos_k, the rank of the k-th positive
-                # Positive k is among the first R iff pos_k <= R (which implies k <= R, and also
-                # rules out the -inf padding, whose rank exceeds R).
-                in_first_r = rank <= n_pos[:, None]
-                r_safe = n_pos.clamp_min(1).to(torch.float64)
-                rp = in_first_r.sum(1, dtype=torch.float64) / r_safe
-                precision_at_pos = k[None, :].to(torch.float64) / rank  # k / pos_k
-                ap = torch.where(in_first_r, precision_at_pos, 0.0).sum(1) / r_safe
+            if positive_ranks:
+                ap, rp = _ap_and_rp(pos_scores, neg_top, n_pos)
                 rp_sum += torch.where(has_pos, rp, 0.0).sum()
                 ap_sum += torch.where(has_pos, ap, 0.0).sum()
 
@@ -515,7 +339,7 @@ def _evaluate(
     out: dict[str, float] = {}
     for i, k in enumerate(ks):
         out[f"R@{k}"] = float(hits[i]) / n_valid
-    if want_map:
+    if positive_ranks:
         out["MAP@R"] = float(ap_sum) / n_valid
         out["RP"] = float(rp_sum) / n_valid
     return out

@@ -264,13 +264,19 @@ def test_cub_root_may_be_the_parent(cub_dir):
     assert len(cub_module.load("train", root=cub_dir.parent, allow_partial=True)) == 7
 
 
-def test_cub_count_check_fires(cub_dir):
+def test_cub_count_check_fires(cub_dir, monkeypatch):
     with pytest.raises(
         IncompleteDatasetError, match=r"found 7 images of 3 classes.*expected 5,864"
     ) as e:
         cub_module.load("train", root=cub_dir)
     assert "allow_partial=True" in str(e.value) and "images.txt" in str(e.value)
-    with pytest.raises(IncompleteDatasetError, match=r"5,924 images.*5,794"):
+    # the missing classes are named (fixture: classes 1, 2 and 100 of 1-100 are present)
+    assert "Missing classes (97 of 100): 003.Bird_3, 004.Bird_4, 005.Bird_5" in str(e.value)
+    assert "and 92 more" in str(e.value)
+    # the note on the classification split only where the count is that split's size
+    assert "5,794" not in str(e.value)
+    monkeypatch.setattr(cub_module, "CLASSIFICATION_TEST", 7)
+    with pytest.raises(IncompleteDatasetError, match=r"5,924 images.*classification test split"):
         cub_module.load("test", root=cub_dir)
 
 
@@ -376,11 +382,16 @@ def test_cars_folders_without_csv(tmp_path):
         cars_module.load("train", root=root, allow_partial=True)
 
 
-def test_cars_count_check_fires(cars_mat_dir, cars_folder_dir):
+def test_cars_count_check_fires(cars_mat_dir, cars_folder_dir, monkeypatch):
     for root in (cars_mat_dir, cars_folder_dir):
-        with pytest.raises(IncompleteDatasetError, match=r"expected 8,054 images of 98 classes"):
+        with pytest.raises(
+            IncompleteDatasetError, match=r"expected 8,054 images of 98 classes"
+        ) as e:
             cars_module.load("train", root=root)
-        with pytest.raises(IncompleteDatasetError, match=r"8,131.*8,041"):
+        assert "8,041" not in str(e.value) and "Missing classes (" in str(e.value)
+    monkeypatch.setattr(cars_module, "CLASSIFICATION_TEST", 5)  # the fixture's test split size
+    for root in (cars_mat_dir, cars_folder_dir):
+        with pytest.raises(IncompleteDatasetError, match=r"8,131.*classification test split"):
             cars_module.load("test", root=root)
 
 
@@ -485,3 +496,44 @@ def test_inshop_flat_layout(inshop_dir):
         warnings.simplefilter("error")
         ds = inshop_module.load("query", root=inshop_dir, allow_partial=True)
     assert len(ds) == 3 and ds.root == inshop_dir
+
+
+# ------------------------------------------------------------------------------------------
+# the shared skeleton (dmlbook.data.benchmark)
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("module", "splits"),
+    [
+        (cub_module, "'train', 'test'"),
+        (cars_module, "'train', 'test'"),
+        (sop_module, "'train', 'test'"),
+        (inshop_module, "'train', 'query', 'gallery'"),
+    ],
+)
+def test_every_loader_checks_its_split_the_same_way(module, splits, tmp_path):
+    name = module.LAYOUT.dataset
+    with pytest.raises(
+        ValueError, match=rf"Unknown split 'val' for data set '{name}'\. Valid splits: {splits}\."
+    ):
+        module.load("val", root=tmp_path)
+    with pytest.raises(FileNotFoundError, match=rf"not found under {tmp_path}"):
+        module.load(module.LAYOUT.splits[0], root=tmp_path)
+
+
+def test_copy_may_sit_under_its_folder_or_an_alias(inshop_dir, sop_dir, tmp_path):
+    """``root`` may be the copy, its parent, or the parent of an alias folder (one search)."""
+    assert inshop_module.LAYOUT.find(inshop_dir.parent) == inshop_dir
+    moved = tmp_path / "shared" / "In-shop Clothes Retrieval Benchmark"
+    moved.parent.mkdir()
+    inshop_dir.rename(moved)
+    ds = inshop_module.load("query", root=moved.parent, allow_partial=True)
+    assert len(ds) == 3 and ds.root == moved / "Img"
+    assert sop_module.LAYOUT.find(tmp_path / "nothing") is None
+
+
+def test_missing_classes_are_named_by_label_without_names(sop_dir):
+    with pytest.raises(IncompleteDatasetError) as e:
+        sop_module.load("train", root=sop_dir)
+    assert "Missing classes (11,315 of 11,318): label 3, label 4" in str(e.value)

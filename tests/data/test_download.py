@@ -393,3 +393,40 @@ def test_prepare_errors(tmp_path, monkeypatch, server):
     )
     with pytest.raises(OSError, match=r"by hand .*into .*downloads"):
         prepare("sop", tmp_path, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "files"),
+    [
+        ("cub", ["CUB_200_2011/images.txt"]),
+        ("cars", ["cars196/cars_annos.mat"]),
+        ("cars", ["stanford_cars/car_data/car_data/train/x.jpg"]),
+        ("sop", ["Stanford_Online_Products/Ebay_test.txt"]),
+        ("inshop", ["In-shop Clothes Retrieval Benchmark/Eval/list_eval_partition.txt"]),
+    ],
+)
+def test_prepare_leaves_an_extracted_copy_alone(tmp_path, monkeypatch, name, files):
+    gone = (tmp_path / "nowhere.tgz").as_uri()  # any download attempt would fail
+    monkeypatch.setitem(download_module.RESOURCES, name, (Resource(gone, MD5, "x.tgz"),))
+    assert download_module.find_copy(name, tmp_path) is None
+    for rel in files:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    assert prepare(name, tmp_path, progress=False) == tmp_path  # In-Shop too: nothing to fetch
+    assert download_module.find_copy(name, tmp_path) == tmp_path / files[0].split("/")[0]
+    assert not (tmp_path / "downloads").exists()
+    with pytest.raises(ValueError, match="Unknown data set 'mnist'"):
+        download_module.find_copy("mnist", tmp_path)
+
+
+def test_failed_download_is_one_line_with_what_to_do(tmp_path, monkeypatch, server):
+    monkeypatch.setitem(
+        download_module.RESOURCES, "cub", (Resource(f"{server.url}/gone.tgz", MD5, "C.tgz"),)
+    )
+    with pytest.raises(download_module.DownloadError) as err:
+        prepare("cub", tmp_path, progress=False)
+    message = str(err.value)
+    assert "\n" not in message and "(HTTP error 404: Not Found)" in message
+    assert f"C.tgz by hand (md5 {MD5}) into {tmp_path / 'downloads'}" in message
+    assert f"or extract the data set into {tmp_path / 'CUB_200_2011'}" in message
+    assert isinstance(err.value, OSError)
