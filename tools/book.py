@@ -43,6 +43,8 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from book_check import network_references  # noqa: E402  (tools/ is not a package)
 
+from dmlbook.errata import collect, errata_page  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 BUILD = ROOT / "build" / "book"
@@ -188,11 +190,12 @@ def run_all(
     return failures, slow
 
 
-def write_toc(paths: list[Path], root: Path) -> None:
-    """Jupyter Book 1.x table of contents: intro page, then the chapters in reading order."""
+def write_toc(paths: list[Path], root: Path, appendices: tuple[str, ...] = ()) -> None:
+    """Jupyter Book 1.x table of contents: intro page, the chapters in reading order, appendices."""
     lines = ["format: jb-book", "root: intro", "chapters:"]
     for p in paths:
         lines.append(f"- file: {p.relative_to(root).with_suffix('').as_posix()}")
+    lines += [f"- file: {name}" for name in appendices]
     (root / "_toc.yml").write_text("\n".join(lines) + "\n")
 
 
@@ -231,7 +234,8 @@ def prepare(book: Path, out: Path, paths: list[Path], repository: str | None) ->
             shutil.copy2(book / extra, out / extra)
     if (book / "_static").is_dir():
         shutil.copytree(book / "_static", out / "_static", dirs_exist_ok=True)
-    write_toc(paths, out)
+    (out / "errata.md").write_text(errata_page(collect(paths)))
+    write_toc(paths, out, appendices=("errata",))
 
 
 def render(out: Path) -> int:
