@@ -40,6 +40,10 @@ EXPECTED = {
     ("07_npair.ipynb", "Wang et al. 2019", "supplement Eq. 1 (NCA)"),
     ("08_three_similarities.ipynb", "Wang et al. 2019", "Sec. 4.1 (Figure 2, middle)"),
     ("10_multi_similarity.ipynb", "Liu et al.", "Eq. 39"),
+    ("90_papers_numbers.ipynb", "DRO paper", "Table 2 (Cars-196 rows quoted from Wang et al.)"),
+    ("90_papers_numbers.ipynb", "Wang et al. 2019", "Sec. 5.1 (LiftedStruct*_m at recall@1)"),
+    ("90_papers_numbers.ipynb", "Wang et al. 2019", "Sec. 5.3 (In-Shop against ABE)"),
+    ("90_papers_numbers.ipynb", "Wang et al. 2019", "Sec. 5.3 (CUB-200-2011 against Proxy-NCA)"),
 }
 
 
