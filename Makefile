@@ -43,8 +43,7 @@ $(STAMP): pyproject.toml constraints.txt
 	echo "installing dmlbook and its dependencies into $(VENV) (first run: a few minutes) ..."; \
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off $$index \
 		-c constraints.txt -e ".[book,test]" 2>&1 \
-		| { grep --line-buffered -E "^(Collecting|Processing|Installing collected|Successfully installed|ERROR)" || true; } \
-		| cut -c1-100
+		| { grep --line-buffered -oE "^(Collecting|Processing|Installing collected|Successfully installed|ERROR).{0,80}" || true; }
 	$(BIN)/python -c "import dmlbook, torch, nbval, sympy; print('dmlbook', dmlbook.__version__, '| torch', torch.__version__, '| CUDA build' if torch.version.cuda else '| CPU build')"
 	@touch $(STAMP)
 
