@@ -2,7 +2,8 @@
 
 ``dmlbook/data/paper_results.csv`` holds every number of the results tables of the four seed
 papers that have them (Wang et al. 2019, Tables 2-5 and supplement Tables 1-2; Liu et al.,
-Tables I-V; the DRO paper, Tables 1-4; Xuan and Pless, Tables 2-5), one row per number, as
+Tables I-V; the DRO paper, Tables 1-4; Xuan and Pless, Tables 2-5 and appendix Tables 1-3),
+one row per number, as
 printed in the OCR text (``note`` says where the reading is uncertain). Two companion files
 record what the papers say about those numbers:
 

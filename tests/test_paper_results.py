@@ -38,6 +38,10 @@ TABLES = {
     ("xuan2020", "Table 3"): 12,
     ("xuan2020", "Table 4"): 14,
     ("xuan2020", "Table 5"): 14,
+    # learning-rate sweeps: rows x 4 learning rates per data set
+    ("xuan2020", "Appendix Table 1"): 4 * 4,
+    ("xuan2020", "Appendix Table 2"): 12 * 4,
+    ("xuan2020", "Appendix Table 3"): 10 * 4,
 }
 
 # Spot checks typed from the papers (not from the CSV): paper, table, data set, method, dim,
@@ -70,7 +74,8 @@ def test_rows_are_well_formed(results):
     }
     assert results.value.between(0, 100).all()
     assert not results.duplicated(pr.ROW_KEY + ["metric"]).any(), "one number per row and metric"
-    assert results["std"].notna().sum() == 8 + 23 + 27, "Xuan and Pless's Tables 2-4 give std"
+    stds = 8 + 23 + 27 + 2 * 4 * (4 + 12 + 10)
+    assert results["std"].notna().sum() == stds, "Xuan and Pless's Tables 2-4 and appendix: std"
 
 
 @pytest.mark.parametrize(
