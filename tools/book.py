@@ -21,6 +21,13 @@ also bounds what a reader waits. Both times are printed for every chapter.
 - ``build`` (readers) always renders what it executed: a slow chapter is a warning with its
   measured times; a failing chapter is rendered with its error shown, and the command exits
   non-zero after rendering so the failure is not missed.
+
+Rendering (``prepare`` + ``render``): the errata page is generated from the chapters' erratum
+cells (``dmlbook/errata.py``), the Binder/Colab links get the repository when it is on GitHub,
+and the rendered HTML is scanned for anything a page would fetch from the network (a script,
+style sheet, font or image; ``tools/book_check.py``), which fails the build: the book must read
+offline. ``python tools/book_check.py build/book/_build/html`` opens every page in headless
+Chromium as well.
 """
 
 from __future__ import annotations
@@ -208,12 +215,14 @@ def repository_url(root: Path = ROOT) -> str | None:
     ``$DMLBOOK_REPOSITORY`` when set, else the ``origin`` remote when it is on GitHub (the links
     launch that repository's notebooks, so a clone of a clone gets none rather than wrong ones).
     """
-    url = (
-        os.environ.get("DMLBOOK_REPOSITORY")
-        or subprocess.run(
-            ["git", "remote", "get-url", "origin"], cwd=root, capture_output=True, text=True
-        ).stdout.strip()
-    )
+    url = os.environ.get("DMLBOOK_REPOSITORY", "")
+    if not url:
+        try:
+            url = subprocess.run(
+                ["git", "remote", "get-url", "origin"], cwd=root, capture_output=True, text=True
+            ).stdout.strip()
+        except OSError:  # no git: a book from a tarball gets no launch links
+            url = ""
     match = GITHUB.match(url)
     return f"https://github.com/{match.group(1)}" if match else None
 
