@@ -1,8 +1,15 @@
 # dmlbook: two commands for readers (make book, make test), a few more for maintainers.
-# Everything runs inside .venv, created on first use; torch is pinned to the CPU build through
-# constraints.txt so that no CUDA wheels are pulled on a CPU machine.
+# Everything runs inside .venv, created on first use. constraints.txt pins torch==2.13.0; which
+# build of it is installed depends on where pip looks: PyPI's Linux wheel is the CUDA build (plus
+# about 15 nvidia-* packages, several GB), PyTorch's CPU index has the CPU build. TORCH_INDEX
+# names the index torch comes from (default: the CPU index); `make install TORCH_INDEX=` uses
+# plain PyPI (the CUDA 13 build), `TORCH_INDEX=https://download.pytorch.org/whl/cu126` another
+# CUDA build. When the index cannot be reached, pip's own configuration decides (a warning says so).
 
+SHELL  := bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.dmlbook-installed
@@ -11,29 +18,43 @@ JOBS   ?= 2
 # Idle OpenMP threads sleep instead of spinning (two test workers share two cores).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: help install book test test-unit test-book refresh lab lint format bench verify-backbones clean
+.PHONY: help install book check-book test test-unit test-book refresh lab lint format bench verify-backbones clean
 
 help:
 	@echo "make book     install (if needed), execute every chapter into build/book/ and render HTML"
 	@echo "make test     install (if needed), run the unit tests and every chapter under nbval"
+	@echo "make check-book  open the rendered book offline in headless Chromium (maths, no network)"
 	@echo "make lab      JupyterLab on the book"
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"
 	@echo "make lint     ruff check and format check"
 	@echo "make bench    CPU benchmarks, results under bench/results/"
 	@echo "make verify-backbones  ResNet/BN-Inception against torchvision and the port (downloads them)"
 
+# One line per package pip collects, so that the first install (minutes) is not silent.
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "installing dmlbook and its dependencies into $(VENV) (first run: a few minutes) ..."
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[book,test]" 2>&1 \
-		| grep -v "^WARNING: Location 'file:" || true
-	$(BIN)/python -c "import dmlbook, torch, nbval, sympy; print('dmlbook', dmlbook.__version__, '| torch', torch.__version__)"
+	@index=""; \
+	if [ -n "$(TORCH_INDEX)" ]; then \
+		if $(BIN)/python -c "import urllib.request as u; u.urlopen('$(TORCH_INDEX)/', timeout=10)" 2>/dev/null; \
+		then index="--extra-index-url $(TORCH_INDEX)"; echo "torch from $(TORCH_INDEX)"; \
+		else echo "warning: $(TORCH_INDEX) cannot be reached: torch comes from pip's configured sources" \
+			"(plain PyPI: the CUDA build; see README, Install)"; fi; \
+	fi; \
+	echo "installing dmlbook and its dependencies into $(VENV) (first run: a few minutes) ..."; \
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off $$index \
+		-c constraints.txt -e ".[book,test]" 2>&1 \
+		| { grep --line-buffered -oE "^(Collecting|Processing|Installing collected|Successfully installed|ERROR).{0,80}" || true; }
+	$(BIN)/python -c "import dmlbook, torch, nbval, sympy; print('dmlbook', dmlbook.__version__, '| torch', torch.__version__, '| CUDA build' if torch.version.cuda else '| CPU build')"
 	@touch $(STAMP)
 
 install: $(STAMP)
 
 book: $(STAMP)
 	$(BIN)/python tools/book.py build
+
+# The rendered book opened in headless Chromium with the network cut off (after `make book`).
+check-book: $(STAMP)
+	$(BIN)/python tools/book_check.py build/book/_build/html
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(PYTEST_NOTEBOOKS) tests book
@@ -47,8 +68,10 @@ test-book: $(STAMP)
 refresh: $(STAMP)
 	$(BIN)/python tools/book.py refresh $(CHAPTERS)
 
+# Jupyter refuses to start as root (containers, cloud notebooks) unless told it may.
 lab: $(STAMP)
-	$(BIN)/jupyter lab book
+	@if [ "$$(id -u)" = 0 ]; then echo "running as root: starting JupyterLab with --allow-root"; fi
+	$(BIN)/jupyter lab book $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -21,12 +21,20 @@ also bounds what a reader waits. Both times are printed for every chapter.
 - ``build`` (readers) always renders what it executed: a slow chapter is a warning with its
   measured times; a failing chapter is rendered with its error shown, and the command exits
   non-zero after rendering so the failure is not missed.
+
+Rendering (``prepare`` + ``render``): the errata page is generated from the chapters' erratum
+cells (``dmlbook/errata.py``), the Binder/Colab links get the repository when it is on GitHub,
+and the rendered HTML is scanned for anything a page would fetch from the network (a script,
+style sheet, font or image; ``tools/book_check.py``), which fails the build: the book must read
+offline. ``python tools/book_check.py build/book/_build/html`` opens every page in headless
+Chromium as well.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -35,8 +43,14 @@ import time
 from pathlib import Path
 
 import nbformat
+import yaml
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from book_check import network_references  # noqa: E402  (tools/ is not a package)
+
+from dmlbook.errata import collect, errata_page  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -183,12 +197,70 @@ def run_all(
     return failures, slow
 
 
-def write_toc(paths: list[Path], root: Path) -> None:
-    """Jupyter Book 1.x table of contents: intro page, then the chapters in reading order."""
+def write_toc(paths: list[Path], root: Path, appendices: tuple[str, ...] = ()) -> None:
+    """Jupyter Book 1.x table of contents: intro page, the chapters in reading order, appendices."""
     lines = ["format: jb-book", "root: intro", "chapters:"]
     for p in paths:
         lines.append(f"- file: {p.relative_to(root).with_suffix('').as_posix()}")
+    lines += [f"- file: {name}" for name in appendices]
     (root / "_toc.yml").write_text("\n".join(lines) + "\n")
+
+
+GITHUB = re.compile(r"^(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
+
+
+def repository_url(root: Path = ROOT) -> str | None:
+    """The book's GitHub repository for the Binder/Colab links, or None (links left out).
+
+    ``$DMLBOOK_REPOSITORY`` when set, else the ``origin`` remote when it is on GitHub (the links
+    launch that repository's notebooks, so a clone of a clone gets none rather than wrong ones).
+    """
+    url = os.environ.get("DMLBOOK_REPOSITORY", "")
+    if not url:
+        try:
+            url = subprocess.run(
+                ["git", "remote", "get-url", "origin"], cwd=root, capture_output=True, text=True
+            ).stdout.strip()
+        except OSError:  # no git: a book from a tarball gets no launch links
+            url = ""
+    match = GITHUB.match(url)
+    return f"https://github.com/{match.group(1)}" if match else None
+
+
+def prepare(book: Path, out: Path, paths: list[Path], repository: str | None) -> None:
+    """Write the Jupyter Book sources beside the executed chapters in ``out``.
+
+    The configuration (with the repository filled in for the launch links), the intro page,
+    ``_static/`` (the book's CSS), the errata page collected from the chapters, and the table of
+    contents listing ``paths`` (chapters under ``out``) in reading order.
+    """
+    config = yaml.safe_load((book / "_config.yml").read_text())
+    if repository:
+        config.setdefault("repository", {})["url"] = repository
+    (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for extra in ("intro.md", "references.bib"):
+        if (book / extra).exists():
+            shutil.copy2(book / extra, out / extra)
+    if (book / "_static").is_dir():
+        shutil.copytree(book / "_static", out / "_static", dirs_exist_ok=True)
+    (out / "errata.md").write_text(errata_page(collect(paths)))
+    write_toc(paths, out, appendices=("errata",))
+
+
+def render(out: Path) -> int:
+    """Render ``out`` with Jupyter Book, then scan the HTML for anything fetched from the network."""
+    print("rendering HTML with Jupyter Book ...", flush=True)
+    jb = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run([str(jb), "build", str(out), "--quiet"], cwd=ROOT)
+    if proc.returncode:
+        return proc.returncode
+    html = out / "_build" / "html"
+    remote = network_references(html)
+    if remote:
+        print("pages that need the network:\n  " + "\n  ".join(remote), file=sys.stderr)
+        return 1
+    print("offline: no page loads a script, style sheet, font or image from the network")
+    return 0
 
 
 def build(cell_timeout: int, max_cpu_seconds: float, book: Path = BOOK, out: Path = BUILD) -> int:
@@ -201,9 +273,6 @@ def build(cell_timeout: int, max_cpu_seconds: float, book: Path = BOOK, out: Pat
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    for extra in ("intro.md", "_config.yml", "references.bib"):
-        if (book / extra).exists():
-            shutil.copy2(book / extra, out / extra)
     failures, slow = run_all(
         paths,
         lambda p: out / p.relative_to(book),
@@ -219,12 +288,10 @@ def build(cell_timeout: int, max_cpu_seconds: float, book: Path = BOOK, out: Pat
             file=sys.stderr,
         )
     executed = [out / p.relative_to(book) for p in paths if (out / p.relative_to(book)).exists()]
-    write_toc(executed, out)
-    print("rendering HTML with Jupyter Book ...", flush=True)
-    jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(jb), "build", str(out), "--quiet"], cwd=ROOT)
-    if proc.returncode:
-        return proc.returncode
+    prepare(book, out, executed, repository_url())
+    code = render(out)
+    if code:
+        return code
     index = out / "_build" / "html" / "index.html"
     print(f"open {index.relative_to(ROOT) if index.is_relative_to(ROOT) else index}")
     if failures:

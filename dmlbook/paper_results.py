@@ -1,0 +1,230 @@
+"""The seed papers' results tables as data, and the checks a careful reader makes on them.
+
+``dmlbook/data/paper_results.csv`` holds every number of the results tables of the four seed
+papers that have them (Wang et al. 2019, Tables 2-5 and supplement Tables 1-2; Liu et al.,
+Tables I-V; the DRO paper, Tables 1-4; Xuan and Pless, Tables 2-5 and appendix Tables 1-3),
+one row per number, as
+printed in the OCR text (``note`` says where the reading is uncertain). Two companion files
+record what the papers say about those numbers:
+
+- ``paper_quotes.csv``: a row of one table that quotes a row of another (same data set and
+  metric), e.g. the DRO paper's "MS" row against Wang et al.'s MS^512 row.
+- ``paper_claims.csv``: an improvement stated in a paper's text ("improves Recall@1 by 1.3%"),
+  with the two rows it compares.
+
+The checks (``recall_not_monotone``, ``compare_quotes``, ``check_claims``) return tables of what
+they found; ``measured_beside`` sets this book's own measurements (``bench/results``) beside the
+papers'. The appendix notebook ``book/90_papers_numbers.ipynb`` prints them all; tests in
+``tests/test_paper_results.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+DATA = Path(__file__).resolve().parent / "data"
+COLUMNS = (
+    "paper",
+    "table",
+    "dataset",
+    "method",
+    "backbone",
+    "dim",
+    "batch",
+    "metric",
+    "value",
+    "std",
+    "note",
+)
+PAPERS = {
+    "wang2019_ms": "Wang et al. 2019 (MS loss, seed 000)",
+    "liu_gpw": "Liu et al. (general pair-based weighting, seed 002)",
+    "dro": "DRO framework (seed 003)",
+    "xuan2020": "Xuan and Pless (gradient surgery, seed 004)",
+}
+DATASETS = ("CUB-200-2011", "Cars-196", "SOP", "In-Shop")
+ROW_KEY = ["paper", "table", "dataset", "method", "backbone", "dim", "batch"]
+
+
+def _read(name: str, path: Path | None) -> pd.DataFrame:
+    path = Path(path) if path is not None else DATA / name
+    return pd.read_csv(path, comment="#", dtype=str, keep_default_na=False)
+
+
+def load_paper_results(path: Path | None = None) -> pd.DataFrame:
+    """The results table, validated: one row per printed number.
+
+    ``value`` and ``std`` are floats (percent; ``std`` NaN where none is printed), ``k`` is the
+    integer of ``metric`` (``R@K``). Raises ``ValueError`` naming the CSV line of a bad row.
+    """
+    df = _read("paper_results.csv", path)
+    if tuple(df.columns) != COLUMNS:
+        raise ValueError(f"paper_results.csv: columns must be {', '.join(COLUMNS)}")
+    line = df.index + 5  # four comment/header lines, 1-based
+    problems = []
+    bad_paper = ~df["paper"].isin(list(PAPERS))
+    problems += [
+        f"line {n}: unknown paper {p!r}"
+        for n, p in zip(line[bad_paper], df.paper[bad_paper], strict=True)
+    ]
+    bad_data = ~df["dataset"].isin(DATASETS)
+    problems += [
+        f"line {n}: unknown data set {d!r}"
+        for n, d in zip(line[bad_data], df.dataset[bad_data], strict=True)
+    ]
+    k = pd.to_numeric(df["metric"].str.extract(r"^R@(\d+)$")[0], errors="coerce")
+    problems += [
+        f"line {n}: metric must be R@K, got {m!r}"
+        for n, m in zip(line[k.isna()], df.metric[k.isna()], strict=True)
+    ]
+    value = pd.to_numeric(df["value"], errors="coerce")
+    bad_value = value.isna() | (value < 0) | (value > 100)
+    problems += [
+        f"line {n}: value {v!r} is not a percentage"
+        for n, v in zip(line[bad_value], df.value[bad_value], strict=True)
+    ]
+    if problems:
+        raise ValueError("paper_results.csv: " + "; ".join(problems[:10]))
+    df["value"] = value
+    df["std"] = pd.to_numeric(df["std"].replace("", np.nan))
+    df["k"] = k.astype(int)
+    return df
+
+
+def recall_not_monotone(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows where Recall@K falls as K grows (it cannot: the top-K lists are nested).
+
+    Returns one row per violation: the row's key, the two K and their values.
+    """
+    found = []
+    for key, group in df.groupby(ROW_KEY, sort=False):
+        group = group.sort_values("k")
+        ks, values = group["k"].to_numpy(), group["value"].to_numpy()
+        for i in np.flatnonzero(np.diff(values) < 0):
+            found.append(
+                dict(zip(ROW_KEY, key, strict=True))
+                | {
+                    "k_low": ks[i],
+                    "value_low": values[i],
+                    "k_high": ks[i + 1],
+                    "value_high": values[i + 1],
+                }
+            )
+    return pd.DataFrame(found, columns=[*ROW_KEY, "k_low", "value_low", "k_high", "value_high"])
+
+
+def _row(df: pd.DataFrame, paper: str, table: str, method: str, dim: str = "") -> pd.DataFrame:
+    sel = (df.paper == paper) & (df.table == table) & (df.method == method)
+    if dim:
+        sel &= df.dim == dim
+    if not sel.any():
+        raise KeyError(f"no row {paper} / {table} / {method!r}{' / dim ' + dim if dim else ''}")
+    return df[sel]
+
+
+def compare_quotes(df: pd.DataFrame, quotes: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every number a paper quotes from another, beside the other's number.
+
+    ``quotes`` (default ``paper_quotes.csv``) lists quoting and source rows; each is matched on
+    data set and metric. Returns one row per compared number with ``equal`` (to the printed
+    precision, 0.05).
+    """
+    quotes = _read("paper_quotes.csv", None) if quotes is None else quotes
+    out = []
+    for q in quotes.itertuples(index=False):
+        a = _row(df, q.paper, q.table, q.method, q.dim)
+        b = _row(df, q.source_paper, q.source_table, q.source_method, q.source_dim)
+        both = a.merge(b, on=["dataset", "metric", "k"], suffixes=("", "_source"))
+        for r in both.itertuples(index=False):
+            out.append(
+                {
+                    "quoting": f"{q.paper} {q.table}: {q.method}",
+                    "source": f"{q.source_paper} {q.source_table}: {q.source_method}"
+                    + (f" (d={q.source_dim})" if q.source_dim else ""),
+                    "dataset": r.dataset,
+                    "metric": r.metric,
+                    "quoted": r.value,
+                    "source_value": r.value_source,
+                    "equal": abs(r.value - r.value_source) < 0.05,
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def check_claims(df: pd.DataFrame, claims: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each improvement stated in a paper's text against the difference of its table rows.
+
+    ``claims`` (default ``paper_claims.csv``): the claim's wording, the two rows (``from`` and
+    ``to``) and the stated difference in points. The tolerance is half a unit of the stated
+    precision ("by 7%": 0.5; "by 1.3%": 0.05). Returns the claims with ``table_difference`` and
+    ``holds``.
+    """
+    claims = _read("paper_claims.csv", None) if claims is None else claims
+    out = []
+    for c in claims.itertuples(index=False):
+
+        def value(table: str, method: str, dim: str, c=c) -> float:
+            rows = _row(df, c.paper, table, method, dim)
+            rows = rows[(rows.dataset == c.dataset) & (rows.metric == c.metric)]
+            if len(rows) != 1:
+                raise KeyError(
+                    f"{c.paper} {table} {method!r}: {len(rows)} values of {c.dataset} {c.metric}"
+                )
+            return float(rows.value.iloc[0])
+
+        low = value(c.from_table, c.from_method, c.from_dim)
+        high = value(c.to_table, c.to_method, c.to_dim)
+        decimals = len(c.stated.partition(".")[2])
+        difference = round(high - low, 2)
+        out.append(
+            {
+                "paper": c.paper,
+                "where": c.where,
+                "claim": c.claim,
+                "from": f"{c.from_method} {low}",
+                "to": f"{c.to_method} {high}",
+                "stated": float(c.stated),
+                "table_difference": difference,
+                "holds": abs(difference - float(c.stated)) <= 0.5 * 10.0**-decimals + 1e-9,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def measured_beside(df: pd.DataFrame, ablation_csv: Path) -> pd.DataFrame:
+    """Wang et al.'s Table 2 beside this book's re-run on ``synthetic`` (Chapter 10's ablation).
+
+    ``ablation_csv`` is ``bench/results/ms_ablation.csv`` (recalls as fractions, several seeds);
+    the book's column is the mean over seeds in percent. Every other table of the papers is
+    "planned": its data sets need a GPU run (``dmlbook.engine``, Chapter 11's configs).
+    """
+    ours = pd.read_csv(ablation_csv, comment="#")
+    ours = ours[ours.study == "table2"]
+    metrics = [c for c in ours.columns if c.startswith("R@")]
+    mean = ours.groupby("variant")[metrics].mean().mul(100).round(1)
+    runs = ours.groupby("variant").size()
+    paper = df[(df.paper == "wang2019_ms") & (df.table == "Table 2")]
+    wide = paper.pivot(index="method", columns="metric", values="value")[metrics]
+    wide = wide.loc[paper.method.unique()]
+    joined = wide.merge(mean, how="left", left_index=True, right_index=True, suffixes=("", " book"))
+    joined["book runs"] = runs.reindex(joined.index).fillna(0).astype(int)
+    return joined.rename(columns={m: f"{m} paper" for m in metrics})
+
+
+def planned(df: pd.DataFrame) -> pd.DataFrame:
+    """How many printed numbers per paper and table, and what this book has measured of them.
+
+    Only Wang et al.'s Table 2 has a counterpart measured here; for the other tables the book's
+    configs cover the losses it implements (not the methods the papers quote), none run yet.
+    """
+    counts = df.groupby(["paper", "table"], sort=False).size().rename("numbers").reset_index()
+    measured = (counts.paper == "wang2019_ms") & (counts.table == "Table 2")
+    counts["this book"] = np.where(
+        measured,
+        "measured on synthetic (bench/results/ms_ablation.csv, Chapter 10)",
+        "not measured: needs a GPU run on the benchmark (configs/, Chapter 11)",
+    )
+    return counts

@@ -1,0 +1,235 @@
+"""The rendered book offline: a small book built with the real ``book/_config.yml``, opened in Chromium.
+
+``make test`` must not need ``make book`` first, so this builds a two-page book (an intro and one
+executed notebook with the kinds of content the chapters have: inline and display maths, maths in
+a heading, SymPy LaTeX output, a long code line, a figure stored as the chapters store theirs) in a
+temporary folder through ``tools/book.py``'s own ``prepare``/``render``, then checks it with
+``tools/book_check.py`` (the same checks ``python tools/book_check.py build/book/_build/html`` runs
+on the real book). A second build with Sphinx's default MathJax (a CDN) shows the checks fail.
+
+The browser tests need Chromium (Debian: ``apt-get install chromium``; ``.ci/run`` installs it).
+Without one they are skipped with that reason, unless ``DMLBOOK_REQUIRE_BROWSER=1`` (set by CI),
+where a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import io
+import os
+import sys
+from pathlib import Path
+
+import matplotlib
+import nbformat
+import pytest
+import yaml
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+book_check = importlib.import_module("book_check")
+spec = importlib.util.spec_from_file_location("book_tool", ROOT / "tools" / "book.py")
+book_tool = sys.modules.get("book_tool") or importlib.util.module_from_spec(spec)
+if "book_tool" not in sys.modules:
+    sys.modules["book_tool"] = book_tool
+    spec.loader.exec_module(book_tool)
+
+REPOSITORY = "https://github.com/dmlbook-readers/dmlbook"
+LONG_LINE = "values = [" + ", ".join(str(i) for i in range(60)) + "]"
+INTRO = r"""# A small book
+
+## A loss is a function of $\mathbf{S}$
+
+Inline maths $S_{ij} = \mathbf{x}_i^\top \mathbf{x}_j$ and a display:
+
+$$
+\frac{\partial \mathcal{L}}{\partial S_{ij}} = w_{ij}
+$$
+"""
+
+
+def figure_png() -> str:
+    """A figure stored as the chapters store theirs (80 dpi, the widest chapter figure's size)."""
+    fig, ax = plt.subplots(figsize=(855 / 80, 266 / 80), dpi=80)
+    ax.plot([0, 1, 2], [0, 1, 4])
+    ax.set_title("Recall@1 against epochs")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=80)
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def chapter() -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    sympy_output = nbformat.v4.new_output(
+        "execute_result",
+        {
+            "text/plain": "exp(x)/(exp(x) + 1)",
+            "text/latex": r"$\displaystyle \frac{e^{x}}{e^{x} + 1}$",
+        },
+        execution_count=1,
+    )
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(
+            "# Pair weights\n\n## Which loss has $|w_{ij}| = 2D_{ij}$?\n\nThe weight $\\alpha + \\beta$."
+        ),
+        nbformat.v4.new_code_cell("sp.exp(x) / (1 + sp.exp(x))", execution_count=1),
+        nbformat.v4.new_code_cell(LONG_LINE + "\nprint(values)", execution_count=2),
+        nbformat.v4.new_code_cell("plot()", execution_count=3),
+    ]
+    nb.cells[1].outputs = [sympy_output]
+    nb.cells[2].outputs = [nbformat.v4.new_output("stream", name="stdout", text=LONG_LINE + "\n")]
+    nb.cells[3].outputs = [
+        nbformat.v4.new_output(
+            "display_data", {"image/png": figure_png(), "text/plain": "<Figure>"}
+        )
+    ]
+    nb.metadata["kernelspec"] = book_tool.KERNELSPEC
+    return nb
+
+
+def build_small_book(out: Path, config_edit=None, offline: bool = True) -> Path:
+    """Build the small book in ``out`` through tools/book.py; returns the HTML folder.
+
+    ``render`` returns 0 for a book that reads offline and 1 when a page needs the network.
+    """
+    src = out / "src"
+    src.mkdir(parents=True)
+    config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
+    if config_edit:
+        config_edit(config)
+    (src / "_config.yml").write_text(yaml.safe_dump(config))
+    (src / "intro.md").write_text(INTRO)
+    if (ROOT / "book" / "_static").is_dir():
+        (src / "_static").symlink_to(ROOT / "book" / "_static")
+    site = out / "site"
+    site.mkdir()
+    nbformat.write(chapter(), site / "01_demo.ipynb")
+    book_tool.prepare(src, site, [site / "01_demo.ipynb"], REPOSITORY)
+    assert book_tool.render(site) == (0 if offline else 1)
+    assert (site / "_build" / "html" / "01_demo.html").is_file(), "Jupyter Book rendered nothing"
+    return site / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def html(tmp_path_factory) -> Path:
+    return build_small_book(tmp_path_factory.mktemp("offline-book"))
+
+
+@pytest.fixture(scope="module")
+def cdn_html(tmp_path_factory) -> Path:
+    """Today's default: the same book with Sphinx's own MathJax (from a CDN)."""
+
+    def sphinx_default_mathjax(config):
+        config["sphinx"].pop("extra_extensions", None)
+
+    return build_small_book(tmp_path_factory.mktemp("cdn-book"), sphinx_default_mathjax, False)
+
+
+@pytest.fixture(scope="module")
+def browser() -> str:
+    found = book_check.find_browser()
+    if found is None:
+        message = "no Chromium on PATH (apt-get install chromium)"
+        if os.environ.get("DMLBOOK_REQUIRE_BROWSER") == "1":
+            pytest.fail(message + "; DMLBOOK_REQUIRE_BROWSER=1 requires it")
+        pytest.skip(message)
+    return found
+
+
+def test_real_config_bundles_mathjax_from_the_installed_package():
+    config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
+    assert "sphinx-mathjax-offline" in config["sphinx"]["extra_extensions"]
+    package = importlib.util.find_spec("sphinx-mathjax-offline")
+    assert package is not None, "pip install sphinx-mathjax-offline (the book extra)"
+    mathjax = Path(package.origin).parent / "static" / "mathjax"
+    assert (mathjax / "tex-chtml.js").is_file()
+    fonts = list((mathjax / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff"))
+    assert len(fonts) > 20, "MathJax's CHTML fonts must ship with it"
+
+
+def test_rendered_pages_reference_nothing_on_the_network(html):
+    assert book_check.network_references(html) == []
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
+
+
+def test_equations_render_with_the_network_cut_off(html, browser):
+    pages = ["intro.html", "01_demo.html"]
+    for page in pages:
+        result = book_check.open_offline(html / page, browser)
+        assert book_check.page_problems(result) == [], page
+        assert result.requests == []
+    intro = book_check.parse(book_check.open_offline(html / "intro.html", browser).dom)
+    assert intro.math >= 4, "heading, contents entry, inline and display maths typeset"
+
+
+def test_sphinx_default_mathjax_is_caught(cdn_html, browser):
+    remote = book_check.network_references(cdn_html)
+    assert any("cdn.jsdelivr.net/npm/mathjax" in line for line in remote)
+    problems = book_check.page_problems(book_check.open_offline(cdn_html / "01_demo.html", browser))
+    assert any(p.startswith("requested the network: https://cdn.jsdelivr.net") for p in problems)
+    assert any("no MathJax output" in p for p in problems)
+    assert any("raw TeX left in the text" in p and "\\frac" in p for p in problems)
+
+
+def test_launch_links_are_plain_links_and_each_chapter_downloads_as_ipynb(html):
+    page = (html / "01_demo.html").read_text()
+    binder = "https://mybinder.org/v2/gh/dmlbook-readers/dmlbook/main?urlpath="
+    colab = "https://colab.research.google.com/github/dmlbook-readers/dmlbook/blob/main/book/"
+    assert f'href="{binder}' in page and f'href="{colab}01_demo.ipynb"' in page
+    assert 'href="_sources/01_demo.ipynb"' in page
+    downloaded = nbformat.read(html / "_sources" / "01_demo.ipynb", as_version=4)
+    assert downloaded.cells[2].source.startswith(LONG_LINE)
+
+
+@pytest.mark.parametrize(
+    ("remote", "expected"),
+    [
+        ("https://github.com/owner/dmlbook.git", "https://github.com/owner/dmlbook"),
+        ("git@github.com:owner/dml.book.git", "https://github.com/owner/dml.book"),
+        ("https://github.com/owner/dmlbook/", "https://github.com/owner/dmlbook"),
+        ("/work/main", None),
+        ("https://gitlab.com/owner/dmlbook.git", None),
+        ("", None),
+    ],
+)
+def test_launch_links_only_for_a_github_repository(monkeypatch, tmp_path, remote, expected):
+    monkeypatch.setenv("DMLBOOK_REPOSITORY", remote)
+    if not remote:
+        monkeypatch.delenv("DMLBOOK_REPOSITORY")  # and tmp_path is no git clone: no origin
+    assert book_tool.repository_url(tmp_path) == expected
+
+
+def test_clipped_code_and_shrunken_figures_are_reported(tmp_path, browser):
+    png = figure_png()
+    page = tmp_path / "bad.html"
+    page.write_text(
+        "<html><body><div style='width:300px'>"
+        f"<pre style='overflow-x:hidden;white-space:pre'>{LONG_LINE}</pre>"
+        f"<img style='width:200px' src='data:image/png;base64,{png}'>"
+        "</div></body></html>"
+    )
+    problems = book_check.page_problems(book_check.open_offline(page, browser), expect_math=False)
+    assert any(p.startswith("code line clipped: 'values = [0, 1") for p in problems)
+    assert any("shown at 200px of its 855px" in p for p in problems)
+
+
+def test_no_chapter_title_carries_maths():
+    """The contents panel shows page titles as plain text: ``\\mathbf{S}`` where maths was."""
+    titled = []
+    for path in book_tool.chapters():
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                titled += [
+                    f"{path.name}: {line}"
+                    for line in cell.source.splitlines()
+                    if line.startswith("# ") and "$" in line
+                ]
+    intro = (ROOT / "book" / "intro.md").read_text().splitlines()
+    titled += [f"intro.md: {line}" for line in intro if line.startswith("# ") and "$" in line]
+    assert titled == [], "keep maths out of '# ' titles (section headings are fine)"

@@ -1,0 +1,133 @@
+"""The errata convention (dmlbook/errata.py) and the errata page tools/book.py builds from it."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dmlbook.errata import Erratum, ErratumFormatError, collect, errata_page, parse_cell
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("book_tool", ROOT / "tools" / "book.py")
+book_tool = sys.modules.get("book_tool") or importlib.util.module_from_spec(spec)
+if "book_tool" not in sys.modules:
+    sys.modules["book_tool"] = book_tool
+    spec.loader.exec_module(book_tool)
+
+GOOD = """:::{admonition} Erratum — Liu et al., Eq. 20
+:class: erratum
+**Printed:** $\\max$ of the negatives.
+
+**Correct:** $\\min$ of the
+negatives.
+
+**Proof:** the tiny batch.
+:::"""
+
+# What the chapters mark, read off the chapters' own prose (grep "erratum", "misprint", "typo",
+# "printed" in book/): the chapter and the (paper, place) of each erratum. A new erratum cell
+# must be added here too, so that one deleted by accident is noticed.
+EXPECTED = {
+    ("04_triplet.ipynb", "Liu et al.", "Eq. 20"),
+    ("05_lifted_structure.ipynb", "Wang et al. 2019", "text after Table 1 (on Eq. 8)"),
+    ("05_lifted_structure.ipynb", "Liu et al.", "Eq. 14"),
+    ("07_npair.ipynb", "Wang et al. 2019", "supplement Eq. 1 (NCA)"),
+    ("08_three_similarities.ipynb", "Wang et al. 2019", "Sec. 4.1 (Figure 2, middle)"),
+    ("10_multi_similarity.ipynb", "Liu et al.", "Eq. 39"),
+    ("90_papers_numbers.ipynb", "DRO paper", "Table 2 (Cars-196 rows quoted from Wang et al.)"),
+    ("90_papers_numbers.ipynb", "Wang et al. 2019", "Sec. 5.1 (LiftedStruct*_m at recall@1)"),
+    ("90_papers_numbers.ipynb", "Wang et al. 2019", "Sec. 5.3 (In-Shop against ABE)"),
+    ("90_papers_numbers.ipynb", "Wang et al. 2019", "Sec. 5.3 (CUB-200-2011 against Proxy-NCA)"),
+}
+
+
+def test_a_well_formed_cell_parses_into_its_fields():
+    e = parse_cell(GOOD, "04_triplet.ipynb", 7)
+    assert (e.paper, e.where, e.title) == ("Liu et al.", "Eq. 20", "Liu et al., Eq. 20")
+    assert (e.printed, e.correct, e.proof) == (
+        "$\\max$ of the negatives.",
+        "$\\min$ of the negatives.",
+        "the tiny batch.",
+    )
+    assert (e.chapter, e.cell) == ("04_triplet.ipynb", 7)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (GOOD.replace(":::{admonition} Erratum — ", ":::{note} "), "starts with"),
+        (GOOD.removesuffix(":::"), "close the erratum"),
+        (GOOD.replace("Liu et al., Eq. 20", "Liu et al. Eq. 20"), "<paper>, <place>"),
+        (GOOD.replace("**Proof:**", "**Why:**"), "Printed, Correct"),
+        (GOOD.replace("**Correct:**", "**Kind:**"), "found Printed, Proof"),
+        (GOOD.replace("the tiny batch.", ""), "Proof are empty"),
+    ],
+)
+def test_malformed_cells_are_refused_with_the_fix(source, message):
+    with pytest.raises(ErratumFormatError, match="04_x.ipynb, cell 3") as err:
+        parse_cell(source, "04_x.ipynb", 3)
+    assert message in str(err.value)
+
+
+words = st.text(
+    st.characters(whitelist_categories=("L", "N"), whitelist_characters=" .$\\"), min_size=1
+)
+
+
+@given(paper=words, place=words, printed=words, correct=words, proof=words)
+def test_any_text_round_trips_through_a_cell(paper, place, printed, correct, proof):
+    paper, place = paper.replace(",", "").strip() or "P", place.strip() or "Eq. 1"
+    printed, correct, proof = (" ".join(x.split()) or "x" for x in (printed, correct, proof))
+    source = (
+        f":::{{admonition}} Erratum — {paper}, {place}\n:class: erratum\n**Printed:** {printed}\n\n"
+        f"**Correct:** {correct}\n\n**Proof:** {proof}\n:::"
+    )
+    e = parse_cell(source, "01_a.ipynb", 0)
+    assert (e.paper, e.where, e.printed, e.correct, e.proof) == (
+        paper,
+        place,
+        printed,
+        correct,
+        proof,
+    )
+
+
+def test_every_chapter_erratum_parses_and_the_set_is_the_expected_one():
+    found = collect(book_tool.chapters())
+    assert {(e.chapter, e.paper, e.where) for e in found} == EXPECTED
+
+
+def test_the_page_lists_every_erratum_with_its_chapter():
+    found = collect(book_tool.chapters())
+    page = errata_page(found)
+    for e in found:
+        stem = Path(e.chapter).stem
+        assert f"### {e.where}" in page
+        assert f"- **Printed:** {e.printed}" in page and f"- **Correct:** {e.correct}" in page
+        assert f"([{stem}]({stem}.ipynb), cell {e.cell})" in page
+    assert page.count("### ") == len(found) and f"{len(found)} errata in" in page
+
+
+def test_the_build_writes_the_page_and_lists_it_after_the_chapters(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# A chapter"), nbformat.v4.new_markdown_cell(GOOD)]
+    nbformat.write(nb, tmp_path / "01_a.ipynb")
+    (tmp_path / "_config.yml").write_text((ROOT / "book" / "_config.yml").read_text())
+    out = tmp_path / "out"
+    out.mkdir()
+    nbformat.write(nb, out / "01_a.ipynb")
+    book_tool.prepare(tmp_path, out, [out / "01_a.ipynb"], None)
+    page = (out / "errata.md").read_text()
+    assert "### Eq. 20" in page and "([01_a](01_a.ipynb), cell 1)" in page
+    assert (out / "_toc.yml").read_text().splitlines()[-2:] == ["- file: 01_a", "- file: errata"]
+
+
+def test_an_empty_book_says_so():
+    assert "No erratum cells" in errata_page([])
+    assert isinstance(Erratum("p", "w", "a", "b", "c", "x.ipynb", 0).title, str)

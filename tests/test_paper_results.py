@@ -1,0 +1,203 @@
+"""The seed papers' results as data (dmlbook/data/paper_results.csv) and the checks on them."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dmlbook import paper_results as pr
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADER = ",".join(pr.COLUMNS)
+
+# The results tables each paper prints (read off the seeds' captions), and how many rows each
+# prints for a data set (Xuan and Pless's Tables 3-4 print two columns per row: 12 and 14):
+# an independent count that catches a lost row.
+TABLES = {
+    ("wang2019_ms", "Table 2"): 8,
+    ("wang2019_ms", "Table 3"): 10,
+    ("wang2019_ms", "Table 4"): 7,
+    ("wang2019_ms", "Table 5"): 10,
+    ("wang2019_ms", "Supp. Table 1"): 5,
+    ("wang2019_ms", "Supp. Table 2"): 7,
+    ("liu_gpw", "Table I"): 4,
+    ("liu_gpw", "Table II"): 3,
+    ("liu_gpw", "Table III"): 44,
+    ("liu_gpw", "Table IV"): 18,
+    ("liu_gpw", "Table V"): 17,
+    ("dro", "Table 1"): 14,
+    ("dro", "Table 2"): 6,
+    ("dro", "Table 3"): 11,
+    ("dro", "Table 4"): 4,
+    ("xuan2020", "Table 2"): 4,
+    ("xuan2020", "Table 3"): 12,
+    ("xuan2020", "Table 4"): 14,
+    ("xuan2020", "Table 5"): 14,
+    # learning-rate sweeps: rows x 4 learning rates per data set
+    ("xuan2020", "Appendix Table 1"): 4 * 4,
+    ("xuan2020", "Appendix Table 2"): 12 * 4,
+    ("xuan2020", "Appendix Table 3"): 10 * 4,
+}
+
+# Spot checks typed from the papers (not from the CSV): paper, table, data set, method, dim,
+# batch, metric, value.
+SPOT = [
+    ("wang2019_ms", "Table 3", "CUB-200-2011", "MS", "512", "", "R@1", 65.7),
+    ("wang2019_ms", "Table 3", "Cars-196", "MS", "64", "", "R@32", 98.2),
+    ("wang2019_ms", "Table 2", "Cars-196", "LiftedStruct*_m", "64", "", "R@1", 72.2),
+    ("wang2019_ms", "Supp. Table 2", "SOP", "MS", "512", "1000", "R@1", 78.35),
+    ("liu_gpw", "Table V", "SOP", "Pair-E (a,b,d = 2,10,1024)", "1024", "320", "R@1", 80.9),
+    ("dro", "Table 3", "In-Shop", "DRO-TopK-PN_M", "1024", "640", "R@1", 91.3),
+    ("xuan2020", "Table 5", "Cars-196", "Ours(B384)", "64", "384", "R@1", 86.5),
+    ("xuan2020", "Table 5", "In-Shop", "Ours(B256)", "512", "256", "R@1", 92.2),
+]
+
+
+@pytest.fixture(scope="module")
+def results() -> pd.DataFrame:
+    return pr.load_paper_results()
+
+
+def test_every_table_is_there_with_all_its_methods(results):
+    per_dataset = results.drop_duplicates(pr.ROW_KEY).groupby(["paper", "table", "dataset"]).size()
+    assert per_dataset.groupby(["paper", "table"]).max().to_dict() == TABLES
+
+
+def test_rows_are_well_formed(results):
+    assert set(results.metric) <= {
+        f"R@{k}" for k in (1, 2, 4, 8, 10, 16, 20, 30, 32, 40, 50, 100, 1000)
+    }
+    assert results.value.between(0, 100).all()
+    assert not results.duplicated(pr.ROW_KEY + ["metric"]).any(), "one number per row and metric"
+    stds = 8 + 23 + 27 + 2 * 4 * (4 + 12 + 10)
+    assert results["std"].notna().sum() == stds, "Xuan and Pless's Tables 2-4 and appendix: std"
+
+
+@pytest.mark.parametrize(
+    ("paper", "table", "dataset", "method", "dim", "batch", "metric", "value"), SPOT
+)
+def test_spot_values(results, paper, table, dataset, method, dim, batch, metric, value):
+    key = (paper, table, dataset, method, dim, batch, metric)
+    columns = [*pr.ROW_KEY[:4], "dim", "batch", "metric"]
+    row = results[(results[columns] == pd.Series(key, index=columns)).all(axis=1)]
+    assert list(row.value) == [value]
+
+
+def test_the_package_ships_the_data():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"data/*.csv"' in pyproject
+    for name in ("paper_results.csv", "paper_quotes.csv", "paper_claims.csv"):
+        assert (pr.DATA / name).is_file()
+
+
+def write(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "results.csv"
+    path.write_text("# a\n# b\n# c\n" + HEADER + "\n" + "\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("wang2019_ms,T,CUB-200-2011,MS,,,,mAP,50,,", "line 5: metric must be R@K, got 'mAP'"),
+        ("wang2019_ms,T,CUB-200-2011,MS,,,,R@1,150,,", "line 5: value '150' is not a percentage"),
+        ("wang2019_ms,T,CUB-200-2011,MS,,,,R@1,x,,", "line 5: value 'x'"),
+        ("nobody,T,CUB-200-2011,MS,,,,R@1,50,,", "line 5: unknown paper 'nobody'"),
+        ("wang2019_ms,T,MNIST,MS,,,,R@1,50,,", "line 5: unknown data set 'MNIST'"),
+    ],
+)
+def test_bad_rows_are_refused_with_their_line(tmp_path, row, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        pr.load_paper_results(write(tmp_path, [row]))
+
+
+def table(values: list[float], ks: list[int]) -> pd.DataFrame:
+    lines = [f"dro,T,SOP,m,,,,R@{k},{v},," for k, v in zip(ks, values, strict=True)]
+    return pd.DataFrame(
+        [dict(zip(pr.COLUMNS, line.split(","), strict=True)) for line in lines]
+    ).assign(value=values, k=ks)
+
+
+@given(st.lists(st.floats(0, 100, allow_nan=False), min_size=2, max_size=6, unique=True))
+def test_monotonicity_check_flags_exactly_the_falls(values):
+    ks = [1, 2, 4, 8, 16, 32][: len(values)]
+    falls = pr.recall_not_monotone(table(values, ks))
+    expected = [(ks[i], ks[i + 1]) for i in range(len(values) - 1) if values[i + 1] < values[i]]
+    assert list(zip(falls.k_low, falls.k_high, strict=True)) == expected
+
+
+def test_quotes_are_compared_number_by_number():
+    a = table([50.0, 60.0], [1, 2]).assign(paper="dro", method="quoting")
+    b = table([50.0, 61.0], [1, 2]).assign(paper="wang2019_ms", method="source")
+    quotes = pd.DataFrame(
+        [
+            dict(
+                paper="dro",
+                table="T",
+                method="quoting",
+                dim="",
+                source_paper="wang2019_ms",
+                source_table="T",
+                source_method="source",
+                source_dim="",
+            )
+        ]
+    )
+    out = pr.compare_quotes(pd.concat([a, b]), quotes)
+    assert list(out.equal) == [True, False] and list(out.source_value) == [50.0, 61.0]
+
+
+@pytest.mark.parametrize(
+    ("stated", "low", "high", "holds"),
+    [
+        ("7", 49.2, 57.4, False),
+        ("7", 49.2, 56.5, True),
+        ("1.3", 71.9, 73.2, True),
+        ("2.7", 87.3, 89.7, False),
+    ],
+)
+def test_claims_hold_to_their_stated_precision(stated, low, high, holds):
+    df = pd.concat([table([low], [1]).assign(method="a"), table([high], [1]).assign(method="b")])
+    claims = pd.DataFrame(
+        [
+            dict(
+                paper="dro",
+                where="Sec. 1",
+                claim="c",
+                dataset="SOP",
+                metric="R@1",
+                from_table="T",
+                from_method="a",
+                from_dim="",
+                to_table="T",
+                to_method="b",
+                to_dim="",
+                stated=stated,
+            )
+        ]
+    )
+    assert pr.check_claims(df, claims).holds.tolist() == [holds]
+
+
+def test_the_checks_run_on_the_real_file(results):
+    assert len(pr.recall_not_monotone(results)) == 1
+    quotes = pr.compare_quotes(results)
+    assert len(quotes) > 200 and quotes.equal.mean() > 0.9
+    claims = pr.check_claims(results)
+    assert len(claims) == 16 and claims.holds.sum() == 13
+
+
+def test_measured_beside_is_the_mean_of_the_books_runs(results):
+    path = ROOT / "bench" / "results" / "ms_ablation.csv"
+    with path.open() as f:
+        rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#"))]
+    ms = [float(r["R@1"]) for r in rows if r["study"] == "table2" and r["variant"] == "MS"]
+    beside = pr.measured_beside(results, path)
+    assert beside.loc["MS", "R@1 book"] == round(100 * sum(ms) / len(ms), 1)
+    assert beside.loc["MS", "R@1 paper"] == 77.3 and beside.loc["MS", "book runs"] == len(ms)
+    assert list(beside.index[:2]) == ["Binomial", "LiftedStruct*"]
