@@ -162,7 +162,7 @@ def compare_on_benchmark(plan: pd.DataFrame, *, progress: bool | None = None) ->
         raise TypeError("plan must be the table returned by plan_benchmark(...).")
     rows, interrupted = [], False
     for (label, seed), cfg in plan["config"].items():
-        result = train(cfg, resume=True, progress=progress, verbose=False)
+        result = train(cfg, resume="auto", progress=progress, verbose=False)
         last = result.history.iloc[-1]
         metrics = [c for c in result.history.columns if c.startswith("R@")] + ["MAP@R", "RP"]
         row = {"label": label, "seed": seed, **{c: float(last[c]) for c in metrics}}
