@@ -91,8 +91,15 @@ def inputs_and_labels(data: object, name: str) -> tuple[torch.Tensor, torch.Tens
 
 
 def _check_args(
-    model: object, loss_fn: object, epochs: int, lr: float, eval_every: int, ks: Sequence[int]
+    model: object,
+    loss_fn: object,
+    epochs: int,
+    eval_every: int,
+    ks: Sequence[int],
+    grad_clip: float | None,
+    augment: object,
 ) -> tuple[int, ...]:
+    """Raise on a bad argument of :func:`fit`; return ``ks`` as a tuple."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
     if not callable(loss_fn):
@@ -102,12 +109,25 @@ def _check_args(
         )
     check_positive_int(epochs, "epochs")
     check_positive_int(eval_every, "eval_every")
-    if not (isinstance(lr, int | float) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}.")
+    if grad_clip is not None and not (math.isfinite(grad_clip) and grad_clip > 0):
+        raise ValueError(f"grad_clip must be a positive number or None, got {grad_clip!r}.")
+    if augment is not None and not callable(augment):
+        raise TypeError(f"augment must be callable as augment(x, generator), got {augment!r}.")
     ks = (ks,) if isinstance(ks, int) else tuple(ks)
     if not ks:
         raise ValueError("ks must name at least one K for Recall@K, e.g. ks=(1, 2, 4, 8).")
     return tuple(check_positive_int(k, "each K in ks") for k in ks)
+
+
+def _to_device(model: nn.Module, loss_fn: object, device: torch.device) -> list[nn.Parameter]:
+    """Move the model (and a module loss) to ``device``; return every parameter to train."""
+    model.to(device)
+    params = list(model.parameters())
+    if isinstance(loss_fn, nn.Module):
+        loss_fn.to(device)
+        seen = {id(p) for p in params}
+        params += [p for p in loss_fn.parameters() if id(p) not in seen]
+    return params
 
 
 def fit(
@@ -202,24 +222,15 @@ def fit(
     On a CPU two calls with the same seed and identically initialised models return identical
     histories, except for the ``seconds`` column.
     """
-    ks = _check_args(model, loss_fn, epochs, lr, eval_every, ks)
+    ks = _check_args(model, loss_fn, epochs, eval_every, ks, grad_clip, augment)
+    settings = {"weight_decay": weight_decay, "momentum": momentum, "nesterov": nesterov}
+    check_optimizer(optimizer, lr, **settings)  # before any work
     train_x, train_y = inputs_and_labels(train, "train")
     test_x, test_y = inputs_and_labels(test, "test") if test is not None else (None, None)
-    if grad_clip is not None and not (math.isfinite(grad_clip) and grad_clip > 0):
-        raise ValueError(f"grad_clip must be a positive number or None, got {grad_clip!r}.")
-    if augment is not None and not callable(augment):
-        raise TypeError(f"augment must be callable as augment(x, generator), got {augment!r}.")
-    settings = {"momentum": momentum, "nesterov": nesterov}
-    check_optimizer(optimizer, lr, weight_decay=weight_decay, **settings)  # before any work
 
     generator = seed_everything(seed)
     device = torch.device(device)
-    model.to(device)
-    params = list(model.parameters())
-    if isinstance(loss_fn, nn.Module):
-        loss_fn.to(device)
-        seen = {id(p) for p in params}
-        params += [p for p in loss_fn.parameters() if id(p) not in seen]
+    params = _to_device(model, loss_fn, device)
     sampler = PKSampler(train_y, batch_size, k, seed=seed, batches_per_epoch=batches_per_epoch)
     n_batches = len(sampler)
 
@@ -229,14 +240,8 @@ def fit(
         scores = recall_at_k(embed(model, test_x, device=device), test_y, ks)
         return {f"R@{kk}": float(scores[kk]) for kk in ks}
 
-    trainer = Trainer(
-        model,
-        loss_fn,
-        make_optimizer(params, optimizer, lr, weight_decay, **settings),
-        evaluator=recall,
-        grad_clip=grad_clip,
-        check_finite=True,
-    )
+    opt = make_optimizer(params, optimizer, lr, **settings)
+    trainer = Trainer(model, loss_fn, opt, evaluator=recall, grad_clip=grad_clip, check_finite=True)
 
     def batches(epoch: int, skip: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         sampler.set_epoch(epoch)
