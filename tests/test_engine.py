@@ -51,6 +51,7 @@ from dmlbook.evaluate import retrieval_metrics
 from dmlbook.losses import ContrastiveLoss, TripletLoss
 from dmlbook.models.pretrained import InputSpec
 from dmlbook.reproducibility import seed_everything
+from dmlbook.studies.results import as_results, paired_differences
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
@@ -579,6 +580,11 @@ def test_compare_on_benchmark_swaps_only_the_loss_and_resumes(tmp_path):
     assert loss == {"name": "contrastive", "params": {"margin": 0.3}}
     assert configs["MS"]["loss"] == {"name": "multi_similarity", "params": {"beta": 40.0}}
     assert (configs["contrastive (m=0.3)"]["train"]["k"], configs["MS"]["train"]["k"]) == (4, 2)
+    runs = as_results(table, loss="label")  # the package's results layout
+    assert list(runs.columns[:6]) == ["loss", "seed", "R@1", "R@2", "R@4", "MAP@R"]
+    assert paired_differences(runs, "MS", "R@1").loc["contrastive (m=0.3)", "mean"] == (
+        pytest.approx(table["R@1"].iloc[0] - table["R@1"].iloc[1])
+    )
     checkpoint = Path(table.iloc[0]["out_dir"]) / "last.pt"
     stamp = checkpoint.stat().st_mtime_ns
     again = compare_on_benchmark(plan, progress=False)

@@ -157,6 +157,9 @@ def compare_on_benchmark(plan: pd.DataFrame, *, progress: bool | None = None) ->
         set), ``best R@1`` (the test-selected checkpoint, as the public codes report it),
         ``iterations`` and ``out_dir``. ``attrs["interrupted"]`` is True if Ctrl-C stopped a run
         (its row holds the metrics so far, later runs are left out; calling again resumes).
+        ``dmlbook.studies.results.as_results(table, loss="label")`` puts it in the package's
+        results layout, which :func:`~dmlbook.studies.results.summarize` and
+        :func:`~dmlbook.studies.results.paired_differences` read.
     """
     if not isinstance(plan, pd.DataFrame) or "config" not in plan.columns:
         raise TypeError("plan must be the table returned by plan_benchmark(...).")
