@@ -165,6 +165,7 @@ class _Run:
             self.resume_augment = state["rng"]["augment"]
             torch.set_rng_state(state["rng"]["torch"])
         self.tb = tensorboard(cfg, self.out)
+        self.bar: tqdm | None = None  # made by run()
         self.last_save = self.tick = time.perf_counter()
 
     # ---------------------------------------------------------------- the loop's parts
