@@ -26,13 +26,12 @@ from typing import Any
 
 import pandas as pd
 from torch import nn
-from tqdm import tqdm
 
 from .evaluate import recall_at_k
 from .losses.registry import get_loss
 from .models.embedding import check_positive_int, embed
-from .progress import progress_disabled
 from .reproducibility import seed_everything
+from .studies.harness import run_grid
 from .studies.results import (
     as_results,
     format_paired,
@@ -207,46 +206,33 @@ def compare_losses(
     device = fit_kwargs.get("device", "cpu")
     test_x, test_y = inputs_and_labels(test, "test")
 
+    def run_one(label: str, seed: int) -> tuple[pd.DataFrame, bool]:
+        start = time.perf_counter()
+        seed_everything(seed)
+        model = make_model()
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                f"make_model() must return a torch.nn.Module, got {type(model).__name__}."
+            )
+        loss_fn = factories[label]()
+        kwargs = dict(fit_kwargs, progress=progress, seed=seed, ks=ks)
+        if eval_every is None:
+            history = fit(model, loss_fn, train, None, **kwargs)
+            interrupted = bool(history.attrs.get("interrupted", False))
+            history = history.iloc[[-1]].copy()
+            if not interrupted:  # score the finished run once
+                recall = recall_at_k(embed(model, test_x, device=device), test_y, ks)
+                for k in ks:
+                    history[f"R@{k}"] = float(recall[k])
+            history["seconds"] = time.perf_counter() - start
+        else:
+            history = fit(model, loss_fn, train, test, eval_every=eval_every, **kwargs)
+            interrupted = bool(history.attrs.get("interrupted", False))
+        return history.rename(columns={"loss": "train_loss"}), interrupted
+
+    # a run cut short is not comparable with the others: it is dropped
     runs = [(label, seed) for label in factories for seed in seeds]
-    bar = tqdm(total=len(runs), desc="runs", unit="run", disable=progress_disabled(progress))
-    frames: list[pd.DataFrame] = []
-    interrupted = False
-    try:
-        for label, seed in runs:
-            bar.set_postfix(loss=label, seed=seed, refresh=False)
-            start = time.perf_counter()
-            seed_everything(seed)
-            model = make_model()
-            if not isinstance(model, nn.Module):
-                raise TypeError(
-                    f"make_model() must return a torch.nn.Module, got {type(model).__name__}."
-                )
-            loss_fn = factories[label]()
-            kwargs = dict(fit_kwargs, progress=progress, seed=seed, ks=ks)
-            if eval_every is None:
-                history = fit(model, loss_fn, train, None, **kwargs)
-                interrupted = bool(history.attrs.get("interrupted", False))
-                history = history.iloc[[-1]].copy()
-                if not interrupted:  # score the finished run once
-                    recall = recall_at_k(embed(model, test_x, device=device), test_y, ks)
-                    for k in ks:
-                        history[f"R@{k}"] = float(recall[k])
-                history["seconds"] = time.perf_counter() - start
-            else:
-                history = fit(model, loss_fn, train, test, eval_every=eval_every, **kwargs)
-                interrupted = bool(history.attrs.get("interrupted", False))
-            if not interrupted:  # a run cut short is not comparable with the others: drop it
-                history = history.rename(columns={"loss": "train_loss"})
-                history.insert(0, "seed", seed)
-                history.insert(0, "loss", label)
-                frames.append(history)
-                bar.update(1)
-            else:
-                break
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        bar.close()
+    frames, interrupted = run_grid(runs, run_one, keep_interrupted=False, progress=progress)
     if interrupted:
         print(
             f"compare_losses interrupted: returning the {len(frames)} of {len(runs)} runs that "
