@@ -16,7 +16,7 @@ Both training paths run it: :func:`dmlbook.train.fit` (the chapters, in-memory d
 and :meth:`Trainer.restore` save and reload the model, loss, optimiser, position and history, so
 that a resumed run continues exactly where it stopped.
 
-Tests: ``tests/test_engine_loop.py`` (and through fit and train, ``tests/test_train.py`` and
+Tests: ``tests/engine/test_loop.py`` (and through fit and train, ``tests/test_train.py`` and
 ``tests/test_engine.py``). Chapter 11 shows the loop.
 """
 

@@ -6,7 +6,7 @@
 errors with the ``optim.`` prefix). SGD's momentum is a setting (default 0.9, as the papers' SGD
 recipes; ``momentum=0`` is plain SGD); Adam's ``betas`` and ``eps`` are settings too.
 
-Tests: ``tests/test_engine_optim.py``.
+Tests: ``tests/engine/test_optim.py``.
 """
 
 from __future__ import annotations
