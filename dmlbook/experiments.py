@@ -7,7 +7,8 @@ every loss sees the *same* PK batches in the same order for that seed, and the s
 learning rate and number of steps) and scores Recall@K on the test split. Seeds change the
 initial weights and the batches together.
 
-The result is a tidy :class:`pandas.DataFrame`, one row per (loss, seed, evaluated epoch), which
+The result is a tidy :class:`pandas.DataFrame` in the package's results layout
+(:mod:`dmlbook.studies.results`), one row per (loss, seed, evaluated epoch), which
 :func:`summarize` reduces to mean and standard deviation over seeds and :func:`format_summary`
 prints as ``mean +- std`` (in percent). :func:`dmlbook.plots.plot_recall_bars` draws the summary.
 
@@ -18,7 +19,6 @@ is usually smaller than the spread of either loss across seeds.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,12 +26,22 @@ from typing import Any
 
 import pandas as pd
 from torch import nn
-from tqdm import tqdm
 
+from .evaluate import recall_at_k
 from .losses.registry import get_loss
 from .models.embedding import check_positive_int, embed
-from .progress import progress_disabled
 from .reproducibility import seed_everything
+from .studies.harness import run_grid
+from .studies.results import (
+    as_results,
+    format_paired,
+    format_summary,
+    metric_columns,
+    paired_differences,
+    recall_columns,
+    summarize,
+)
+from .train import fit, inputs_and_labels
 
 __all__ = [
     "LossSpec",
@@ -40,6 +50,9 @@ __all__ = [
     "format_summary",
     "paired_differences",
     "recall_columns",
+    "as_results",
+    "format_paired",
+    "metric_columns",
 ]
 
 
@@ -172,9 +185,6 @@ def compare_losses(
     ...     lambda: SmallCNN(dim=64, width=16), train, test, seeds=(0, 1, 2), epochs=4)
     >>> format_summary(summarize(runs))  # doctest: +SKIP
     """
-    from .evaluate import recall_at_k
-    from .train import fit, inputs_and_labels
-
     if not isinstance(losses, Mapping) or not losses:
         raise ValueError("losses must be a non-empty dict {label: loss}.")
     factories = {str(label): _as_factory(str(label), spec) for label, spec in losses.items()}
@@ -196,46 +206,33 @@ def compare_losses(
     device = fit_kwargs.get("device", "cpu")
     test_x, test_y = inputs_and_labels(test, "test")
 
+    def run_one(label: str, seed: int) -> tuple[pd.DataFrame, bool]:
+        start = time.perf_counter()
+        seed_everything(seed)
+        model = make_model()
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                f"make_model() must return a torch.nn.Module, got {type(model).__name__}."
+            )
+        loss_fn = factories[label]()
+        kwargs = dict(fit_kwargs, progress=progress, seed=seed, ks=ks)
+        if eval_every is None:
+            history = fit(model, loss_fn, train, None, **kwargs)
+            interrupted = bool(history.attrs.get("interrupted", False))
+            history = history.iloc[[-1]].copy()
+            if not interrupted:  # score the finished run once
+                recall = recall_at_k(embed(model, test_x, device=device), test_y, ks)
+                for k in ks:
+                    history[f"R@{k}"] = float(recall[k])
+            history["seconds"] = time.perf_counter() - start
+        else:
+            history = fit(model, loss_fn, train, test, eval_every=eval_every, **kwargs)
+            interrupted = bool(history.attrs.get("interrupted", False))
+        return history.rename(columns={"loss": "train_loss"}), interrupted
+
+    # a run cut short is not comparable with the others: it is dropped
     runs = [(label, seed) for label in factories for seed in seeds]
-    bar = tqdm(total=len(runs), desc="runs", unit="run", disable=progress_disabled(progress))
-    frames: list[pd.DataFrame] = []
-    interrupted = False
-    try:
-        for label, seed in runs:
-            bar.set_postfix(loss=label, seed=seed, refresh=False)
-            start = time.perf_counter()
-            seed_everything(seed)
-            model = make_model()
-            if not isinstance(model, nn.Module):
-                raise TypeError(
-                    f"make_model() must return a torch.nn.Module, got {type(model).__name__}."
-                )
-            loss_fn = factories[label]()
-            kwargs = dict(fit_kwargs, progress=progress, seed=seed, ks=ks)
-            if eval_every is None:
-                history = fit(model, loss_fn, train, None, **kwargs)
-                interrupted = bool(history.attrs.get("interrupted", False))
-                history = history.iloc[[-1]].copy()
-                if not interrupted:  # score the finished run once
-                    recall = recall_at_k(embed(model, test_x, device=device), test_y, ks)
-                    for k in ks:
-                        history[f"R@{k}"] = float(recall[k])
-                history["seconds"] = time.perf_counter() - start
-            else:
-                history = fit(model, loss_fn, train, test, eval_every=eval_every, **kwargs)
-                interrupted = bool(history.attrs.get("interrupted", False))
-            if not interrupted:  # a run cut short is not comparable with the others: drop it
-                history = history.rename(columns={"loss": "train_loss"})
-                history.insert(0, "seed", seed)
-                history.insert(0, "loss", label)
-                frames.append(history)
-                bar.update(1)
-            else:
-                break
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        bar.close()
+    frames, interrupted = run_grid(runs, run_one, keep_interrupted=False, progress=progress)
     if interrupted:
         print(
             f"compare_losses interrupted: returning the {len(frames)} of {len(runs)} runs that "
@@ -263,160 +260,4 @@ def compare_losses(
             for k, v in fit_kwargs.items()
         },
     )
-    return out
-
-
-def recall_columns(frame: pd.DataFrame) -> list[str]:
-    """The ``R@K`` columns of a results or summary frame, in increasing ``K``."""
-    cols = {c.split(" ")[0] for c in frame.columns if str(c).startswith("R@")}
-    return sorted(cols, key=lambda c: int(c[2:]))
-
-
-def _check_results(results: object) -> pd.DataFrame:
-    if not isinstance(results, pd.DataFrame):
-        raise TypeError(
-            "results must be the DataFrame returned by compare_losses, got "
-            f"{type(results).__name__}."
-        )
-    missing = [c for c in ("loss", "seed", "epoch") if c not in results.columns]
-    if missing:
-        raise ValueError(
-            f"results has no column {', '.join(map(repr, missing))}; pass the frame returned by "
-            "compare_losses."
-        )
-    if len(results) == 0:
-        raise ValueError("results is empty; there is nothing to summarise.")
-    return results
-
-
-def _final_rows(results: pd.DataFrame, epoch: int | None) -> pd.DataFrame:
-    if epoch is None:
-        last = results.groupby(["loss", "seed"], sort=False)["epoch"].transform("max")
-        return results[results["epoch"] == last]
-    rows = results[results["epoch"] == epoch]
-    if len(rows) == 0:
-        have = sorted(results["epoch"].unique().tolist())
-        raise ValueError(f"no row has epoch {epoch}; the evaluated epochs are {have}.")
-    return rows
-
-
-def summarize(
-    results: pd.DataFrame, metrics: Sequence[str] | None = None, *, epoch: int | None = None
-) -> pd.DataFrame:
-    """Mean and standard deviation over seeds of each metric, one row per loss.
-
-    Parameters
-    ----------
-    results : DataFrame
-        As returned by :func:`compare_losses`.
-    metrics : sequence of str, optional
-        Columns to summarise; default every ``R@K`` column.
-    epoch : int, optional
-        Summarise this epoch; default the last evaluated epoch of every run.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Index ``loss`` (in the order of first appearance), columns ``"<metric> mean"`` and
-        ``"<metric> std"`` for each metric (the sample standard deviation, ``ddof=1``; NaN for
-        a single seed) and ``seeds`` (the number of runs averaged).
-    """
-    results = _check_results(results)
-    metrics = recall_columns(results) if metrics is None else list(metrics)
-    missing = [m for m in metrics if m not in results.columns]
-    if missing or not metrics:
-        raise ValueError(
-            f"results has no column {', '.join(map(repr, missing)) or '(none asked)'}; "
-            f"available: {', '.join(map(str, results.columns))}."
-        )
-    rows = _final_rows(results, epoch)
-    grouped = rows.groupby("loss", sort=False)
-    out = pd.DataFrame(index=pd.Index(list(grouped.groups), name="loss"))
-    order = list(dict.fromkeys(rows["loss"]))
-    out = out.loc[order]
-    for m in metrics:
-        out[f"{m} mean"] = grouped[m].mean()
-        out[f"{m} std"] = grouped[m].std(ddof=1)
-    out["seeds"] = grouped["seed"].nunique().astype(int)
-    return out
-
-
-def format_summary(
-    summary: pd.DataFrame,
-    metrics: Sequence[str] | None = None,
-    *,
-    scale: float = 100.0,
-    decimals: int = 1,
-    sort_by: str | None = None,
-) -> pd.DataFrame:
-    """``mean ± std`` strings for printing a :func:`summarize` table (percent by default).
-
-    Parameters
-    ----------
-    summary : DataFrame
-        As returned by :func:`summarize`.
-    metrics : sequence of str, optional
-        Default: every metric of ``summary``.
-    scale : float
-        Multiplier (100 shows recall as percent).
-    decimals : int
-    sort_by : str, optional
-        A metric to sort by, best (largest mean) first; default keeps the given order.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One string column per metric, plus ``seeds``.
-    """
-    if not isinstance(summary, pd.DataFrame) or "seeds" not in summary.columns:
-        raise TypeError("summary must be the DataFrame returned by summarize().")
-    metrics = recall_columns(summary) if metrics is None else list(metrics)
-    if sort_by is not None:
-        if f"{sort_by} mean" not in summary.columns:
-            raise ValueError(f"cannot sort by {sort_by!r}: summary has no '{sort_by} mean'.")
-        summary = summary.sort_values(f"{sort_by} mean", ascending=False, kind="stable")
-    out = pd.DataFrame(index=summary.index)
-    for m in metrics:
-        mean, std = summary[f"{m} mean"] * scale, summary[f"{m} std"] * scale
-        out[m] = [
-            f"{a:.{decimals}f} ± {b:.{decimals}f}" if not math.isnan(b) else f"{a:.{decimals}f}"
-            for a, b in zip(mean, std, strict=True)
-        ]
-    out["seeds"] = summary["seeds"]
-    return out
-
-
-def paired_differences(
-    results: pd.DataFrame, reference: str, metric: str = "R@1", *, epoch: int | None = None
-) -> pd.DataFrame:
-    """Each loss minus ``reference``, seed by seed (runs of one seed share weights and batches).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Index ``loss`` (every loss but the reference), columns ``mean``, ``std`` (over seeds,
-        ``ddof=1``), ``min``, ``max`` of the per-seed difference and ``wins`` (seeds where the
-        loss scored higher than the reference), in the units of ``metric``.
-    """
-    results = _check_results(results)
-    if metric not in results.columns:
-        raise ValueError(f"results has no column {metric!r}.")
-    rows = _final_rows(results, epoch)
-    table = rows.pivot(index="seed", columns="loss", values=metric)
-    if reference not in table.columns:
-        raise ValueError(
-            f"unknown reference {reference!r}; the losses are {', '.join(table.columns)}."
-        )
-    order = [label for label in dict.fromkeys(rows["loss"]) if label != reference]
-    diff = table[order].sub(table[reference], axis=0)
-    out = pd.DataFrame(
-        {
-            "mean": diff.mean(),
-            "std": diff.std(ddof=1),
-            "min": diff.min(),
-            "max": diff.max(),
-            "wins": (diff > 0).sum().astype(int),
-        }
-    )
-    out.index.name = "loss"
     return out

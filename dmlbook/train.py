@@ -1,59 +1,44 @@
-"""One training loop for every chapter: PK batches, a pair loss, Recall@K after each epoch.
+"""Training for every chapter: PK batches, a pair loss, Recall@K after each epoch.
 
-The whole loop is :func:`fit`, short enough to read in one sitting::
+:func:`fit` runs the package's one training loop, :class:`dmlbook.engine.loop.Trainer` (the one
+the engine's benchmark runs use), on in-memory data::
 
     seed everything
     evaluate once before training              -> the epoch-0 row
     for each epoch:
         for each PK batch (P classes x K samples):
-            loss = loss_fn(model(x), y); step the optimiser
+            loss = loss_fn(model(x), y); step the optimiser       (Trainer.step)
         evaluate Recall@K on the test split    -> one row of the history
 
 Chapters swap the loss (and sometimes the model or data) and call :func:`fit` unchanged, so that
-differences in the returned tables come from the loss alone.
+differences in the returned tables come from the loss alone. The optimiser comes from the one
+factory, :func:`dmlbook.engine.optim.make_optimizer` (re-exported here as :func:`make_optimizer`).
+
+Tests: ``tests/test_train.py``.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pandas as pd
 import torch
 from torch import nn
 from tqdm import tqdm
 
+from .data import PKSampler
+from .engine.loop import Trainer
+from .engine.optim import OPTIMIZERS, check_optimizer, make_optimizer
+from .evaluate import recall_at_k
 from .models.embedding import check_positive_int, embed
 from .progress import progress_disabled
 from .reproducibility import seed_everything
 
 __all__ = ["fit", "inputs_and_labels", "make_optimizer", "OPTIMIZERS"]
 
-#: Optimiser names accepted by :func:`fit`.
-OPTIMIZERS = ("adam", "adamw", "sgd")
-
 Augment = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
-
-
-def make_optimizer(
-    params: Sequence[nn.Parameter], name: str, lr: float, weight_decay: float = 0.0
-) -> torch.optim.Optimizer:
-    """Build the optimiser called ``name``: ``"adam"``, ``"adamw"`` or ``"sgd"`` (momentum 0.9).
-
-    Raises
-    ------
-    ValueError
-        For an unknown name.
-    """
-    key = str(name).lower()
-    if key == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    if key == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    if key == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
-    raise ValueError(f"Unknown optimizer {name!r}; use one of {', '.join(OPTIMIZERS)}.")
 
 
 def inputs_and_labels(data: object, name: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,8 +91,15 @@ def inputs_and_labels(data: object, name: str) -> tuple[torch.Tensor, torch.Tens
 
 
 def _check_args(
-    model: object, loss_fn: object, epochs: int, lr: float, eval_every: int, ks: Sequence[int]
+    model: object,
+    loss_fn: object,
+    epochs: int,
+    eval_every: int,
+    ks: Sequence[int],
+    grad_clip: float | None,
+    augment: object,
 ) -> tuple[int, ...]:
+    """Raise on a bad argument of :func:`fit`; return ``ks`` as a tuple."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
     if not callable(loss_fn):
@@ -117,28 +109,25 @@ def _check_args(
         )
     check_positive_int(epochs, "epochs")
     check_positive_int(eval_every, "eval_every")
-    if not (isinstance(lr, int | float) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a positive finite number, got {lr!r}.")
+    if grad_clip is not None and not (math.isfinite(grad_clip) and grad_clip > 0):
+        raise ValueError(f"grad_clip must be a positive number or None, got {grad_clip!r}.")
+    if augment is not None and not callable(augment):
+        raise TypeError(f"augment must be callable as augment(x, generator), got {augment!r}.")
     ks = (ks,) if isinstance(ks, int) else tuple(ks)
     if not ks:
         raise ValueError("ks must name at least one K for Recall@K, e.g. ks=(1, 2, 4, 8).")
     return tuple(check_positive_int(k, "each K in ks") for k in ks)
 
 
-def _loss_value(loss: object, epoch: int, batch: int, lr: float) -> float:
-    """Return the loss as a float; raise if it is not a scalar tensor or not finite."""
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        got = (
-            f"shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else type(loss).__name__
-        )
-        raise TypeError(f"loss_fn must return a scalar tensor, got {got}; reduce it with .mean().")
-    value = loss.item()
-    if not math.isfinite(value):
-        raise FloatingPointError(
-            f"loss became {value} at epoch {epoch}, batch {batch}; lower lr (now {lr:g}), "
-            "set grad_clip, or check the inputs and the loss."
-        )
-    return value
+def _to_device(model: nn.Module, loss_fn: object, device: torch.device) -> list[nn.Parameter]:
+    """Move the model (and a module loss) to ``device``; return every parameter to train."""
+    model.to(device)
+    params = list(model.parameters())
+    if isinstance(loss_fn, nn.Module):
+        loss_fn.to(device)
+        seen = {id(p) for p in params}
+        params += [p for p in loss_fn.parameters() if id(p) not in seen]
+    return params
 
 
 def fit(
@@ -161,6 +150,8 @@ def fit(
     batches_per_epoch: int | None = None,
     augment: Augment | None = None,
     grad_clip: float | None = None,
+    momentum: float = 0.9,
+    nesterov: bool = False,
 ) -> pd.DataFrame:
     """Train ``model`` with ``loss_fn`` on PK batches and record Recall@K on ``test``.
 
@@ -186,7 +177,7 @@ def fit(
     lr, weight_decay : float
         Learning rate and L2 penalty of the optimiser.
     optimizer : {"adam", "adamw", "sgd"}
-        ``"sgd"`` uses momentum 0.9.
+        Built by :func:`dmlbook.engine.optim.make_optimizer`.
     eval_every : int
         Evaluate every this many epochs; the last epoch is always evaluated.
     ks : sequence of int
@@ -205,6 +196,8 @@ def fit(
         ``augment(x, generator) -> x`` applied to every training batch (not to ``test``).
     grad_clip : float, optional
         Clip the gradient norm of all trained parameters to this value before each step.
+    momentum, nesterov : float, bool
+        SGD only: ``momentum=0`` is plain SGD (the default 0.9 is the papers' SGD setting).
 
     Returns
     -------
@@ -229,88 +222,75 @@ def fit(
     On a CPU two calls with the same seed and identically initialised models return identical
     histories, except for the ``seconds`` column.
     """
-    from .data import PKSampler  # imported here: dmlbook.data is a sibling module
-    from .evaluate import recall_at_k
-
-    ks = _check_args(model, loss_fn, epochs, lr, eval_every, ks)
+    ks = _check_args(model, loss_fn, epochs, eval_every, ks, grad_clip, augment)
+    settings = {"weight_decay": weight_decay, "momentum": momentum, "nesterov": nesterov}
+    check_optimizer(optimizer, lr, **settings)  # before any work
     train_x, train_y = inputs_and_labels(train, "train")
     test_x, test_y = inputs_and_labels(test, "test") if test is not None else (None, None)
-    if grad_clip is not None and not (math.isfinite(grad_clip) and grad_clip > 0):
-        raise ValueError(f"grad_clip must be a positive number or None, got {grad_clip!r}.")
-    if augment is not None and not callable(augment):
-        raise TypeError(f"augment must be callable as augment(x, generator), got {augment!r}.")
 
-    start = time.perf_counter()
     generator = seed_everything(seed)
     device = torch.device(device)
-    model.to(device)
-    params = list(model.parameters())
-    if isinstance(loss_fn, nn.Module):
-        loss_fn.to(device)
-        seen = {id(p) for p in params}
-        params += [p for p in loss_fn.parameters() if id(p) not in seen]
-    opt = make_optimizer(params, optimizer, lr, weight_decay)
+    params = _to_device(model, loss_fn, device)
     sampler = PKSampler(train_y, batch_size, k, seed=seed, batches_per_epoch=batches_per_epoch)
     n_batches = len(sampler)
-    was_training = model.training
 
-    rows: list[dict[str, float]] = []
+    def recall() -> dict[str, float]:
+        if test_x is None:
+            return {}
+        scores = recall_at_k(embed(model, test_x, device=device), test_y, ks)
+        return {f"R@{kk}": float(scores[kk]) for kk in ks}
 
-    def record(epoch: int, loss: float) -> dict[str, float]:
-        row = {"epoch": epoch, "loss": loss}
-        if test_x is not None:
-            emb = embed(model, test_x, device=device)
-            recall = recall_at_k(emb, test_y, ks)
-            row.update({f"R@{kk}": float(recall[kk]) for kk in ks})
-        row["seconds"] = time.perf_counter() - start
-        rows.append(row)
-        return row
+    opt = make_optimizer(params, optimizer, lr, **settings)
+    trainer = Trainer(model, loss_fn, opt, evaluator=recall, grad_clip=grad_clip, check_finite=True)
 
-    interrupted, epoch, batch = False, 0, 0
+    def batches(epoch: int, skip: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        sampler.set_epoch(epoch)
+        for idx in itertools.islice(sampler, skip, None):
+            x, y = train_x[idx].to(device), train_y[idx].to(device)
+            yield (x if augment is None else augment(x, generator)), y
+
+    sums = {"loss": 0.0}  # training loss summed over the current epoch
+
+    def after_step(loss: torch.Tensor) -> None:
+        sums["loss"] += loss.item()
+        bar.update(1)
+        bar.set_postfix(
+            epoch=trainer.pos.epoch + 1, loss=f"{sums['loss'] / trainer.pos.batch:.4f}",
+            refresh=False,
+        )  # fmt: skip
+
+    def end_epoch(epoch: int) -> None:
+        mean, sums["loss"] = sums["loss"] / n_batches, 0.0
+        if epoch % eval_every == 0 or epoch == epochs:
+            row = trainer.evaluate(mean)
+            if "R@1" in row:
+                bar.set_postfix(epoch=epoch, loss=f"{mean:.4f}", R1=f"{row['R@1']:.3f}")
+
+    was_training, interrupted = model.training, False
     bar = tqdm(
         total=epochs * n_batches, desc="fit", unit="batch", disable=progress_disabled(progress)
     )
     try:
-        record(0, math.nan)
-        for epoch in range(1, epochs + 1):
-            sampler.set_epoch(epoch)
-            model.train()
-            total = 0.0
-            for batch, idx in enumerate(sampler, start=1):
-                x, y = train_x[idx].to(device), train_y[idx].to(device)
-                if augment is not None:
-                    x = augment(x, generator)
-                loss = loss_fn(model(x), y)
-                value = _loss_value(loss, epoch, batch, lr)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if grad_clip is not None:
-                    torch.nn.utils.clip_grad_norm_(params, grad_clip)
-                opt.step()
-                total += value
-                bar.update(1)
-                bar.set_postfix(epoch=epoch, loss=f"{total / batch:.4f}", refresh=False)
-            if epoch % eval_every == 0 or epoch == epochs:
-                row = record(epoch, total / n_batches)
-                if "R@1" in row:
-                    bar.set_postfix(epoch=epoch, loss=f"{row['loss']:.4f}", R1=f"{row['R@1']:.3f}")
+        trainer.evaluate()
+        trainer.run(epochs * n_batches, batches, on_step=after_step, on_epoch_end=end_epoch)
     except KeyboardInterrupt:
         interrupted = True
         bar.close()
         print(
-            f"fit interrupted at epoch {epoch}, batch {batch}: returning the {len(rows)} "
-            "evaluation(s) recorded so far; the model keeps its current weights."
+            f"fit interrupted at epoch {trainer.pos.epoch + 1}, batch {trainer.pos.batch + 1}: "
+            f"returning the {len(trainer.history)} evaluation(s) recorded so far; the model "
+            "keeps its current weights."
         )
     finally:
         bar.close()
         model.train(was_training)
 
     columns = ["epoch", "loss"] + ([f"R@{kk}" for kk in ks] if test_x is not None else [])
-    history = pd.DataFrame(rows, columns=columns + ["seconds"])
+    history = pd.DataFrame(trainer.history, columns=columns + ["seconds"])
     history["epoch"] = history["epoch"].astype(int)
     history.attrs.update(
         interrupted=interrupted,
-        epochs_done=max(epoch - 1, 0) if interrupted else epochs,
+        epochs_done=trainer.pos.epoch,
         seed=seed,
         optimizer=str(optimizer).lower(),
         lr=float(lr),

@@ -32,22 +32,26 @@ from dmlbook.engine import (
     TEST_SELECTION_NOTE,
     Config,
     ConfigError,
+    NothingToResume,
     compare_on_benchmark,
     evaluate_checkpoint,
     find_config,
     load_checkpoint,
     load_config,
     plan_benchmark,
+    selection_note,
     train,
 )
 from dmlbook.engine import trainer as trainer_module
 from dmlbook.engine.build import build_model, lr_factor, milestones
 from dmlbook.engine.checkpoint import atomic_write
 from dmlbook.engine.data import normalization
+from dmlbook.engine.runtime import graceful_interrupt
 from dmlbook.evaluate import retrieval_metrics
 from dmlbook.losses import ContrastiveLoss, TripletLoss
 from dmlbook.models.pretrained import InputSpec
 from dmlbook.reproducibility import seed_everything
+from dmlbook.studies.results import as_results, paired_differences
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
@@ -213,6 +217,9 @@ def test_run_writes_metrics_checkpoints_and_the_test_selection_note(tmp_path, ca
     assert best_row["R@1"] == hist["R@1"].max()
     printed = capsys.readouterr().out
     assert "TEST split" in printed and "iter     12 (epoch 3)" in printed
+    assert best_row["iteration"] != 12  # the note is printed because best.pt is not the last
+    assert selection_note(load_checkpoint(out / "best.pt")) == TEST_SELECTION_NOTE
+    assert selection_note(load_checkpoint(out / "last.pt")) is None  # the final model
     # best.pt evaluates to the recorded numbers
     again = evaluate_checkpoint(out / "best.pt", device="cpu")
     assert again["R@1"] == pytest.approx(best_row["R@1"], abs=1e-12)
@@ -237,8 +244,39 @@ class _Interrupting(torch.nn.Module):
         return self.loss(emb, y)
 
 
+@pytest.fixture
+def sigint_default():
+    """Give SIGINT Python's default handler for the test, whatever the suite was started with.
+
+    Under ``nohup`` or ``&`` from a non-interactive shell the suite inherits SIGINT *ignored*;
+    the test must not depend on that. The disposition the suite started with is restored after.
+    """
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield signal.default_int_handler
+    signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.parametrize("previous", [signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL])
+def test_graceful_interrupt_restores_the_handler_it_found(previous):
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, previous)
+    try:
+        with graceful_interrupt() as stop:
+            assert signal.getsignal(signal.SIGINT) not in (previous, None)
+            os.kill(os.getpid(), signal.SIGINT)  # a first Ctrl-C only asks to stop
+            assert stop["requested"]
+            with pytest.raises(KeyboardInterrupt):  # a second one stops at once
+                os.kill(os.getpid(), signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is previous
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("hard", [False, True], ids=["ctrl-c", "ctrl-c-twice"])
-def test_interrupt_then_resume_equals_uninterrupted(tmp_path, monkeypatch, capsys, hard):
+def test_interrupt_then_resume_equals_uninterrupted(
+    tmp_path, monkeypatch, capsys, hard, sigint_default
+):
     ref = train(load_config(tiny(tmp_path / "a")), progress=False, verbose=False)
     real = trainer_module.build_loss
     monkeypatch.setattr(
@@ -246,7 +284,7 @@ def test_interrupt_then_resume_equals_uninterrupted(tmp_path, monkeypatch, capsy
     )
     cfg = load_config(tiny(tmp_path / "b"))
     stopped = train(cfg, progress=False, verbose=False)
-    assert stopped.interrupted and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert stopped.interrupted and signal.getsignal(signal.SIGINT) is sigint_default
     state = load_checkpoint(stopped.out_dir / "last.pt")
     if hard:  # the epoch-end checkpoint of epoch 1 is kept
         assert "interrupted inside iteration 7" in capsys.readouterr().out
@@ -294,13 +332,41 @@ def test_kill_9_mid_epoch_then_resume(tmp_path):
 
 
 def test_resume_refuses_a_changed_config(tmp_path):
-    train(load_config(tiny(tmp_path)), progress=False, verbose=False)
+    with pytest.raises(NothingToResume, match=r"nothing to resume from: the run folder .*run "
+                       r"holds no last.pt .* drop --resume \(in Python: resume=False\)"):  # fmt: skip
+        train(load_config(tiny(tmp_path)), resume=True, progress=False)
+    assert not (tmp_path / "run").exists()  # nothing was started
+    train(load_config(tiny(tmp_path)), resume="auto", progress=False, verbose=False)  # fresh
     with pytest.raises(ConfigError, match=r"cannot resume.*optim.lr: 0.001 -> 0.01"):
         train(load_config(tiny(tmp_path), ["optim.lr=1e-2"]), resume=True, progress=False)
     more = train(load_config(tiny(tmp_path), ["train.iterations=16"]), resume=True, progress=False)
     assert list(more.history["iteration"]) == [0, 4, 8, 12, 16]
+    auto = train(load_config(tiny(tmp_path), ["train.iterations=16"]), resume="auto")
+    assert list(auto.history["iteration"]) == [0, 4, 8, 12, 16]  # complete: nothing retrained
     with pytest.raises(FileNotFoundError):
         train(load_config(tiny(tmp_path)), resume=tmp_path / "none.pt", progress=False)
+
+
+def test_checkpoints_by_time_inside_an_epoch(tmp_path, monkeypatch, capsys):
+    saved = []
+    real = trainer_module._Run.checkpoint
+
+    def spy(run, interrupted=False):
+        saved.append((run.trainer.pos.iteration, run.trainer.pos.batch))
+        real(run, interrupted)
+
+    monkeypatch.setattr(trainer_module._Run, "checkpoint", spy)
+    first = train(load_config(tiny(tmp_path / "a"), ["train.iterations=4"]), progress=False)
+    assert saved == [(4, 0)]  # default: every 10 minutes, so only the epoch end here
+    best = first.history.loc[first.history["best"], "iteration"].item()
+    printed = capsys.readouterr().out  # the test-selection note only where best.pt is not last
+    assert ("TEST split" in printed) == (best != 4) and f"best: iteration {best}," in printed
+    saved.clear()
+    minutes = ["train.iterations=4", "train.checkpoint_minutes=1e-9"]  # always due
+    train(load_config(tiny(tmp_path / "b"), minutes), progress=False, verbose=False)
+    assert saved == [(1, 1), (2, 2), (3, 3), (4, 4), (4, 0)]
+    with pytest.raises(ConfigError, match="train.checkpoint_minutes must be a positive number"):
+        load_config(tiny(tmp_path), ["train.checkpoint_minutes=0"])
 
 
 def test_frozen_backbone_epochs_and_frozen_bn(tmp_path):
@@ -514,6 +580,11 @@ def test_compare_on_benchmark_swaps_only_the_loss_and_resumes(tmp_path):
     assert loss == {"name": "contrastive", "params": {"margin": 0.3}}
     assert configs["MS"]["loss"] == {"name": "multi_similarity", "params": {"beta": 40.0}}
     assert (configs["contrastive (m=0.3)"]["train"]["k"], configs["MS"]["train"]["k"]) == (4, 2)
+    runs = as_results(table, loss="label")  # the package's results layout
+    assert list(runs.columns[:6]) == ["loss", "seed", "R@1", "R@2", "R@4", "MAP@R"]
+    assert paired_differences(runs, "MS", "R@1").loc["contrastive (m=0.3)", "mean"] == (
+        pytest.approx(table["R@1"].iloc[0] - table["R@1"].iloc[1])
+    )
     checkpoint = Path(table.iloc[0]["out_dir"]) / "last.pt"
     stamp = checkpoint.stat().st_mtime_ns
     again = compare_on_benchmark(plan, progress=False)

@@ -9,6 +9,7 @@ from torch import nn
 
 from ..models.head import EmbeddingModel, build_backbone
 from .config import Config, ConfigError
+from .optim import make_optimizer
 
 __all__ = [
     "resolve_device", "build_model", "build_loss", "build_optimizer", "lr_factor", "milestones",
@@ -47,7 +48,10 @@ def build_loss(cfg: Config) -> nn.Module:
 
 
 def build_optimizer(cfg: Config, model: EmbeddingModel, loss: nn.Module) -> torch.optim.Optimizer:
-    """Adam, AdamW or SGD over the backbone and head groups (head at ``lr * head_lr_mult``).
+    """:func:`~dmlbook.engine.optim.make_optimizer` over the backbone and head groups.
+
+    The head's group learns at ``lr * head_lr_mult``; every ``optim`` setting (SGD momentum and
+    nesterov, Adam betas and eps, weight decay) is passed on.
 
     Parameters of the loss (if any, e.g. proxies) join the head group. Every group keeps its
     starting learning rate as ``base_lr``; :func:`lr_factor` scales it.
@@ -59,12 +63,7 @@ def build_optimizer(cfg: Config, model: EmbeddingModel, loss: nn.Module) -> torc
         groups.append({"name": "loss", "params": extra, "lr": o.lr * o.head_lr_mult})
     for g in groups:
         g["base_lr"] = g["lr"]
-    name = o.name.lower()
-    if name == "adam":
-        return torch.optim.Adam(groups, lr=o.lr, weight_decay=o.weight_decay)
-    if name == "adamw":
-        return torch.optim.AdamW(groups, lr=o.lr, weight_decay=o.weight_decay)
-    return torch.optim.SGD(groups, lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
+    return make_optimizer(groups, o.name, o.lr, **o.settings())
 
 
 def milestones(cfg: Config, total: int) -> list[int]:

@@ -20,6 +20,7 @@ import pandas as pd
 from torch import nn
 
 from ..losses import describe_loss, get_loss, loss_parameters
+from ..studies.harness import run_grid
 from .config import Config, ConfigError, load_config, read_file
 from .trainer import train
 
@@ -157,22 +158,27 @@ def compare_on_benchmark(plan: pd.DataFrame, *, progress: bool | None = None) ->
         set), ``best R@1`` (the test-selected checkpoint, as the public codes report it),
         ``iterations`` and ``out_dir``. ``attrs["interrupted"]`` is True if Ctrl-C stopped a run
         (its row holds the metrics so far, later runs are left out; calling again resumes).
+        ``dmlbook.studies.results.as_results(table, loss="label")`` puts it in the package's
+        results layout, which :func:`~dmlbook.studies.results.summarize` and
+        :func:`~dmlbook.studies.results.paired_differences` read.
     """
     if not isinstance(plan, pd.DataFrame) or "config" not in plan.columns:
         raise TypeError("plan must be the table returned by plan_benchmark(...).")
-    rows, interrupted = [], False
-    for (label, seed), cfg in plan["config"].items():
-        result = train(cfg, resume=True, progress=progress, verbose=False)
+    configs = dict(plan["config"].items())
+
+    def run_one(label: str, seed: int) -> tuple[pd.DataFrame, bool]:
+        result = train(configs[label, seed], resume="auto", progress=progress, verbose=False)
         last = result.history.iloc[-1]
         metrics = [c for c in result.history.columns if c.startswith("R@")] + ["MAP@R", "RP"]
-        row = {"label": label, "seed": seed, **{c: float(last[c]) for c in metrics}}
+        row = {c: float(last[c]) for c in metrics}
         row["best R@1"] = float(result.best["metrics"]["R@1"]) if result.best else float("nan")
         row["iterations"] = int(last["iteration"])
         row["out_dir"] = str(result.out_dir)
-        rows.append(row)
-        if result.interrupted:
-            interrupted = True
-            break
-    table = pd.DataFrame(rows).set_index(["label", "seed"])
+        return pd.DataFrame([row]), result.interrupted
+
+    # an interrupted run keeps its row: calling again resumes it from its last.pt
+    frames, interrupted = run_grid(list(configs), run_one, keep_interrupted=True, progress=False)
+    table = pd.concat(frames, ignore_index=True).rename(columns={"loss": "label"})
+    table = table.set_index(["label", "seed"])
     table.attrs["interrupted"] = interrupted
     return table

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .optim import OPTIMIZER_DEFAULTS, check_optimizer
+
 __all__ = [
     "Config",
     "ConfigError",
@@ -110,13 +112,19 @@ class OptimConfig:
     ``milestones``: iterations at which the learning rate is multiplied by ``gamma``; values in
     (0, 1) are fractions of the run (0.6 = at 60 %; they move if a resumed run is lengthened). ``warmup_iters``: linear warm-up from
     ``warmup_factor * lr``. ``freeze_backbone_epochs``: train only the head for that many
-    epochs (Liu et al.). ``head_lr_mult``: learning-rate factor of the new head.
+    epochs (Liu et al.). ``head_lr_mult``: learning-rate factor of the new head. ``name``,
+    ``lr``, ``weight_decay``, ``momentum``/``nesterov`` (SGD; ``momentum: 0`` is plain SGD) and
+    ``betas``/``eps`` (Adam, AdamW) go to :func:`dmlbook.engine.optim.make_optimizer`, which
+    also validates them.
     """
 
     name: str = "adam"
     lr: float = 1e-5
-    weight_decay: float = 0.0
-    momentum: float = 0.9
+    weight_decay: float = OPTIMIZER_DEFAULTS["weight_decay"]
+    momentum: float = OPTIMIZER_DEFAULTS["momentum"]
+    nesterov: bool = OPTIMIZER_DEFAULTS["nesterov"]
+    betas: list[float] = field(default_factory=lambda: list(OPTIMIZER_DEFAULTS["betas"]))
+    eps: float = OPTIMIZER_DEFAULTS["eps"]
     head_lr_mult: float = 1.0
     milestones: list[int | float] = field(default_factory=list)
     gamma: float = 0.1
@@ -125,15 +133,22 @@ class OptimConfig:
     freeze_backbone_epochs: int = 0
     grad_clip: float | None = None
 
+    def settings(self) -> dict[str, Any]:
+        """The keyword settings of :func:`~dmlbook.engine.optim.make_optimizer` besides name, lr."""
+        keys = ("weight_decay", "momentum", "nesterov", "betas", "eps")
+        return {k: getattr(self, k) for k in keys}
+
 
 @dataclass
 class TrainConfig:
     """Length, batches, evaluation, precision and output of a run.
 
     Give exactly one of ``iterations`` and ``epochs``. An epoch is ``epoch_iters`` batches
-    (default: training images // batch_size); checkpoints and evaluations happen at epoch ends
-    (every ``eval_every`` epochs and after the last iteration). ``ks`` defaults to the data
-    set's Recall@K set (:data:`RECALL_KS`).
+    (default: training images // batch_size); evaluations happen at epoch ends (every
+    ``eval_every`` epochs and after the last iteration). ``last.pt`` is written at every epoch
+    end, every ``checkpoint_every`` iterations and whenever ``checkpoint_minutes`` (default 10;
+    ``null``: off) have passed since the last one, so that a killed run on a slow machine loses
+    minutes, not an epoch. ``ks`` defaults to the data set's Recall@K set (:data:`RECALL_KS`).
     """
 
     iterations: int | None = None
@@ -153,6 +168,7 @@ class TrainConfig:
     out_dir: str | None = None
     log_every: int = 10
     checkpoint_every: int | None = None
+    checkpoint_minutes: float | None = 10.0
     save_best: bool = True
     tensorboard: bool = True
 
@@ -216,18 +232,31 @@ class Config:
             )
         if t.seed < 0:
             raise ConfigError(f"train.seed must be >= 0, got {t.seed}.")
+        minutes = t.checkpoint_minutes
+        if minutes is not None and not (math.isfinite(minutes) and minutes > 0):
+            raise ConfigError(
+                f"train.checkpoint_minutes must be a positive number of minutes or null (off), "
+                f"got {minutes}."
+            )
         if t.ks is not None and (not t.ks or min(t.ks) < 1):
             raise ConfigError(f"train.ks must be positive integers, got {t.ks}.")
         if t.device not in ("auto", "cpu", "cuda", "mps") and not t.device.startswith("cuda:"):
             raise ConfigError(f"train.device must be auto, cpu, cuda[:N] or mps, got {t.device!r}.")
-        if o.name.lower() not in ("adam", "adamw", "sgd"):
-            raise ConfigError(f"optim.name must be adam, adamw or sgd, got {o.name!r}.")
-        for key in ("lr", "head_lr_mult", "gamma", "warmup_factor"):
+        try:
+            check_optimizer(o.name, o.lr, **o.settings())
+        except ValueError as err:
+            msg = str(err)
+            raise ConfigError(
+                msg.replace("Unknown optimizer", "unknown optim.name", 1)
+                if msg.startswith("Unknown")
+                else f"optim.{msg}"
+            ) from err
+        for key in ("head_lr_mult", "gamma", "warmup_factor"):
             value = getattr(o, key)
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"optim.{key} must be a positive number, got {value}.")
-        if o.weight_decay < 0 or o.momentum < 0 or o.warmup_iters < 0:
-            raise ConfigError("optim.weight_decay, momentum and warmup_iters must be >= 0.")
+        if o.warmup_iters < 0:
+            raise ConfigError(f"optim.warmup_iters must be >= 0, got {o.warmup_iters}.")
         if o.freeze_backbone_epochs < 0:
             raise ConfigError("optim.freeze_backbone_epochs must be >= 0.")
         if o.grad_clip is not None and not o.grad_clip > 0:

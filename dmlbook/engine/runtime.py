@@ -15,12 +15,13 @@ from tqdm import tqdm
 
 from .config import Config, ConfigError
 
-__all__ = ["Mean", "Stop", "check_resumable", "format_row", "graceful_interrupt", "tensorboard"]
+__all__ = ["Mean", "check_resumable", "format_row", "graceful_interrupt", "tensorboard"]
 
 # Keys that may change between a run and its resumption (they do not alter what is learnt).
 _RESUMABLE = {
     "description", "data.root", "data.cache_dir", "train.iterations", "train.epochs",
     "train.eval_every", "train.eval_batch_size", "train.log_every", "train.checkpoint_every",
+    "train.checkpoint_minutes",
     "train.device", "train.compile", "train.bf16", "train.channels_last", "train.tensorboard",
     "train.save_best", "train.out_dir",
 }  # fmt: skip
@@ -39,6 +40,9 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def check_resumable(saved: dict[str, Any], cfg: Config) -> None:
     """Raise :class:`ConfigError` if ``cfg`` changes what a checkpoint of ``saved`` learnt."""
     old, new = _flat(saved), _flat(cfg.to_dict())
+    # A key added to the schema after the checkpoint was written had its default value then.
+    defaults = _flat(Config().to_dict())
+    old.update({k: defaults[k] for k in new.keys() - old.keys() if k in defaults})
     changed = [
         k for k in sorted(set(old) | set(new)) if k not in _RESUMABLE and old.get(k) != new.get(k)
     ]
@@ -80,10 +84,6 @@ class Mean:
     def load(self, state: list[float]) -> None:
         self.sum.fill_(state[0])
         self.n = int(state[1])
-
-
-class Stop(Exception):
-    """Raised between iterations after a first Ctrl-C."""
 
 
 @contextlib.contextmanager

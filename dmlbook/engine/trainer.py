@@ -1,19 +1,22 @@
-"""The engine's training loop: iteration-based, config-driven, resumable.
+"""The engine's runs: a config in, a run folder out (checkpoints, CSV logs, ``run.json``).
 
-::
+:func:`train` builds everything a config describes and drives the package's one loop,
+:class:`~dmlbook.engine.loop.Trainer`, adding what a long run needs::
 
     build model, loss, optimiser, PK sampler from the config      (or restore them from last.pt)
     evaluate once before training                                  -> metrics.csv, iteration 0
-    while iteration < total:
-        epoch += 1                         (an epoch = epoch_iters PK batches; seeded by epoch)
-        for each PK batch:
-            x = augmented batch on the device; embeddings under bf16 autocast
-            loss (float32) -> backward -> lr = base_lr * lr_factor(iteration) -> step
-        every eval_every epochs and at the end: Recall@K on the test split; best.pt if R@1 rose
-        last.pt written atomically (kill -9 loses at most the current epoch)
+    trainer.run(total, batches):                                   (dmlbook.engine.loop)
+        batches of epoch e: PK sampler and augmentation seeded by (seed, e)
+        every log_every iterations: a train_log.csv row
+        every checkpoint_every iterations / checkpoint_minutes: last.pt (exact position)
+        at every epoch end: Recall@K every eval_every epochs (best.pt if R@1 rose); last.pt
 
 The batches of epoch ``e`` depend only on ``(seed, e)`` and the augmentation generator is saved
 with the checkpoint, so a resumed run replays exactly what an uninterrupted run would have done.
+Every file is written atomically: ``kill -9`` loses at most the work since the last checkpoint,
+which by default is at most ``train.checkpoint_minutes`` (10) minutes old.
+
+Tests: ``tests/test_engine.py``; Chapter 11 runs it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,15 +41,31 @@ from .checkpoint import load_checkpoint, save_checkpoint, write_csv, write_json
 from .config import Config, load_config
 from .data import build_splits
 from .evaluation import evaluate_model
-from .runtime import Mean, Stop, check_resumable, format_row, graceful_interrupt, tensorboard
+from .loop import Stop, Trainer
+from .runtime import Mean, check_resumable, format_row, graceful_interrupt, tensorboard
 
-__all__ = ["RunResult", "train", "TEST_SELECTION_NOTE"]
+__all__ = ["NothingToResume", "RunResult", "train", "TEST_SELECTION_NOTE", "selection_note"]
 
-#: Printed and stored whenever a best checkpoint is chosen by a test-split metric.
+#: Stored with ``best.pt`` and printed when the best checkpoint was chosen by a test-split metric.
 TEST_SELECTION_NOTE = (
     "best checkpoint selected by R@1 on the TEST split, as the public codes (MS, Proxy-Anchor) "
     "do; this is optimistic, not a held-out result. Compare last.pt for an honest number."
 )
+LOG_COLUMNS = ["iteration", "epoch", "loss", "lr", "images_per_s", "seconds"]
+
+
+class NothingToResume(FileNotFoundError):
+    """``resume=True`` (``--resume``) but the run folder holds no ``last.pt``."""
+
+
+def selection_note(checkpoint: dict[str, Any]) -> str | None:
+    """The test-selection note of a loaded checkpoint, or None where it does not apply.
+
+    It applies to ``best.pt`` only: ``last.pt`` is the final (or latest) model, chosen without
+    looking at the test set, and keeps its record of the best under ``best_record``.
+    """
+    best = checkpoint.get("best")
+    return best.get("note") if isinstance(best, dict) and "position" not in checkpoint else None
 
 
 @dataclass
@@ -75,6 +95,243 @@ class RunResult:
     config: Config
 
 
+def _resume_state(cfg: Config, resume: bool | str | Path) -> dict[str, Any] | None:
+    """The checkpoint to continue from, checked against ``cfg``; None for a fresh run."""
+    if resume is False or resume is None:
+        return None
+    path = cfg.out_dir / "last.pt" if resume in (True, "auto") else Path(resume)
+    if resume == "auto" and not path.is_file():
+        return None
+    if resume is True and not path.is_file():
+        raise NothingToResume(
+            f"nothing to resume from: the run folder {cfg.out_dir} holds no last.pt (no run of "
+            f"{cfg.name!r} was checkpointed there; check train.out_dir). To start a fresh run, "
+            "drop --resume (in Python: resume=False)."
+        )
+    state = load_checkpoint(path)
+    check_resumable(state["config"], cfg)
+    return state
+
+
+class _Run:
+    """One engine run: a :class:`Trainer` plus its run folder, logs and best checkpoint."""
+
+    def __init__(self, cfg: Config, state: dict[str, Any] | None, verbose: bool) -> None:
+        t, o = cfg.train, cfg.optim
+        self.cfg, self.verbose, self.out = cfg, verbose, cfg.out_dir
+        self.device = device = resolve_device(t.device)
+        loss_fn = build_loss(cfg)  # fails fast on a bad loss name or hyper-parameter
+        seed_everything(t.seed)
+        self.model = model = build_model(cfg, pretrained=state is None)
+        self.splits = build_splits(cfg, device, model.input_spec)
+        model.to(device)
+        loss_fn.to(device)
+        if t.channels_last:
+            model.to(memory_format=torch.channels_last)
+        self.sampler = PKSampler(
+            self.splits.train.labels,
+            t.batch_size,
+            t.k,
+            seed=t.seed,
+            batches_per_epoch=t.epoch_iters,
+        )
+        self.epoch_iters = len(self.sampler)
+        self.total = t.iterations or t.epochs * self.epoch_iters
+        steps = milestones(cfg, self.total)
+        self.trainer = Trainer(
+            model,
+            loss_fn,
+            build_optimizer(cfg, model, loss_fn),
+            evaluator=self._metrics,
+            lr_factor=lambda i: lr_factor(i, steps, o.gamma, o.warmup_iters, o.warmup_factor),
+            grad_clip=o.grad_clip,
+            bf16=t.bf16,
+            forward=torch.compile(model) if t.compile else model,
+            lr_name="optim.lr",
+        )
+        self.epoch_loss = Mean(device)  # mean training loss of the current epoch
+        self.window = Mean(device)  # mean training loss since the last log row
+        self.log: list[dict[str, Any]] = []
+        self.best: dict[str, Any] | None = None
+        self.generator = torch.Generator()  # all augmentation randomness; seeded per epoch
+        self.augment_state = self.generator.get_state()
+        self.resume_augment = None
+        if state is not None:
+            self.trainer.load_state_dict(state)
+            self.log = state["log"]
+            self.best = state.get("best_record", state.get("best"))
+            self.epoch_loss.load(state["epoch_loss"])
+            self.window.load(state["window"])
+            self.resume_augment = state["rng"]["augment"]
+            torch.set_rng_state(state["rng"]["torch"])
+        self.tb = tensorboard(cfg, self.out)
+        self.bar: tqdm | None = None  # made by run()
+        self.last_save = self.tick = time.perf_counter()
+
+    # ---------------------------------------------------------------- the loop's parts
+
+    def batches(self, epoch: int, skip: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The PK batches of ``epoch`` after the first ``skip``, augmented on the device."""
+        self.sampler.set_epoch(epoch)
+        self.generator.manual_seed(self.cfg.train.seed * 1_000_003 + epoch)
+        if skip and self.resume_augment is not None:  # resuming inside this epoch
+            self.generator.set_state(self.resume_augment)
+        self.resume_augment = None
+        self.augment_state = self.generator.get_state()
+        if self.cfg.optim.freeze_backbone_epochs:
+            self.model.freeze_backbone(epoch <= self.cfg.optim.freeze_backbone_epochs)
+        todo = itertools.islice(self.sampler, skip, None)  # skip batches already done
+        yield from self.splits.train.train_batches(todo, self.generator)
+
+    def after_step(self, loss: torch.Tensor) -> None:
+        """Running means, a log row every ``log_every``, a checkpoint when one is due."""
+        t, pos = self.cfg.train, self.trainer.pos
+        self.augment_state = self.generator.get_state()  # after this batch's draws, for resuming
+        self.window.add(loss)
+        self.epoch_loss.add(loss)
+        self.bar.update(1)
+        if pos.iteration % t.log_every == 0 or pos.iteration == self.total:
+            self.log_row(pos.epoch + 1)
+        minutes = t.checkpoint_minutes
+        due_by_time = minutes is not None and time.perf_counter() - self.last_save >= 60 * minutes
+        if due_by_time or (t.checkpoint_every and pos.iteration % t.checkpoint_every == 0):
+            self.checkpoint()
+
+    def log_row(self, epoch: int) -> None:
+        now, lr, it = time.perf_counter(), self.trainer.lr, self.trainer.pos.iteration
+        value = self.window.pop(it, lr)
+        self.log.append({
+            "iteration": it, "epoch": epoch, "loss": value, "lr": lr,
+            "seconds": round(self.trainer.seconds, 3),
+            "images_per_s": round(self.cfg.train.batch_size * self.window.popped / (now - self.tick), 1),
+        })  # fmt: skip
+        self.tick = now
+        if self.tb is not None:
+            self.tb.add_scalar("train/loss", value, it)
+            self.tb.add_scalar("train/lr", lr, it)
+        self.bar.set_postfix(loss=f"{value:.4f}", refresh=False)
+
+    def end_epoch(self, epoch: int) -> None:
+        mean = self.epoch_loss.pop(self.trainer.pos.iteration, self.trainer.lr)
+        if epoch % self.cfg.train.eval_every == 0 or self.trainer.pos.iteration >= self.total:
+            self.evaluate(mean)
+        self.checkpoint()
+        self.tick = time.perf_counter()  # images/s counts training time only
+
+    def _metrics(self) -> dict[str, float]:
+        t = self.cfg.train
+        kw = {"batch_size": t.eval_batch_size, "bf16": t.bf16, "forward": self.trainer.forward}
+        return evaluate_model(self.model, self.splits, self.cfg.ks, **kw)
+
+    def evaluate(self, loss: float) -> None:
+        """A metrics row; ``best.pt`` when R@1 rose (and ``train.save_best``)."""
+        row = self.trainer.evaluate(loss)
+        row["seconds"] = round(row["seconds"], 3)
+        metrics = {k: v for k, v in row.items() if k.startswith("R@") or k in ("MAP@R", "RP")}
+        row["best"] = False
+        if self.cfg.train.save_best and (
+            self.best is None or metrics["R@1"] > self.best["metrics"]["R@1"]
+        ):
+            for r in self.trainer.history:
+                r["best"] = False
+            row["best"] = True
+            self.best = {
+                "iteration": row["iteration"],
+                "epoch": row["epoch"],
+                "metrics": metrics,
+                "selected_on": "query/gallery" if self.splits.gallery is not None else "test",
+                "note": TEST_SELECTION_NOTE,
+            }
+            save_checkpoint(
+                self.out / "best.pt",
+                {"config": self.cfg.to_dict(), "model": self.model.state_dict(), "best": self.best},
+            )
+        if self.tb is not None:
+            for key, value in metrics.items():
+                self.tb.add_scalar(f"eval/{key}", value, row["iteration"])
+        if self.verbose:
+            tqdm.write(format_row(row, self.cfg.ks))
+
+    def checkpoint(self, interrupted: bool = False) -> None:
+        """``last.pt`` (the exact position), then the CSV files and ``run.json``."""
+        self.trainer.checkpoint(
+            self.out / "last.pt",
+            config=self.cfg.to_dict(),
+            epoch_loss=self.epoch_loss.state(),
+            window=self.window.state(),
+            log=self.log,
+            best_record=self.best,
+            rng={"augment": self.augment_state, "torch": torch.get_rng_state()},
+        )
+        self.last_save = time.perf_counter()
+        self.write_files(interrupted)
+
+    def write_files(self, interrupted: bool) -> None:
+        cfg, splits, it = self.cfg, self.splits, self.trainer.pos.iteration
+        metric_cols = [f"R@{k}" for k in cfg.ks] + ["MAP@R", "RP"]
+        cols = ["iteration", "epoch", "loss", "lr", *metric_cols, "seconds", "best"]
+        write_csv(self.out / "metrics.csv", self.trainer.history, cols)
+        write_csv(self.out / "train_log.csv", self.log, LOG_COLUMNS)
+        write_json(self.out / "run.json", {
+            "name": cfg.name, "config": cfg.to_dict(), "device": str(self.device),
+            "torch": torch.__version__, "iteration": it, "total_iterations": self.total,
+            "epoch_iters": self.epoch_iters, "complete": it >= self.total,
+            "interrupted": interrupted, "train_images": len(splits.train),
+            "test_images": len(splits.test),
+            "gallery_images": None if splits.gallery is None else len(splits.gallery),
+            "best": self.best, "tensorboard": self.tb is not None,
+        })  # fmt: skip
+
+    # ---------------------------------------------------------------- the run
+
+    def describe(self, resumed: bool) -> str:
+        cfg, s, it = self.cfg, self.splits, self.trainer.pos.iteration
+        return (
+            f"run {cfg.name}: {len(s.train):,} train / {len(s.test):,} test images"
+            + ("" if s.gallery is None else f" / {len(s.gallery):,} gallery")
+            + f"; {cfg.model.backbone} -> {self.model.dim}-d, loss {cfg.loss.name}; "
+            f"{self.total:,} iterations of {cfg.train.batch_size} ({self.epoch_iters} per epoch)"
+            + (f"; resumed at iteration {it:,}" if resumed else "")
+            + ("; already complete" if it >= self.total else "")
+        )
+
+    def run(self, progress: bool | None) -> bool:
+        """Train to the end (or a Ctrl-C); return whether the run was interrupted."""
+        pos, out = self.trainer.pos, self.out
+        self.bar = tqdm(
+            total=self.total, initial=pos.iteration, desc=self.cfg.name, unit="it",
+            disable=progress_disabled(progress),
+        )  # fmt: skip
+        try:
+            with graceful_interrupt() as stop:
+                if pos.iteration == 0 and not self.trainer.history and self.cfg.train.eval_at_start:
+                    self.evaluate(math.nan)
+                self.tick = time.perf_counter()
+                self.trainer.run(
+                    self.total, self.batches, on_step=self.after_step,
+                    on_epoch_end=self.end_epoch, should_stop=lambda: stop["requested"],
+                )  # fmt: skip
+        except Stop:  # Ctrl-C once: stopped between two iterations, the exact position is saved
+            self.checkpoint(interrupted=True)
+            tqdm.write(
+                f"stopped at iteration {pos.iteration}: the exact position is saved in "
+                f"{out / 'last.pt'}; train again with resume to continue."
+            )
+            return True
+        except KeyboardInterrupt:  # Ctrl-C twice: stopped inside an iteration, nothing saved
+            tqdm.write(
+                f"interrupted inside iteration {pos.iteration + 1}; {out / 'last.pt'} keeps the "
+                "last checkpointed position (epoch end, checkpoint_every or checkpoint_minutes); "
+                "train again with resume."
+            )
+            return True
+        finally:
+            self.bar.close()
+            if self.tb is not None:
+                self.tb.close()
+        return False
+
+
 def train(
     config: Config | str | Path,
     *,
@@ -88,13 +345,15 @@ def train(
     ----------
     config : Config, str or Path
         A :class:`Config` or a config file (see :func:`dmlbook.engine.load_config`).
-    resume : bool, str or Path
-        ``True``: continue from ``<out_dir>/last.pt`` if it exists (else start fresh); a path:
-        continue from that checkpoint (it must exist).
+    resume : bool, "auto", str or Path
+        ``True``: continue from ``<out_dir>/last.pt``, which must exist; ``"auto"``: continue
+        from it if it exists, else start fresh; a path: continue from that checkpoint (it must
+        exist); ``False``: start fresh.
     progress : bool, optional
         Progress bar; default on unless ``TQDM_DISABLE`` is set.
     verbose : bool
-        Print one line per evaluation (rounded, no timings) and the best-checkpoint note.
+        Print one line per evaluation (rounded, no timings) and the best checkpoint, with the
+        test-selection note when the best is not the final model.
 
     Returns
     -------
@@ -104,262 +363,36 @@ def train(
     ------
     ConfigError
         For an invalid config (before anything is trained) or an incompatible checkpoint.
+    NothingToResume
+        (a :class:`FileNotFoundError`) for ``resume=True`` when the run folder has no
+        ``last.pt``; the message names the folder and says to drop ``--resume``.
+    FileNotFoundError
+        For a checkpoint path that does not exist.
     FloatingPointError
         When the loss becomes NaN or infinite.
     """
     cfg = config if isinstance(config, Config) else load_config(config)
     cfg.validate()
-    out = cfg.out_dir
-    for stale in out.glob(".*.tmp"):  # left by a process killed while writing
+    for stale in cfg.out_dir.glob(".*.tmp"):  # left by a process killed while writing
         stale.unlink(missing_ok=True)
-    state = None
-    if resume:
-        path = out / "last.pt" if resume is True else Path(resume)
-        if resume is not True or path.is_file():
-            state = load_checkpoint(path)
-            check_resumable(state["config"], cfg)
-    t, o = cfg.train, cfg.optim
-    device = resolve_device(t.device)
-    loss_fn = build_loss(cfg)  # fails fast on a bad loss name or hyper-parameter
-    seed_everything(t.seed)
-    model = build_model(cfg, pretrained=state is None)
-    splits = build_splits(cfg, device, model.input_spec)
-    model.to(device)
-    loss_fn.to(device)
-    if t.channels_last:
-        model.to(memory_format=torch.channels_last)
-    opt = build_optimizer(cfg, model, loss_fn)
-    sampler = PKSampler(
-        splits.train.labels, t.batch_size, t.k, seed=t.seed, batches_per_epoch=t.epoch_iters
-    )
-    epoch_iters = len(sampler)
-    total = t.iterations or t.epochs * epoch_iters
-    steps = milestones(cfg, total)
-    ks = cfg.ks
-
-    # Position and records; restored from the checkpoint when resuming.
-    pos: dict[str, Any] = {"iteration": 0, "epoch": 0, "batch": 0, "elapsed": 0.0}
-    history: list[dict[str, Any]] = []
-    log: list[dict[str, Any]] = []
-    best: dict[str, Any] | None = None
-    epoch_loss = Mean(device)  # mean training loss of the current epoch
-    gen_state = None
-    if state is not None:
-        model.load_state_dict(state["model"])
-        loss_fn.load_state_dict(state["loss"])
-        opt.load_state_dict(state["optimizer"])
-        for g, base in zip(opt.param_groups, state["base_lrs"], strict=True):
-            g["base_lr"] = base
-        pos.update(state["position"])
-        history, log, best = state["history"], state["log"], state["best"]
-        epoch_loss.load(state["epoch_loss"])
-        gen_state = state["rng"]["augment"]
-        torch.set_rng_state(state["rng"]["torch"])
-    forward = torch.compile(model) if t.compile else model
-    tb = tensorboard(cfg, out)
-    start = time.perf_counter() - pos["elapsed"]
-    eval_kw = {"batch_size": t.eval_batch_size, "bf16": t.bf16, "forward": forward}
-    selected_on = "query/gallery" if splits.gallery is not None else "test"
-
-    def lr_now() -> float:
-        return opt.param_groups[0]["lr"]
-
-    def write_files(interrupted: bool = False) -> None:
-        metric_cols = [f"R@{k}" for k in ks] + ["MAP@R", "RP"]
-        cols = ["iteration", "epoch", "loss", "lr", *metric_cols, "seconds", "best"]
-        write_csv(out / "metrics.csv", history, cols)
-        write_csv(
-            out / "train_log.csv",
-            log,
-            ["iteration", "epoch", "loss", "lr", "images_per_s", "seconds"],
-        )
-        write_json(
-            out / "run.json",
-            {
-                "name": cfg.name,
-                "config": cfg.to_dict(),
-                "device": str(device),
-                "torch": torch.__version__,
-                "iteration": pos["iteration"],
-                "total_iterations": total,
-                "epoch_iters": epoch_iters,
-                "complete": pos["iteration"] >= total,
-                "interrupted": interrupted,
-                "train_images": len(splits.train),
-                "test_images": len(splits.test),
-                "gallery_images": None if splits.gallery is None else len(splits.gallery),
-                "best": best,
-                "tensorboard": tb is not None,
-            },
-        )
-
-    def checkpoint(interrupted: bool = False) -> None:
-        pos["elapsed"] = time.perf_counter() - start
-        save_checkpoint(
-            out / "last.pt",
-            {
-                "config": cfg.to_dict(),
-                "model": model.state_dict(),
-                "loss": loss_fn.state_dict(),
-                "optimizer": opt.state_dict(),
-                "base_lrs": [g["base_lr"] for g in opt.param_groups],
-                "position": dict(pos),
-                "epoch_loss": epoch_loss.state(),
-                "window": window.state(),
-                "history": history,
-                "log": log,
-                "best": best,
-                "rng": {"augment": rng["augment"], "torch": torch.get_rng_state()},
-            },
-        )
-        write_files(interrupted)
-
-    def evaluate(loss: float) -> None:
-        nonlocal best
-        metrics = evaluate_model(model, splits, ks, **eval_kw)
-        row = {"iteration": pos["iteration"], "epoch": pos["epoch"], "loss": loss, "lr": lr_now()}
-        row.update(metrics)
-        row["seconds"] = round(time.perf_counter() - start, 3)
-        row["best"] = False
-        if t.save_best and (best is None or metrics["R@1"] > best["metrics"]["R@1"]):
-            for r in history:
-                r["best"] = False
-            row["best"] = True
-            best = {
-                "iteration": pos["iteration"],
-                "epoch": pos["epoch"],
-                "metrics": metrics,
-                "selected_on": selected_on,
-                "note": TEST_SELECTION_NOTE,
-            }
-            save_checkpoint(
-                out / "best.pt",
-                {"config": cfg.to_dict(), "model": model.state_dict(), "best": best},
-            )
-        history.append(row)
-        if tb is not None:
-            for key, value in metrics.items():
-                tb.add_scalar(f"eval/{key}", value, pos["iteration"])
-        if verbose:
-            tqdm.write(format_row(row, ks))
-
-    generator = torch.Generator()  # all augmentation randomness; seeded per epoch
-    rng = {"augment": generator.get_state()}
-
-    def train_step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """One update at iteration ``pos["iteration"]``; returns the (float32) loss."""
-        factor = lr_factor(pos["iteration"], steps, o.gamma, o.warmup_iters, o.warmup_factor)
-        for g in opt.param_groups:
-            g["lr"] = g["base_lr"] * factor
-        with torch.autocast(device.type, torch.bfloat16, enabled=t.bf16):
-            emb = forward(x)
-        loss = loss_fn(emb.float(), y)  # the loss in float32, outside autocast
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if o.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), o.grad_clip)
-        opt.step()
-        rng["augment"] = generator.get_state()  # after this batch's draws, for resuming
-        return loss.detach()
-
+    state = _resume_state(cfg, resume)
+    run = _Run(cfg, state, verbose)
     if verbose:
-        tqdm.write(
-            f"run {cfg.name}: {len(splits.train):,} train / {len(splits.test):,} test images"
-            + ("" if splits.gallery is None else f" / {len(splits.gallery):,} gallery")
-            + f"; {cfg.model.backbone} -> {model.dim}-d, loss {cfg.loss.name}; {total:,} "
-            f"iterations of {t.batch_size} ({epoch_iters} per epoch)"
-            + (f"; resumed at iteration {pos['iteration']:,}" if state is not None else "")
-            + ("; already complete" if pos["iteration"] >= total else "")
-        )
-    interrupted = False
-    bar = tqdm(
-        total=total,
-        initial=pos["iteration"],
-        desc=cfg.name,
-        unit="it",
-        disable=progress_disabled(progress),
-    )
-    window = Mean(device)  # mean training loss since the last log row
-    if state is not None:
-        window.load(state["window"])
-    try:
-        with graceful_interrupt() as stop:
-            if pos["iteration"] == 0 and not history and t.eval_at_start:
-                evaluate(math.nan)
-            tick = time.perf_counter()
-            while pos["iteration"] < total:
-                epoch = pos["epoch"] + 1
-                sampler.set_epoch(epoch)
-                generator.manual_seed(t.seed * 1_000_003 + epoch)
-                if pos["batch"] and gen_state is not None:  # resuming inside this epoch
-                    generator.set_state(gen_state)
-                gen_state = None
-                rng["augment"] = generator.get_state()
-                if cfg.optim.freeze_backbone_epochs:
-                    model.freeze_backbone(epoch <= cfg.optim.freeze_backbone_epochs)
-                model.train()
-                todo = itertools.islice(sampler, pos["batch"], None)  # skip batches already done
-                for b, (x, y) in enumerate(
-                    splits.train.train_batches(todo, generator), pos["batch"]
-                ):
-                    if stop["requested"]:
-                        raise Stop
-                    loss = train_step(x, y)
-                    window.add(loss)
-                    epoch_loss.add(loss)
-                    pos["iteration"] += 1
-                    pos["batch"] = b + 1
-                    bar.update(1)
-                    if pos["iteration"] % t.log_every == 0 or pos["iteration"] == total:
-                        now = time.perf_counter()
-                        value = window.pop(pos["iteration"], lr_now())
-                        log.append({
-                            "iteration": pos["iteration"], "epoch": epoch, "loss": value,
-                            "lr": lr_now(), "seconds": round(now - start, 3),
-                            "images_per_s": round(t.batch_size * window.popped / (now - tick), 1),
-                        })  # fmt: skip
-                        tick = now
-                        if tb is not None:
-                            tb.add_scalar("train/loss", value, pos["iteration"])
-                            tb.add_scalar("train/lr", lr_now(), pos["iteration"])
-                        bar.set_postfix(loss=f"{value:.4f}", refresh=False)
-                    if t.checkpoint_every and pos["iteration"] % t.checkpoint_every == 0:
-                        checkpoint()
-                    if pos["iteration"] >= total:
-                        break
-                pos["epoch"], pos["batch"] = epoch, 0
-                mean = epoch_loss.pop(pos["iteration"], lr_now())
-                if epoch % t.eval_every == 0 or pos["iteration"] >= total:
-                    evaluate(mean)
-                checkpoint()
-                tick = time.perf_counter()  # images/s counts training time only
-    except Stop:  # Ctrl-C once: stopped between two iterations, the exact position is saved
-        interrupted = True
-        checkpoint(interrupted=True)
-        tqdm.write(
-            f"stopped at iteration {pos['iteration']}: the exact position is saved in "
-            f"{out / 'last.pt'}; train again with resume to continue."
-        )
-    except KeyboardInterrupt:  # Ctrl-C twice: stopped inside an iteration, nothing saved
-        interrupted = True
-        tqdm.write(
-            f"interrupted inside iteration {pos['iteration'] + 1}; {out / 'last.pt'} keeps the "
-            "last completed epoch (or checkpoint_every) position; train again with resume."
-        )
-    finally:
-        bar.close()
-        if tb is not None:
-            tb.close()
+        tqdm.write(run.describe(resumed=state is not None))
+    interrupted = run.run(progress)
+    best, history = run.best, run.trainer.history
     if verbose and best is not None:
-        tqdm.write(
-            f"best: iteration {best['iteration']}, R@1 {100 * best['metrics']['R@1']:.1f} "
-            f"-- note: {TEST_SELECTION_NOTE}"
-        )
+        line = f"best: iteration {best['iteration']}, R@1 {100 * best['metrics']['R@1']:.1f}"
+        if history and best["iteration"] != history[-1]["iteration"]:
+            line += f" -- note: {TEST_SELECTION_NOTE}"
+        else:
+            line += " (the last evaluation: best.pt holds the final model)"
+        tqdm.write(line)
     return RunResult(
         history=pd.DataFrame(history),
-        log=pd.DataFrame(log),
+        log=pd.DataFrame(run.log),
         best=best,
-        out_dir=out,
+        out_dir=cfg.out_dir,
         interrupted=interrupted,
         config=cfg,
     )
