@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import csv
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -88,11 +91,20 @@ def test_spot_values(results, paper, table, dataset, method, dim, batch, metric,
     assert list(row.value) == [value]
 
 
-def test_the_package_ships_the_data():
-    pyproject = (ROOT / "pyproject.toml").read_text()
-    assert '"data/*.csv"' in pyproject
+def test_the_wheel_ships_the_data(tmp_path):
+    """A non-editable install has the papers' tables and the Omniglot copy (package data)."""
     for name in ("paper_results.csv", "paper_quotes.csv", "paper_claims.csv"):
         assert (pr.DATA / name).is_file()
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path), str(ROOT)],
+        check=True, capture_output=True, cwd=tmp_path,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("dmlbook-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in ("paper_results.csv", "paper_quotes.csv", "paper_claims.csv", "omniglot28.npz",
+                 "OMNIGLOT_LICENSE"):  # fmt: skip
+        assert f"dmlbook/data/{name}" in names, f"the wheel lacks dmlbook/data/{name}"
 
 
 def write(tmp_path: Path, lines: list[str]) -> Path:
