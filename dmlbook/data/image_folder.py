@@ -37,6 +37,7 @@ from ..validation import as_labels
 from .dataset import ClassStats
 from .errors import ALLOW_PARTIAL, SKIP_BAD, IncompleteDatasetError, listed
 from .files import IMAGE_EXTENSIONS, is_junk, read_table, scan_images
+from .image_cache import CachedImageDataset, build_image_cache
 
 if TYPE_CHECKING:  # pragma: no cover
     from PIL import Image
@@ -173,8 +174,6 @@ class ImageListDataset(ClassStats, Dataset):
         ``skip_bad=True`` images that cannot be decoded are left out of the returned data set and
         listed in a warning (default: an error that lists them).
         """
-        from .image_cache import CachedImageDataset, build_image_cache
-
         cache = build_image_cache(
             self.files,
             size=size,

@@ -7,6 +7,7 @@ import bisect
 import torch
 from torch import nn
 
+from ..losses import get_loss
 from ..models.head import EmbeddingModel, build_backbone
 from .config import Config, ConfigError
 from .optim import make_optimizer
@@ -39,8 +40,6 @@ def build_model(cfg: Config, *, pretrained: bool = True) -> EmbeddingModel:
 
 def build_loss(cfg: Config) -> nn.Module:
     """``dmlbook.losses.get_loss(cfg.loss.name, **cfg.loss.params)``."""
-    from ..losses import get_loss
-
     try:
         return get_loss(cfg.loss.name, **cfg.loss.params)
     except ValueError as err:

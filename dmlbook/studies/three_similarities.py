@@ -49,9 +49,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+import sympy as sp
 import torch
 
+from .. import symbolic as sy
 from ..losses.registry import available_losses, get_loss
+from ..symbolic import HingeActive
 
 __all__ = [
     "PAPER_TABLE_1",
@@ -475,10 +478,6 @@ def _vanishes(expr: Any, free: Sequence[Any]) -> bool:
     expression that is 0 at every sampled point must then be *proved* 0 by
     :func:`dmlbook.symbolic.prove_equal`, else a ``RuntimeError`` says the question is open.
     """
-    import sympy as sp
-
-    from .. import symbolic as sy
-
     expr = sp.sympify(expr)
     if expr == 0:
         return True
@@ -545,10 +544,6 @@ def symbolic_dependence(weight: Any, anchor: Any, pair: Any) -> dict[str, str]:
     gate open. A gate counts whatever its argument depends on, even where the gate can never
     close in practice (the hinge of Eq. 6 at ``lambda = 1``; see the module docstring).
     """
-    import sympy as sp
-
-    from ..symbolic import HingeActive
-
     if pair not in anchor.neg:
         raise ValueError(
             f"pair must be one of the anchor's negative symbols {anchor.neg}, got {pair}."
