@@ -63,6 +63,11 @@ def cli_spelling(message: str, command: str) -> str:
         r"dmlbook prepare \1 --data DIR",
         message,
     )
+    message = re.sub(
+        r"load_dataset\('(\w+)', '\w+', download=True\)",
+        r"dmlbook prepare \1 --data DIR --option download=true",
+        message,
+    )
     return re.sub(r"root='/path/to/[^']*'", "--data DIR", message)
 
 
@@ -72,6 +77,9 @@ def _parse_options(pairs: list[str]) -> dict[str, object]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ValueError(f"--option expects key=value, got {pair!r}.")
+        if value.lower() in ("true", "false"):  # the shell spelling of a flag's value
+            options[key] = value.lower() == "true"
+            continue
         try:
             options[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.error
 
 import numpy as np
 import pytest
@@ -160,7 +161,9 @@ def test_subcommand_help_lists_choices_and_examples(capsys):
     with pytest.raises(SystemExit):
         main(["prepare", "--help"])
     out = capsys.readouterr().out
-    assert "one of: cars, cub, digits, inshop, sop, synthetic" in out
+    assert "one of: cars, cub, digits, inshop, omniglot, omniglot_full, sop, synthetic" in " ".join(
+        out.split()
+    )
     assert "--allow-partial" in out and "--skip-bad-images" in out and "examples:" in out
     with pytest.raises(SystemExit):
         main(["train", "--help"])
@@ -299,3 +302,19 @@ def test_engine_errors_are_one_line(config_file, capsys, monkeypatch):
         "dmlbook train: error: nothing to resume from: run/last.pt does not exist; "
         "start without it.\n"
     )
+
+
+def test_omniglot_full_offline_says_how_in_cli_terms(capsys, tmp_path, monkeypatch):
+    code, _, err = run(["prepare", "omniglot_full", "--data", tmp_path], capsys)
+    assert code == 2 and "download=True" not in err and "load_dataset" not in err
+    assert "dmlbook prepare omniglot_full --data DIR --option download=true" in err
+
+    def offline(url, *args, **kwargs):
+        raise urllib.error.URLError("Name or service not known")
+
+    monkeypatch.setattr("dmlbook.data.omniglot.fetch", offline)
+    code, _, err = run(
+        ["prepare", "omniglot_full", "--data", tmp_path, "--option", "download=true"], capsys
+    )
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "Could not download" in err and "Offline? Download images_background.zip by hand" in err

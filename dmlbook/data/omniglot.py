@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import urllib.error
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -40,6 +41,7 @@ import torch.nn.functional as F
 from .dataset import EmbeddedDataset
 from .download import ChecksumError
 from .download import download as fetch
+from .errors import DownloadError
 from .omniglot_layout import (
     COMPACT_SIZE,
     alphabets,
@@ -318,4 +320,13 @@ def _locate(folder: Path, name: str, split: str, download: bool) -> Path:
             f"Omniglot set {name!r} not found: neither {folder / name}/ nor {source}. Get it "
             f"with {how}, or from https://github.com/brendenlake/omniglot (python/ folder)."
         )
-    return fetch(FULL_URLS[name], source, md5=FULL_MD5[name])
+    try:
+        return fetch(FULL_URLS[name], source, md5=FULL_MD5[name])
+    except (OSError, urllib.error.URLError) as err:
+        if isinstance(err, ChecksumError):
+            raise
+        reason = " ".join(str(getattr(err, "reason", err)).split())
+        raise DownloadError(
+            f"Could not download {FULL_URLS[name]} ({reason}). Offline? Download {name}.zip by "
+            f"hand (md5 {FULL_MD5[name]}) into {folder}, or extract it there as {folder / name}/."
+        ) from err
