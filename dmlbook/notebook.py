@@ -1,6 +1,15 @@
-"""``dmlbook.setup()``: the first call of every chapter."""
+"""``dmlbook.setup()``, the first call of every chapter, and ``show_source``, which prints the code a
+section discusses (the loss chapters show their implementation this way).
+
+Tests: ``tests/test_notebook.py``.
+"""
 
 from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -8,7 +17,7 @@ import torch
 from .profile import Profile, current_profile
 from .reproducibility import seed_everything
 
-__all__ = ["setup"]
+__all__ = ["setup", "show_source"]
 
 
 def setup(seed: int = 0, threads: int = 2) -> Profile:
@@ -54,3 +63,41 @@ def setup(seed: int = 0, threads: int = 2) -> Profile:
     except ImportError:
         pass
     return current_profile()
+
+
+def show_source(obj: Callable | type, docstring: str = "summary") -> None:
+    """Print the source code of a function or class, as a chapter shows it.
+
+    Parameters
+    ----------
+    obj : function or class
+        What to show; ``inspect.getsource`` must find its file (anything defined in dmlbook).
+    docstring : {"summary", "full", "none"}
+        ``"summary"`` keeps only the docstring's first line (the parameter lists are in the
+        API documentation, the chapter shows the computation), ``"full"`` keeps it all,
+        ``"none"`` drops it.
+
+    Nothing is returned, so that a cell ending in ``show_source(f)`` shows the code once.
+    """
+    if docstring not in ("summary", "full", "none"):
+        raise ValueError(f"docstring must be 'summary', 'full' or 'none', not {docstring!r}")
+    try:
+        source = textwrap.dedent(inspect.getsource(obj))
+    except (TypeError, OSError) as err:
+        raise TypeError(
+            f"show_source needs a function or class defined in a source file, not {obj!r}"
+        ) from err
+    lines = source.splitlines()
+    body = ast.parse(source).body[0].body
+    first = body[0] if body else None
+    if (
+        docstring != "full"
+        and isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        indent = lines[first.lineno - 1][: first.col_offset]
+        summary = first.value.value.strip().splitlines()[0] if first.value.value.strip() else ""
+        keep = [f'{indent}"""{summary}"""'] if docstring == "summary" and summary else []
+        lines = lines[: first.lineno - 1] + keep + lines[first.end_lineno :]
+    print("\n".join(lines))

@@ -4,7 +4,11 @@
   dmlbook's autograd weights (``book/08_three_similarities.ipynb``);
 * :mod:`dmlbook.studies.ms_ablation`: Wang et al. 2019, Table 2, the paper's numbers beside
   measured ones (``book/10_multi_similarity.ipynb``; the losses are
-  :mod:`dmlbook.losses.ablation`).
+  :mod:`dmlbook.losses.ablation`);
+* :mod:`dmlbook.studies.results`: the one layout of every table of runs the book prints (loss,
+  seed, epoch or iteration, metrics), ``as_results`` and paired differences between losses;
+* :mod:`dmlbook.studies.harness`: ``run_grid``, the (loss, seed) grid that both
+  ``dmlbook.experiments.compare_losses`` and ``dmlbook.engine.compare_on_benchmark`` run.
 
 Import the modules themselves (``from dmlbook.studies import three_similarities as ts``); this
 package face re-exports nothing, so importing one study never loads the others.
