@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dmlbook.losses import read_ablation_csv
+from dmlbook.studies.ms_ablation import read_ablation_csv
 from dmlbook.studies.results import (
     as_results,
     format_paired,
