@@ -26,7 +26,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .optim import OPTIMIZER_DEFAULTS, check_optimizer
+from .config_sections import (
+    RECALL_KS,
+    ConfigError,
+    DataConfig,
+    LossConfig,
+    ModelConfig,
+    OptimConfig,
+    TrainConfig,
+)
+from .optim import check_optimizer
 
 __all__ = [
     "Config",
@@ -43,134 +52,6 @@ __all__ = [
     "find_config",
     "load_config",
 ]
-
-#: The Recall@K sets the papers report per data set (MS, Wang et al. 2019, Tables 3-5).
-RECALL_KS: dict[str, tuple[int, ...]] = {
-    "cub": (1, 2, 4, 8, 16, 32),
-    "cars": (1, 2, 4, 8, 16, 32),
-    "sop": (1, 10, 100, 1000),
-    "inshop": (1, 10, 20, 30, 40, 50),
-}
-
-
-class ConfigError(ValueError):
-    """An invalid configuration; the message names the key and what is wrong."""
-
-
-@dataclass
-class DataConfig:
-    """Which data, and how training images are augmented.
-
-    ``root`` is the folder that holds the data sets (as ``$DMLBOOK_DATA``; ``--data`` sets it).
-    For image data sets every image is decoded once, resized to ``resize`` (shorter side) into a
-    ``uint8`` cache; training takes random resized crops of side ``crop`` (area fraction in
-    ``scale``) with horizontal flips, testing the centre crop. ``gallery_split`` selects the
-    query/gallery protocol (In-Shop: ``test_split: query``, ``gallery_split: gallery``).
-    """
-
-    dataset: str = "synthetic"
-    root: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    train_split: str = "train"
-    test_split: str = "test"
-    gallery_split: str | None = None
-    resize: int = 256
-    crop: int = 224
-    scale: list[float] = field(default_factory=lambda: [0.16, 1.0])
-    flip: bool = True
-    cache_dir: str | None = None
-
-
-@dataclass
-class ModelConfig:
-    """Backbone, head and BatchNorm handling (see :class:`dmlbook.models.EmbeddingModel`).
-
-    ``pretrained``: ``null`` (random init), ``default`` (the papers' ImageNet weights) or a path
-    or URL.
-    """
-
-    backbone: str = "bn_inception"
-    pretrained: str | None = "default"
-    backbone_options: dict[str, Any] = field(default_factory=dict)
-    dim: int | None = 512
-    pooling: str = "max"
-    freeze_bn: bool = True
-
-
-@dataclass
-class LossConfig:
-    """``dmlbook.losses.get_loss(name, **params)``."""
-
-    name: str = "multi_similarity"
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class OptimConfig:
-    """Optimiser and schedule.
-
-    ``milestones``: iterations at which the learning rate is multiplied by ``gamma``; values in
-    (0, 1) are fractions of the run (0.6 = at 60 %; they move if a resumed run is lengthened). ``warmup_iters``: linear warm-up from
-    ``warmup_factor * lr``. ``freeze_backbone_epochs``: train only the head for that many
-    epochs (Liu et al.). ``head_lr_mult``: learning-rate factor of the new head. ``name``,
-    ``lr``, ``weight_decay``, ``momentum``/``nesterov`` (SGD; ``momentum: 0`` is plain SGD) and
-    ``betas``/``eps`` (Adam, AdamW) go to :func:`dmlbook.engine.optim.make_optimizer`, which
-    also validates them.
-    """
-
-    name: str = "adam"
-    lr: float = 1e-5
-    weight_decay: float = OPTIMIZER_DEFAULTS["weight_decay"]
-    momentum: float = OPTIMIZER_DEFAULTS["momentum"]
-    nesterov: bool = OPTIMIZER_DEFAULTS["nesterov"]
-    betas: list[float] = field(default_factory=lambda: list(OPTIMIZER_DEFAULTS["betas"]))
-    eps: float = OPTIMIZER_DEFAULTS["eps"]
-    head_lr_mult: float = 1.0
-    milestones: list[int | float] = field(default_factory=list)
-    gamma: float = 0.1
-    warmup_iters: int = 0
-    warmup_factor: float = 0.01
-    freeze_backbone_epochs: int = 0
-    grad_clip: float | None = None
-
-    def settings(self) -> dict[str, Any]:
-        """The keyword settings of :func:`~dmlbook.engine.optim.make_optimizer` besides name, lr."""
-        keys = ("weight_decay", "momentum", "nesterov", "betas", "eps")
-        return {k: getattr(self, k) for k in keys}
-
-
-@dataclass
-class TrainConfig:
-    """Length, batches, evaluation, precision and output of a run.
-
-    Give exactly one of ``iterations`` and ``epochs``. An epoch is ``epoch_iters`` batches
-    (default: training images // batch_size); evaluations happen at epoch ends (every
-    ``eval_every`` epochs and after the last iteration). ``last.pt`` is written at every epoch
-    end, every ``checkpoint_every`` iterations and whenever ``checkpoint_minutes`` (default 10;
-    ``null``: off) have passed since the last one, so that a killed run on a slow machine loses
-    minutes, not an epoch. ``ks`` defaults to the data set's Recall@K set (:data:`RECALL_KS`).
-    """
-
-    iterations: int | None = None
-    epochs: int | None = None
-    epoch_iters: int | None = None
-    batch_size: int = 80
-    k: int = 5
-    eval_every: int = 1
-    eval_at_start: bool = True
-    ks: list[int] | None = None
-    eval_batch_size: int = 256
-    seed: int = 0
-    device: str = "auto"
-    bf16: bool = True
-    channels_last: bool = True
-    compile: bool = False
-    out_dir: str | None = None
-    log_every: int = 10
-    checkpoint_every: int | None = None
-    checkpoint_minutes: float | None = 10.0
-    save_best: bool = True
-    tensorboard: bool = True
 
 
 @dataclass
@@ -209,82 +90,94 @@ class Config:
         ConfigError
             Naming the key, the bad value and the fix.
         """
-        t, o, d, m = self.train, self.optim, self.data, self.model
-        if (t.iterations is None) == (t.epochs is None):
-            raise ConfigError(
-                "give exactly one of train.iterations and train.epochs "
-                f"(got iterations={t.iterations}, epochs={t.epochs})."
-            )
-        for key in (
-            "iterations", "epochs", "epoch_iters", "batch_size", "k", "eval_every",
-            "eval_batch_size", "log_every", "checkpoint_every",
-        ):  # fmt: skip
-            value = getattr(t, key)
-            if value is not None and value < 1:
-                raise ConfigError(f"train.{key} must be a positive integer, got {value}.")
-        if t.k < 2:
-            raise ConfigError(f"train.k must be at least 2 (a positive pair), got {t.k}.")
-        if t.batch_size % t.k:
-            lower = max(t.batch_size // t.k, 1) * t.k
-            raise ConfigError(
-                f"train.batch_size={t.batch_size} is not a multiple of train.k={t.k}; use e.g. "
-                f"{lower} or {lower + t.k} (P classes x k images)."
-            )
-        if t.seed < 0:
-            raise ConfigError(f"train.seed must be >= 0, got {t.seed}.")
-        minutes = t.checkpoint_minutes
-        if minutes is not None and not (math.isfinite(minutes) and minutes > 0):
-            raise ConfigError(
-                f"train.checkpoint_minutes must be a positive number of minutes or null (off), "
-                f"got {minutes}."
-            )
-        if t.ks is not None and (not t.ks or min(t.ks) < 1):
-            raise ConfigError(f"train.ks must be positive integers, got {t.ks}.")
-        if t.device not in ("auto", "cpu", "cuda", "mps") and not t.device.startswith("cuda:"):
-            raise ConfigError(f"train.device must be auto, cpu, cuda[:N] or mps, got {t.device!r}.")
-        try:
-            check_optimizer(o.name, o.lr, **o.settings())
-        except ValueError as err:
-            msg = str(err)
-            raise ConfigError(
-                msg.replace("Unknown optimizer", "unknown optim.name", 1)
-                if msg.startswith("Unknown")
-                else f"optim.{msg}"
-            ) from err
-        for key in ("head_lr_mult", "gamma", "warmup_factor"):
-            value = getattr(o, key)
-            if not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"optim.{key} must be a positive number, got {value}.")
-        if o.warmup_iters < 0:
-            raise ConfigError(f"optim.warmup_iters must be >= 0, got {o.warmup_iters}.")
-        if o.freeze_backbone_epochs < 0:
-            raise ConfigError("optim.freeze_backbone_epochs must be >= 0.")
-        if o.grad_clip is not None and not o.grad_clip > 0:
-            raise ConfigError(f"optim.grad_clip must be positive or null, got {o.grad_clip}.")
-        if any(x <= 0 for x in o.milestones) or list(o.milestones) != sorted(o.milestones):
-            raise ConfigError(
-                f"optim.milestones must be increasing positive iterations (or fractions in "
-                f"(0, 1)), got {o.milestones}."
-            )
-        if len(d.scale) != 2 or not 0 < d.scale[0] <= d.scale[1] <= 1:
-            raise ConfigError(
-                f"data.scale must be [min, max] with 0 < min <= max <= 1, got {d.scale}."
-            )
-        if d.crop < 1 or d.resize < d.crop:
-            raise ConfigError(
-                f"data.crop must be positive and data.resize >= data.crop, got crop={d.crop}, "
-                f"resize={d.resize}."
-            )
-        if m.backbone == "bn_inception" and (d.crop + 1) % 32 > 7:
-            raise ConfigError(
-                f"data.crop={d.crop} does not fit BN-Inception, which needs sides of 32k-1 to "
-                "32k+6 pixels (e.g. 224 or 227, as MS)."
-            )
-        if m.pooling not in ("max", "avg", "avg+max"):
-            raise ConfigError(f"model.pooling must be max, avg or avg+max, got {m.pooling!r}.")
-        if m.dim is not None and m.dim < 1:
-            raise ConfigError(f"model.dim must be a positive integer or null, got {m.dim}.")
+        _check_train(self.train)
+        _check_optim(self.optim)
+        _check_data_and_model(self.data, self.model)
         return self
+
+
+def _check_train(t: TrainConfig) -> None:
+    """The checks of :meth:`Config.validate` on the ``train`` section."""
+    if (t.iterations is None) == (t.epochs is None):
+        raise ConfigError(
+            "give exactly one of train.iterations and train.epochs "
+            f"(got iterations={t.iterations}, epochs={t.epochs})."
+        )
+    for key in (
+        "iterations", "epochs", "epoch_iters", "batch_size", "k", "eval_every",
+        "eval_batch_size", "log_every", "checkpoint_every",
+    ):  # fmt: skip
+        value = getattr(t, key)
+        if value is not None and value < 1:
+            raise ConfigError(f"train.{key} must be a positive integer, got {value}.")
+    if t.k < 2:
+        raise ConfigError(f"train.k must be at least 2 (a positive pair), got {t.k}.")
+    if t.batch_size % t.k:
+        lower = max(t.batch_size // t.k, 1) * t.k
+        raise ConfigError(
+            f"train.batch_size={t.batch_size} is not a multiple of train.k={t.k}; use e.g. "
+            f"{lower} or {lower + t.k} (P classes x k images)."
+        )
+    if t.seed < 0:
+        raise ConfigError(f"train.seed must be >= 0, got {t.seed}.")
+    minutes = t.checkpoint_minutes
+    if minutes is not None and not (math.isfinite(minutes) and minutes > 0):
+        raise ConfigError(
+            f"train.checkpoint_minutes must be a positive number of minutes or null (off), "
+            f"got {minutes}."
+        )
+    if t.ks is not None and (not t.ks or min(t.ks) < 1):
+        raise ConfigError(f"train.ks must be positive integers, got {t.ks}.")
+    if t.device not in ("auto", "cpu", "cuda", "mps") and not t.device.startswith("cuda:"):
+        raise ConfigError(f"train.device must be auto, cpu, cuda[:N] or mps, got {t.device!r}.")
+
+
+def _check_optim(o: OptimConfig) -> None:
+    """The checks of :meth:`Config.validate` on the ``optim`` section."""
+    try:
+        check_optimizer(o.name, o.lr, **o.settings())
+    except ValueError as err:
+        msg = str(err)
+        raise ConfigError(
+            msg.replace("Unknown optimizer", "unknown optim.name", 1)
+            if msg.startswith("Unknown")
+            else f"optim.{msg}"
+        ) from err
+    for key in ("head_lr_mult", "gamma", "warmup_factor"):
+        value = getattr(o, key)
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"optim.{key} must be a positive number, got {value}.")
+    if o.warmup_iters < 0:
+        raise ConfigError(f"optim.warmup_iters must be >= 0, got {o.warmup_iters}.")
+    if o.freeze_backbone_epochs < 0:
+        raise ConfigError("optim.freeze_backbone_epochs must be >= 0.")
+    if o.grad_clip is not None and not o.grad_clip > 0:
+        raise ConfigError(f"optim.grad_clip must be positive or null, got {o.grad_clip}.")
+    if any(x <= 0 for x in o.milestones) or list(o.milestones) != sorted(o.milestones):
+        raise ConfigError(
+            f"optim.milestones must be increasing positive iterations (or fractions in "
+            f"(0, 1)), got {o.milestones}."
+        )
+
+
+def _check_data_and_model(d: DataConfig, m: ModelConfig) -> None:
+    """The checks of :meth:`Config.validate` on ``data`` and ``model`` (the crop fits the backbone)."""
+    if len(d.scale) != 2 or not 0 < d.scale[0] <= d.scale[1] <= 1:
+        raise ConfigError(f"data.scale must be [min, max] with 0 < min <= max <= 1, got {d.scale}.")
+    if d.crop < 1 or d.resize < d.crop:
+        raise ConfigError(
+            f"data.crop must be positive and data.resize >= data.crop, got crop={d.crop}, "
+            f"resize={d.resize}."
+        )
+    if m.backbone == "bn_inception" and (d.crop + 1) % 32 > 7:
+        raise ConfigError(
+            f"data.crop={d.crop} does not fit BN-Inception, which needs sides of 32k-1 to "
+            "32k+6 pixels (e.g. 224 or 227, as MS)."
+        )
+    if m.pooling not in ("max", "avg", "avg+max"):
+        raise ConfigError(f"model.pooling must be max, avg or avg+max, got {m.pooling!r}.")
+    if m.dim is not None and m.dim < 1:
+        raise ConfigError(f"model.dim must be a positive integer or null, got {m.dim}.")
 
 
 # ------------------------------------------------------------------------------------------
