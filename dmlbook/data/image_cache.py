@@ -30,7 +30,8 @@ their cells stay black and the manifest lists them, so that the data set leaves 
 cache files get the mode a plain ``open`` gives (the umask decides whether a group sharing the
 folder can read them), and the build lock file is removed afterwards (:mod:`dmlbook.data.atomic`).
 Decoding one image is :mod:`dmlbook.data.image_decode`; the data set that reads the cache is
-:mod:`dmlbook.data.cached_dataset`.
+:mod:`dmlbook.data.cached_dataset`; the handle of a built cache and opening it are
+:mod:`dmlbook.data.image_cache_file` (this module re-exports its public names).
 
 ``draft=True`` lets PIL decode JPEGs at a reduced DCT scale (1/2, 1/4 or 1/8, never below the
 target size) before the resize, 2-4x faster for large photos and visually equivalent.
@@ -48,7 +49,6 @@ import json
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +57,16 @@ from tqdm import tqdm
 from ..progress import progress_disabled
 from .atomic import atomic_write, exclusive_lock
 from .cached_dataset import Batch, CachedImageDataset
-from .errors import SKIP_BAD, listed
+from .errors import listed
+from .image_cache_file import (
+    CACHE_VERSION,
+    ImageCache,
+    _checked,
+    _decode_error,
+    _try_open,
+    default_cache_dir,
+    open_image_cache,
+)
 from .image_decode import FITS, decode_resized, resized_geometry
 
 __all__ = [
@@ -72,109 +81,6 @@ __all__ = [
     "open_image_cache",
     "resized_geometry",
 ]
-
-#: Format version; part of every cache digest, so a change rebuilds old caches.
-CACHE_VERSION = 1
-
-
-def default_cache_dir() -> Path:
-    """``$DMLBOOK_CACHE/images`` if ``DMLBOOK_CACHE`` is set, else ``~/.cache/dmlbook/images``."""
-    env = os.environ.get("DMLBOOK_CACHE")
-    base = Path(env).expanduser() if env else Path.home() / ".cache" / "dmlbook"
-    return base / "images"
-
-
-@dataclass(eq=False)
-class ImageCache:
-    """A built cache: ``images[i]`` is image ``i`` as a ``size x size x 3`` ``uint8`` array.
-
-    Attributes
-    ----------
-    path : Path
-        The ``.npy`` file (the manifest is ``path.with_suffix(".json")``).
-    images : ndarray of shape (N, size, size, 3), uint8
-        Read-only memory map.
-    image_sizes : ndarray of shape (N, 2), int64
-        ``(height, width)`` of each original file.
-    regions : ndarray of shape (N, 4), int64
-        ``(top, left, height, width)`` of the image pixels in each cell (the whole cell for
-        ``fit="crop"``).
-    manifest : dict
-        The JSON manifest (version, size, fit, draft, digest, root, paths, file sizes).
-    """
-
-    path: Path
-    images: np.ndarray
-    image_sizes: np.ndarray
-    regions: np.ndarray
-    manifest: dict = field(repr=False)
-
-    @property
-    def size(self) -> int:
-        """Side of a cell in pixels."""
-        return int(self.manifest["size"])
-
-    @property
-    def fit(self) -> str:
-        """``"crop"`` or ``"pad"``."""
-        return str(self.manifest["fit"])
-
-    def __len__(self) -> int:
-        return int(self.images.shape[0])
-
-    @property
-    def bad(self) -> list[tuple[int, str, str]]:
-        """``(index, path, error)`` of the images that could not be decoded (``skip_bad``)."""
-        return [(int(i), str(p), str(e)) for i, p, e in self.manifest.get("bad", [])]
-
-
-def _regions(image_sizes: np.ndarray, size: int, fit: str) -> np.ndarray:
-    if fit == "crop":  # the image fills every cell
-        return np.tile(np.array([[0, 0, size, size]], dtype=np.int64), (len(image_sizes), 1))
-    out = np.empty((len(image_sizes), 4), dtype=np.int64)
-    for i, (h, w) in enumerate(image_sizes.tolist()):
-        out[i] = resized_geometry(int(w), int(h), size, fit)[2]
-    return out
-
-
-def open_image_cache(path: str | os.PathLike[str]) -> ImageCache:
-    """Open a complete cache from its ``.npy`` path (its manifest must be next to it).
-
-    Raises
-    ------
-    FileNotFoundError
-        If the array or its manifest is missing (an incomplete build).
-    ValueError
-        If the manifest does not describe the array (version, shape or count differ).
-    """
-    path = Path(path)
-    manifest_path = path.with_suffix(".json")
-    if not path.is_file() or not manifest_path.is_file():
-        raise FileNotFoundError(
-            f"No complete image cache at {path} (the array and its manifest {manifest_path.name} "
-            "must both exist); build it with build_image_cache or ImageListDataset.cached()."
-        )
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    if manifest.get("version") != CACHE_VERSION:
-        raise ValueError(
-            f"{manifest_path} has cache format version {manifest.get('version')!r}, this dmlbook "
-            f"reads version {CACHE_VERSION}; delete it to rebuild."
-        )
-    images = np.load(path, mmap_mode="r")
-    size, n = int(manifest["size"]), int(manifest["count"])
-    if images.shape != (n, size, size, 3) or images.dtype != np.uint8:
-        raise ValueError(
-            f"{path} holds an array of shape {images.shape} ({images.dtype}), but its manifest "
-            f"describes ({n}, {size}, {size}, 3) uint8; delete both files to rebuild."
-        )
-    sizes = np.asarray(manifest["image_sizes"], dtype=np.int64).reshape(n, 2)
-    return ImageCache(
-        path=path,
-        images=images,
-        image_sizes=sizes,
-        regions=_regions(sizes, size, str(manifest["fit"])),
-        manifest=manifest,
-    )
 
 
 def _write_json(path: Path, payload: dict) -> None:
@@ -255,6 +161,65 @@ def build_image_cache(
         If some images cannot be decoded (without ``skip_bad``): the message lists each path with
         PIL's error; no cache is left behind. Also for invalid options.
     """
+    size, paths = _checked_options(files, size, fit, workers, name)
+    stored, byte_sizes, root_path = _file_list(paths, root)
+    digest = _digest(stored, byte_sizes, size, fit, draft)
+    final = _cache_path(cache_dir, f"{name}-s{size}-{fit}-{digest}.npy")
+
+    existing = _try_open(final, digest)
+    if existing is not None:
+        return _checked(existing, skip_bad)
+    with exclusive_lock(final.parent / f"{final.stem}.lock"):
+        existing = _try_open(final, digest)  # built meanwhile by another process
+        if existing is not None:
+            return _checked(existing, skip_bad)
+        workers = workers or _default_workers()
+        errors = _build(paths, final, digest, size, fit, draft, workers, progress, name, skip_bad)
+        if errors and not skip_bad:
+            raise _decode_error(errors, len(paths), built=False)
+        options = {"size": size, "fit": fit, "draft": bool(draft)}
+        manifest = _manifest(final, digest, options, root_path, stored, byte_sizes, errors)
+        _write_json(final.with_suffix(".json"), manifest)
+        _sizes_path(final).unlink()
+    return open_image_cache(final)
+
+
+def _cache_path(cache_dir: str | os.PathLike[str] | None, filename: str) -> Path:
+    """``filename`` in ``cache_dir`` (default :func:`default_cache_dir`), created if missing."""
+    folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / filename
+
+
+def _manifest(
+    final: Path,
+    digest: str,
+    options: dict,
+    root: str | None,
+    stored: list[str],
+    byte_sizes: list[int],
+    errors: list[tuple[int, str, str]],
+) -> dict:
+    """The JSON manifest of a complete build (read back by :func:`open_image_cache`)."""
+    return {
+        "version": CACHE_VERSION,
+        "digest": digest,
+        "size": options["size"],
+        "fit": options["fit"],
+        "draft": options["draft"],
+        "count": len(stored),
+        "root": root,
+        "paths": stored,
+        "file_sizes": byte_sizes,
+        "image_sizes": np.load(_sizes_path(final)).tolist(),
+        "bad": [[i, p, e] for i, p, e in errors],
+    }
+
+
+def _checked_options(
+    files: Sequence[str | os.PathLike[str]], size: int, fit: str, workers: int | None, name: str
+) -> tuple[int, list[Path]]:
+    """The argument checks of :func:`build_image_cache`: ``(size as int, files as paths)``."""
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 8:
         raise ValueError(f"size must be an int >= 8 (the cell side in pixels), got {size!r}.")
     size = int(size)
@@ -271,8 +236,11 @@ def build_image_cache(
         raise ValueError(
             f"name must be a non-empty file-name prefix without slashes, got {name!r}."
         )
+    return size, paths
 
-    stored, byte_sizes, root_path = _file_list(paths, root)
+
+def _digest(stored: list[str], byte_sizes: list[int], size: int, fit: str, draft: bool) -> str:
+    """The cache's name tag: a hash of the format version, the options and the file list."""
     key = {
         "version": CACHE_VERSION,
         "size": size,
@@ -280,38 +248,7 @@ def build_image_cache(
         "draft": bool(draft),
         "files": [[s, b] for s, b in zip(stored, byte_sizes, strict=True)],
     }
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    final = folder / f"{name}-s{size}-{fit}-{digest}.npy"
-
-    existing = _try_open(final, digest)
-    if existing is not None:
-        return _checked(existing, skip_bad)
-    with exclusive_lock(folder / f"{final.stem}.lock"):
-        existing = _try_open(final, digest)  # built meanwhile by another process
-        if existing is not None:
-            return _checked(existing, skip_bad)
-        workers = workers or _default_workers()
-        errors = _build(paths, final, digest, size, fit, draft, workers, progress, name, skip_bad)
-        if errors and not skip_bad:
-            raise _decode_error(errors, len(paths), built=False)
-        manifest = {
-            "version": CACHE_VERSION,
-            "digest": digest,
-            "size": size,
-            "fit": fit,
-            "draft": bool(draft),
-            "count": len(paths),
-            "root": root_path,
-            "paths": stored,
-            "file_sizes": byte_sizes,
-            "image_sizes": np.load(_sizes_path(final)).tolist(),
-            "bad": [[i, p, e] for i, p, e in errors],
-        }
-        _write_json(final.with_suffix(".json"), manifest)
-        _sizes_path(final).unlink()
-    return open_image_cache(final)
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _file_list(
@@ -341,35 +278,6 @@ def _file_list(
     return [s.replace(os.sep, "/") for s in stored], byte_sizes, root_path
 
 
-def _decode_error(errors: Sequence[Sequence], n: int, *, built: bool) -> ValueError:
-    listed = "; ".join(f"{p} ({e})" for _, p, e in errors[:10])
-    more = f"; and {len(errors) - 10} more" if len(errors) > 10 else ""
-    state = (
-        "the cache was built with blank cells for them, but this call does not skip them"
-        if built
-        else "so the cache was not built"
-    )
-    return ValueError(
-        f"Cannot decode {len(errors):,} of {n:,} images, {state}: {listed}{more}. Replace these "
-        f"files (re-extract the archive), or pass {SKIP_BAD} to leave them out."
-    )
-
-
-def _checked(cache: ImageCache, skip_bad: bool) -> ImageCache:
-    """``cache``, unless it holds undecodable images and the caller is strict."""
-    if cache.bad and not skip_bad:
-        raise _decode_error(cache.bad, len(cache), built=True)
-    return cache
-
-
-def _try_open(final: Path, digest: str) -> ImageCache | None:
-    try:
-        cache = open_image_cache(final)
-    except (FileNotFoundError, ValueError, KeyError, json.JSONDecodeError):
-        return None
-    return cache if cache.manifest.get("digest") == digest else None
-
-
 def _partial_paths(final: Path) -> tuple[Path, Path]:
     return final.with_name(final.stem + ".partial.npy"), final.with_name(
         final.stem + ".partial.json"
@@ -380,25 +288,14 @@ def _sizes_path(final: Path) -> Path:
     return final.with_name(final.stem + ".sizes.npy")
 
 
-def _build(
-    paths: list[Path],
-    final: Path,
-    digest: str,
-    size: int,
-    fit: str,
-    draft: bool,
-    workers: int,
-    progress: bool | None,
-    name: str,
-    skip_bad: bool,
-) -> list[tuple[int, str, str]]:
-    """Fill ``<final>.partial.npy`` (resuming it if its progress file matches).
+def _open_partial(
+    final: Path, digest: str, n: int, size: int
+) -> tuple[np.ndarray, np.ndarray, int, list[tuple[int, str, str]]]:
+    """The partial arrays of a build and its progress ``(images, sizes, done, errors)``.
 
-    Returns the images that could not be decoded, ``(index, path, error)``. Without any, or when
-    the caller keeps them out (``skip_bad``), the array is renamed to ``final``; a caller that
-    refuses them (no ``skip_bad``) finds the partial files deleted.
+    Resumes an interrupted build of the same file list and options (same ``digest`` and
+    shapes); otherwise starts new, empty memory maps.
     """
-    n = len(paths)
     partial, state_path = _partial_paths(final)
     sizes_path = _sizes_path(final)
     done, errors = 0, []
@@ -425,6 +322,31 @@ def _build(
             partial, mode="w+", dtype=np.uint8, shape=(n, size, size, 3)
         )
         sizes = np.lib.format.open_memmap(sizes_path, mode="w+", dtype=np.int64, shape=(n, 2))
+    return images, sizes, done, errors
+
+
+def _build(
+    paths: list[Path],
+    final: Path,
+    digest: str,
+    size: int,
+    fit: str,
+    draft: bool,
+    workers: int,
+    progress: bool | None,
+    name: str,
+    skip_bad: bool,
+) -> list[tuple[int, str, str]]:
+    """Fill ``<final>.partial.npy`` (resuming it if its progress file matches).
+
+    Returns the images that could not be decoded, ``(index, path, error)``. Without any, or when
+    the caller keeps them out (``skip_bad``), the array is renamed to ``final``; a caller that
+    refuses them (no ``skip_bad``) finds the partial files deleted.
+    """
+    n = len(paths)
+    partial, state_path = _partial_paths(final)
+    sizes_path = _sizes_path(final)
+    images, sizes, done, errors = _open_partial(final, digest, n, size)
     chunk = max(64, 16 * workers)
     bar = tqdm(
         total=n,
