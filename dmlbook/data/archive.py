@@ -64,6 +64,69 @@ def _check_tar_member(member: tarfile.TarInfo, name: str, archive: Path) -> None
             )
 
 
+def _unzip(archive: Path, tmp: Path, disable: bool) -> None:
+    """Extract the zip ``archive`` into ``tmp``, member by member, refusing unsafe members."""
+    with zipfile.ZipFile(archive) as zf:
+        infos = zf.infolist()
+        for info in tqdm(infos, desc=f"extracting {archive.name}", unit="file", disable=disable):
+            if is_junk(info.filename):
+                continue
+            name = _safe_name(info.filename, archive)
+            if not name:
+                continue
+            mode = info.external_attr >> 16
+            if stat.S_ISLNK(mode):
+                raise ValueError(
+                    f"{archive} holds the symbolic link {info.filename!r}; refusing it."
+                )
+            target = tmp / name
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+
+
+def _untar(archive: Path, tmp: Path, disable: bool) -> None:
+    """Extract the tar ``archive`` into ``tmp``, member by member, refusing unsafe members."""
+    with tarfile.open(archive, "r:*") as tar:
+        bar = tqdm(desc=f"extracting {archive.name}", unit="file", disable=disable)
+        for member in tar:
+            if is_junk(member.name):
+                continue
+            name = _safe_name(member.name, archive)
+            if not name:
+                continue
+            _check_tar_member(member, name, archive)
+            member.name = name
+            try:
+                if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4 / 3.12
+                    tar.extract(member, tmp, filter="data")
+                else:  # pragma: no cover - older Pythons; checked above
+                    tar.extract(member, tmp)
+            except _FILTER_ERROR as err:  # pragma: no cover - caught above first
+                raise ValueError(f"{archive}: unsafe member {member.name!r} ({err}).") from err
+            bar.update(1)
+        bar.close()
+
+
+def _move_entries(tmp: Path, dest: Path, archive: Path) -> list[Path]:
+    """Move the top-level entries of ``tmp`` into ``dest``; none if any of them exists there."""
+    entries = sorted(tmp.iterdir())
+    clashes = [e.name for e in entries if (dest / e.name).exists()]
+    if clashes:
+        raise FileExistsError(
+            f"{', '.join(clashes)} already exist(s) in {dest}; {archive.name} seems to be "
+            "extracted already. Delete it to extract again."
+        )
+    out = []
+    for e in entries:
+        os.replace(e, dest / e.name)
+        out.append(dest / e.name)
+    return out
+
+
 def extract(
     archive: str | os.PathLike[str],
     dest_dir: str | os.PathLike[str],
@@ -103,61 +166,9 @@ def extract(
     disable = progress_disabled(progress)
     try:
         if kind == "zip":
-            with zipfile.ZipFile(archive) as zf:
-                infos = zf.infolist()
-                for info in tqdm(
-                    infos, desc=f"extracting {archive.name}", unit="file", disable=disable
-                ):
-                    if is_junk(info.filename):
-                        continue
-                    name = _safe_name(info.filename, archive)
-                    if not name:
-                        continue
-                    mode = info.external_attr >> 16
-                    if stat.S_ISLNK(mode):
-                        raise ValueError(
-                            f"{archive} holds the symbolic link {info.filename!r}; refusing it."
-                        )
-                    target = tmp / name
-                    if info.is_dir():
-                        target.mkdir(parents=True, exist_ok=True)
-                        continue
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with zf.open(info) as src, open(target, "wb") as out:
-                        shutil.copyfileobj(src, out, 1 << 20)
+            _unzip(archive, tmp, disable)
         else:
-            with tarfile.open(archive, "r:*") as tar:
-                bar = tqdm(desc=f"extracting {archive.name}", unit="file", disable=disable)
-                for member in tar:
-                    if is_junk(member.name):
-                        continue
-                    name = _safe_name(member.name, archive)
-                    if not name:
-                        continue
-                    _check_tar_member(member, name, archive)
-                    member.name = name
-                    try:
-                        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4 / 3.12
-                            tar.extract(member, tmp, filter="data")
-                        else:  # pragma: no cover - older Pythons; checked above
-                            tar.extract(member, tmp)
-                    except _FILTER_ERROR as err:  # pragma: no cover - caught above first
-                        raise ValueError(
-                            f"{archive}: unsafe member {member.name!r} ({err})."
-                        ) from err
-                    bar.update(1)
-                bar.close()
-        entries = sorted(tmp.iterdir())
-        clashes = [e.name for e in entries if (dest / e.name).exists()]
-        if clashes:
-            raise FileExistsError(
-                f"{', '.join(clashes)} already exist(s) in {dest}; {archive.name} seems to be "
-                "extracted already. Delete it to extract again."
-            )
-        out = []
-        for e in entries:
-            os.replace(e, dest / e.name)
-            out.append(dest / e.name)
-        return out
+            _untar(archive, tmp, disable)
+        return _move_entries(tmp, dest, archive)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -220,6 +220,69 @@ def _open(url: str, offset: int, timeout: float) -> tuple[BinaryIO | None, int |
     return response, (int(length) if length and length.isdigit() else None), 0
 
 
+def _checked_md5(md5: str | None) -> str | None:
+    """``md5`` normalised to 32 lower-case hex digits (``None`` stays ``None``)."""
+    if md5 is not None:
+        md5 = md5.strip().lower()
+        if len(md5) != 32 or any(c not in "0123456789abcdef" for c in md5):
+            raise ValueError(f"md5 must be 32 hex digits, got {md5!r}.")
+    return md5
+
+
+def _already_there(dest: Path, md5: str | None) -> bool:
+    """Whether ``dest`` exists with the expected content; a file with another md5 is an error."""
+    if not dest.is_file():
+        return False
+    if md5 is None:
+        return True
+    got = file_md5(dest)
+    if got == md5:
+        return True
+    raise ChecksumError(
+        f"{dest} already exists with md5 {got}, expected {md5}; it was not written by this "
+        "download, so it is left as is. Delete it to download it again."
+    )
+
+
+def _receive(
+    stream: BinaryIO, part: Path, url: str, offset: int, chunk_size: int, bar: tqdm
+) -> int:
+    """Append ``stream`` to ``part`` (from ``offset``); the byte count of ``part`` at the end."""
+    received = offset
+    with stream, open(part, "ab" if offset else "wb") as f:
+        while True:
+            try:
+                chunk = stream.read(chunk_size)
+            except (OSError, ValueError) as err:  # incl. http.client.IncompleteRead
+                raise OSError(
+                    f"Download of {url} stopped after {received:,} bytes ({err}); "
+                    f"{part} is kept: call again to resume."
+                ) from err
+            if not chunk:
+                break
+            f.write(chunk)
+            received += len(chunk)
+            bar.update(len(chunk))
+    return received
+
+
+def _refuse_if_corrupt(part: Path, dest: Path, url: str, md5: str, keep_bad: bool) -> None:
+    """Raise :class:`ChecksumError` if ``part``'s md5 is not ``md5`` (keeping it as ``.bad``)."""
+    got = file_md5(part)
+    if got != md5:
+        if keep_bad:
+            bad = dest.with_name(dest.name + ".bad")
+            os.replace(part, bad)
+            kept = f"kept as {bad}"
+        else:
+            part.unlink()
+            kept = "deleted"
+        raise ChecksumError(
+            f"{url} downloaded with md5 {got}, expected {md5}: the file is corrupt or not the "
+            f"expected release, so it was refused ({kept}). Download again, or check the URL."
+        )
+
+
 def download(
     url: str,
     dest: str | os.PathLike[str],
@@ -266,20 +329,9 @@ def download(
         If the transfer fails or ends early; ``<dest>.part`` is kept and a new call resumes.
     """
     dest = Path(dest).expanduser()
-    if md5 is not None:
-        md5 = md5.strip().lower()
-        if len(md5) != 32 or any(c not in "0123456789abcdef" for c in md5):
-            raise ValueError(f"md5 must be 32 hex digits, got {md5!r}.")
-    if dest.is_file():
-        if md5 is None:
-            return dest
-        got = file_md5(dest)
-        if got == md5:
-            return dest
-        raise ChecksumError(
-            f"{dest} already exists with md5 {got}, expected {md5}; it was not written by this "
-            "download, so it is left as is. Delete it to download it again."
-        )
+    md5 = _checked_md5(md5)
+    if _already_there(dest, md5):
+        return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     if part.exists() and not resume:
@@ -298,20 +350,7 @@ def download(
             disable=progress_disabled(progress),
         )
         try:
-            with stream, open(part, "ab" if offset else "wb") as f:
-                while True:
-                    try:
-                        chunk = stream.read(chunk_size)
-                    except (OSError, ValueError) as err:  # incl. http.client.IncompleteRead
-                        raise OSError(
-                            f"Download of {url} stopped after {received:,} bytes ({err}); "
-                            f"{part} is kept: call again to resume."
-                        ) from err
-                    if not chunk:
-                        break
-                    f.write(chunk)
-                    received += len(chunk)
-                    bar.update(len(chunk))
+            received = _receive(stream, part, url, offset, chunk_size, bar)
         finally:
             bar.close()
     if total is not None and received != total:
@@ -320,19 +359,7 @@ def download(
             "call again to resume."
         )
     if md5 is not None:
-        got = file_md5(part)
-        if got != md5:
-            if keep_bad:
-                bad = dest.with_name(dest.name + ".bad")
-                os.replace(part, bad)
-                kept = f"kept as {bad}"
-            else:
-                part.unlink()
-                kept = "deleted"
-            raise ChecksumError(
-                f"{url} downloaded with md5 {got}, expected {md5}: the file is corrupt or not the "
-                f"expected release, so it was refused ({kept}). Download again, or check the URL."
-            )
+        _refuse_if_corrupt(part, dest, url, md5, keep_bad)
     os.replace(part, dest)
     return dest
 
