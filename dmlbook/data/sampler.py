@@ -31,6 +31,86 @@ def _listed(values: np.ndarray, limit: int = 5) -> str:
     return shown + (f" and {values.size - limit} more" if values.size > limit else "")
 
 
+def _checked_sizes(
+    batch_size: int, k: int, seed: int, batches_per_epoch: int | None
+) -> tuple[int, int]:
+    """The argument checks of :class:`PKSampler`: ``(batch_size, k)`` as ints."""
+    if not _is_int(k):
+        raise TypeError(f"k must be an int, got {k!r}.")
+    if not _is_int(batch_size):
+        raise TypeError(f"batch_size must be an int, got {batch_size!r}.")
+    k, batch_size = int(k), int(batch_size)
+    if k < 2:
+        raise ValueError(
+            f"k={k} is too small: each class needs at least k=2 images in a batch to form a "
+            "positive pair; use k >= 2."
+        )
+    if batch_size < k:
+        raise ValueError(
+            f"batch_size={batch_size} is smaller than k={k}; use batch_size = P * k for a "
+            f"number of classes per batch P >= 1, e.g. {2 * k}."
+        )
+    if batch_size % k:
+        lower = batch_size // k * k
+        upper = lower + k
+        raise ValueError(
+            f"batch_size={batch_size} is not a multiple of k={k}; use e.g. {lower} or {upper}."
+        )
+    if not _is_int(seed) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}.")
+    if batches_per_epoch is not None and (not _is_int(batches_per_epoch) or batches_per_epoch < 1):
+        raise ValueError(
+            f"batches_per_epoch must be a positive int or None, got {batches_per_epoch!r}."
+        )
+    return batch_size, k
+
+
+def _usable_classes(
+    classes: np.ndarray, counts: np.ndarray, batch_size: int, k: int, drop_singletons: bool
+) -> np.ndarray:
+    """Which ``classes`` (with ``counts`` images) a :class:`PKSampler` draws from: a mask.
+
+    Singleton classes are an error (or, with ``drop_singletons``, left out with a warning);
+    too few usable classes for ``P = batch_size // k`` is an error; classes with fewer than
+    ``k`` images get a warning (they are sampled with replacement).
+    """
+    singletons = classes[counts == 1]
+    if singletons.size:
+        if not drop_singletons:
+            first = singletons[0]
+            others = (
+                f" ({singletons.size} such classes: {_listed(singletons)})"
+                if singletons.size > 1
+                else ""
+            )
+            raise ValueError(
+                f"class {first} has a single image, so it cannot form a positive pair{others}; "
+                "drop singleton classes (e.g. dataset filtering, dataset.subset(...)) or pass "
+                "drop_singletons=True to leave them out of the batches."
+            )
+        warnings.warn(
+            f"PKSampler leaves out {singletons.size} class(es) with a single image "
+            f"(classes {_listed(singletons)}); they cannot form a positive pair.",
+            stacklevel=3,  # the caller of PKSampler(...)
+        )
+    keep = counts >= 2
+    p = batch_size // k
+    if p > int(keep.sum()):
+        raise ValueError(
+            f"batch_size={batch_size} with k={k} needs P={p} distinct classes per batch, but "
+            f"the labels have only {int(keep.sum())} usable classes (with 2+ images); "
+            f"lower batch_size to at most {int(keep.sum()) * k} or use a larger k."
+        )
+    few = classes[keep & (counts < k)]
+    if few.size:
+        warnings.warn(
+            f"{few.size} class(es) have fewer than k={k} images (classes {_listed(few)}); "
+            f"they are sampled with replacement, so a batch repeats some of their images.",
+            stacklevel=3,  # the caller of PKSampler(...)
+        )
+    return keep
+
+
 class PKSampler(Sampler[torch.Tensor]):
     """Yield index batches of ``P = batch_size // k`` distinct classes with ``k`` indices each.
 
@@ -96,74 +176,14 @@ class PKSampler(Sampler[torch.Tensor]):
         drop_singletons: bool = False,
     ) -> None:
         labels_t = as_labels(labels)
-        if not _is_int(k):
-            raise TypeError(f"k must be an int, got {k!r}.")
-        if not _is_int(batch_size):
-            raise TypeError(f"batch_size must be an int, got {batch_size!r}.")
-        k, batch_size = int(k), int(batch_size)
-        if k < 2:
-            raise ValueError(
-                f"k={k} is too small: each class needs at least k=2 images in a batch to form a "
-                "positive pair; use k >= 2."
-            )
-        if batch_size < k:
-            raise ValueError(
-                f"batch_size={batch_size} is smaller than k={k}; use batch_size = P * k for a "
-                f"number of classes per batch P >= 1, e.g. {2 * k}."
-            )
-        if batch_size % k:
-            lower = batch_size // k * k
-            upper = lower + k
-            raise ValueError(
-                f"batch_size={batch_size} is not a multiple of k={k}; use e.g. {lower} or {upper}."
-            )
-        if not _is_int(seed) or seed < 0:
-            raise ValueError(f"seed must be a non-negative int, got {seed!r}.")
-        if batches_per_epoch is not None and (
-            not _is_int(batches_per_epoch) or batches_per_epoch < 1
-        ):
-            raise ValueError(
-                f"batches_per_epoch must be a positive int or None, got {batches_per_epoch!r}."
-            )
+        batch_size, k = _checked_sizes(batch_size, k, seed, batches_per_epoch)
         if labels_t.numel() == 0:
             raise ValueError("labels is empty; a PKSampler needs at least P classes of 2+ images.")
 
         y = labels_t.cpu().numpy()
         classes, counts = np.unique(y, return_counts=True)
-        singletons = classes[counts == 1]
-        if singletons.size:
-            if not drop_singletons:
-                first = singletons[0]
-                others = (
-                    f" ({singletons.size} such classes: {_listed(singletons)})"
-                    if singletons.size > 1
-                    else ""
-                )
-                raise ValueError(
-                    f"class {first} has a single image, so it cannot form a positive pair{others}; "
-                    "drop singleton classes (e.g. dataset filtering, dataset.subset(...)) or pass "
-                    "drop_singletons=True to leave them out of the batches."
-                )
-            warnings.warn(
-                f"PKSampler leaves out {singletons.size} class(es) with a single image "
-                f"(classes {_listed(singletons)}); they cannot form a positive pair.",
-                stacklevel=2,
-            )
-        keep = counts >= 2
+        keep = _usable_classes(classes, counts, batch_size, k, drop_singletons)
         p = batch_size // k
-        if p > int(keep.sum()):
-            raise ValueError(
-                f"batch_size={batch_size} with k={k} needs P={p} distinct classes per batch, but "
-                f"the labels have only {int(keep.sum())} usable classes (with 2+ images); "
-                f"lower batch_size to at most {int(keep.sum()) * k} or use a larger k."
-            )
-        few = classes[keep & (counts < k)]
-        if few.size:
-            warnings.warn(
-                f"{few.size} class(es) have fewer than k={k} images (classes {_listed(few)}); "
-                f"they are sampled with replacement, so a batch repeats some of their images.",
-                stacklevel=2,
-            )
 
         order = np.argsort(y, kind="stable")
         bounds = np.concatenate([[0], np.cumsum(counts)])

@@ -167,6 +167,22 @@ def _write_cache(path: Path, key: str, images: np.ndarray) -> None:
         )
 
 
+def _cached_images(split: str, options: dict, cache: bool) -> np.ndarray:
+    """The ``uint8`` images of ``split``: read from the cache, else generated (and cached)."""
+    n = options["num_classes"] // 2 * options["images_per_class"]
+    shape = (n, 3, options["image_size"], options["image_size"])
+    images = None
+    if cache:
+        path = cache_path(split, **options)
+        key = _cache_key(split, **options)
+        images = _read_cache(path, key, shape)
+    if images is None:
+        images, _ = generate(split, **options)
+        if cache:
+            _write_cache(path, key, images)
+    return images
+
+
 def load(
     split: str = "train",
     *,
@@ -226,17 +242,7 @@ def load(
         "difficulty": d,
         "seed": int(seed),
     }
-    n = options["num_classes"] // 2 * options["images_per_class"]
-    shape = (n, 3, options["image_size"], options["image_size"])
-    images = None
-    if cache:
-        path = cache_path(split, **options)
-        key = _cache_key(split, **options)
-        images = _read_cache(path, key, shape)
-    if images is None:
-        images, _ = generate(split, **options)
-        if cache:
-            _write_cache(path, key, images)
+    images = _cached_images(split, options, cache)
     labels = np.repeat(
         np.asarray(_split_classes(split, options["num_classes"]), dtype=np.int64),
         options["images_per_class"],
