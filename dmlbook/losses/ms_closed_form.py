@@ -46,6 +46,46 @@ def _positive_pairs(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return order[anchor[keep]], order[partner[keep]]
 
 
+def _kept_pairs(
+    s: torch.Tensor,
+    y: torch.Tensor,
+    masks: tuple[torch.Tensor, torch.Tensor] | None,
+    epsilon: float | None,
+    W: torch.Tensor,
+) -> tuple[torch.Tensor, ...]:
+    """The mining step of :func:`ms_core` (Eq. 11-12); writes Eq. 11's kept negatives into ``W``.
+
+    Returns ``(rows, cols, s_pos, min_pos, max_neg, keep_pos)``: the positive pairs as index
+    lists and their similarities, each anchor's hardest positive and negative similarity, and
+    which positives Eq. 12 keeps. ``W`` (B x B, overwritten) ends as the 0./1. mask of the kept
+    negatives (times the candidate mask ``masks[1]`` where given).
+    """
+    B = s.shape[0]
+    dt, dev = s.dtype, s.device
+    inf = torch.full((), float("inf"), dtype=dt, device=dev)
+    if masks is None:
+        rows, cols = _positive_pairs(y)
+        W.copy_(s)  # hardest negative: the row maximum with positives and self excluded
+        W[rows, cols] = -inf
+        W.fill_diagonal_(-inf)
+        max_neg = W.amax(dim=1)
+    else:
+        rows, cols = masks[0].nonzero(as_tuple=True)
+        max_neg = torch.where(masks[1], s, -inf, out=W).amax(dim=1)
+    s_pos = s[rows, cols]
+    min_pos = torch.full((B,), float("inf"), dtype=dt, device=dev)
+    min_pos.scatter_reduce_(0, rows, s_pos, "amin")
+    if epsilon is None:
+        keep_pos = torch.ones_like(s_pos, dtype=torch.bool)
+        W.fill_(1.0)
+    else:
+        keep_pos = s_pos < (max_neg + epsilon)[rows]  # Eq. 12
+        torch.gt(s, (min_pos - epsilon)[:, None], out=W)  # Eq. 11, as 0./1.
+    if masks is not None:
+        W.mul_(masks[1])
+    return rows, cols, s_pos, min_pos, max_neg, keep_pos
+
+
 def ms_core(
     s: torch.Tensor,
     y: torch.Tensor,
@@ -88,28 +128,8 @@ def ms_core(
     """
     B = s.shape[0]
     dt, dev = s.dtype, s.device
-    inf = torch.full((), float("inf"), dtype=dt, device=dev)
     W = torch.empty_like(s)
-    if masks is None:
-        rows, cols = _positive_pairs(y)
-        W.copy_(s)  # hardest negative: the row maximum with positives and self excluded
-        W[rows, cols] = -inf
-        W.fill_diagonal_(-inf)
-        max_neg = W.amax(dim=1)
-    else:
-        rows, cols = masks[0].nonzero(as_tuple=True)
-        max_neg = torch.where(masks[1], s, -inf, out=W).amax(dim=1)
-    s_pos = s[rows, cols]
-    min_pos = torch.full((B,), float("inf"), dtype=dt, device=dev)
-    min_pos.scatter_reduce_(0, rows, s_pos, "amin")
-    if epsilon is None:
-        keep_pos = torch.ones_like(s_pos, dtype=torch.bool)
-        W.fill_(1.0)
-    else:
-        keep_pos = s_pos < (max_neg + epsilon)[rows]  # Eq. 12
-        torch.gt(s, (min_pos - epsilon)[:, None], out=W)  # Eq. 11, as 0./1.
-    if masks is not None:
-        W.mul_(masks[1])
+    rows, cols, s_pos, min_pos, max_neg, keep_pos = _kept_pairs(s, y, masks, epsilon, W)
     # Shifts: the largest exponent of each half (the hardest kept positive and negative are
     # the extremes whenever anything is kept), and 0 for the "1 +".
     zero = torch.zeros((), dtype=dt, device=dev)
