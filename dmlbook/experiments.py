@@ -116,6 +116,114 @@ def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
     return seeds
 
 
+def _checked_protocol(
+    losses: Mapping[str, LossLike],
+    make_model: Callable[[], nn.Module],
+    seeds: Sequence[int],
+    eval_every: int | None,
+    ks: Sequence[int],
+    fit_kwargs: Mapping[str, Any],
+) -> tuple[dict[str, Callable[[], Callable[..., Any]]], tuple[int, ...], tuple[int, ...]]:
+    """The argument checks of :func:`compare_losses`: ``(loss factories, seeds, ks)``."""
+    if not isinstance(losses, Mapping) or not losses:
+        raise ValueError("losses must be a non-empty dict {label: loss}.")
+    factories = {str(label): _as_factory(str(label), spec) for label, spec in losses.items()}
+    if not callable(make_model):
+        raise TypeError(
+            "make_model must be a zero-argument function returning a new model, e.g. "
+            f"`lambda: SmallCNN(dim=64)`, got {type(make_model).__name__}."
+        )
+    seeds = _check_seeds(seeds)
+    if eval_every is not None:
+        check_positive_int(eval_every, "eval_every")
+    ks = (ks,) if isinstance(ks, int) else tuple(ks)
+    clash = sorted({"seed", "test", "eval_every", "ks"} & set(fit_kwargs))
+    if clash:
+        raise ValueError(
+            f"compare_losses sets {', '.join(clash)} itself; pass seeds=..., eval_every=... and "
+            "ks=... to compare_losses instead."
+        )
+    return factories, seeds, ks
+
+
+@dataclass(frozen=True)
+class _Protocol:
+    """What every run of :func:`compare_losses` shares; calling it does one (loss, seed) run."""
+
+    factories: Mapping[str, Callable[[], Callable[..., Any]]]
+    make_model: Callable[[], nn.Module]
+    train: object
+    test: object
+    test_xy: tuple[Any, Any]
+    eval_every: int | None
+    ks: tuple[int, ...]
+    progress: bool | None
+    fit_kwargs: Mapping[str, Any]
+
+    def __call__(self, label: str, seed: int) -> tuple[pd.DataFrame, bool]:
+        """``(history, interrupted)`` of the run of loss ``label`` with ``seed``."""
+        test_x, test_y = self.test_xy
+        device = self.fit_kwargs.get("device", "cpu")
+        start = time.perf_counter()
+        seed_everything(seed)
+        model = self.make_model()
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                f"make_model() must return a torch.nn.Module, got {type(model).__name__}."
+            )
+        loss_fn = self.factories[label]()
+        kwargs = dict(self.fit_kwargs, progress=self.progress, seed=seed, ks=self.ks)
+        if self.eval_every is None:
+            history = fit(model, loss_fn, self.train, None, **kwargs)
+            interrupted = bool(history.attrs.get("interrupted", False))
+            history = history.iloc[[-1]].copy()
+            if not interrupted:  # score the finished run once
+                recall = recall_at_k(embed(model, test_x, device=device), test_y, self.ks)
+                for k in self.ks:
+                    history[f"R@{k}"] = float(recall[k])
+            history["seconds"] = time.perf_counter() - start
+        else:
+            history = fit(
+                model, loss_fn, self.train, self.test, eval_every=self.eval_every, **kwargs
+            )
+            interrupted = bool(history.attrs.get("interrupted", False))
+        return history.rename(columns={"loss": "train_loss"}), interrupted
+
+
+def _tidy_runs(
+    frames: list[pd.DataFrame],
+    interrupted: bool,
+    seeds: tuple[int, ...],
+    eval_every: int | None,
+    ks: tuple[int, ...],
+    fit_kwargs: Mapping[str, Any],
+) -> pd.DataFrame:
+    """The runs of :func:`compare_losses` as one table, with the protocol in ``attrs``."""
+    columns = ["loss", "seed", "epoch", "train_loss", *(f"R@{k}" for k in ks), "seconds"]
+    if not frames:
+        out = pd.DataFrame(columns=columns)
+        out.attrs.update(interrupted=True, seeds=list(seeds), eval_every=eval_every, ks=list(ks))
+        return out
+    out = pd.concat(frames, ignore_index=True)
+    for col in columns:  # an interrupted evaluate-once run never gets its R@K columns
+        if col not in out.columns:
+            out[col] = float("nan")
+    out = out[columns]
+    out["seed"] = out["seed"].astype(int)
+    out["epoch"] = out["epoch"].astype(int)
+    out.attrs.update(
+        interrupted=interrupted,
+        seeds=list(seeds),
+        eval_every=eval_every,
+        ks=list(ks),
+        fit={
+            k: (v if isinstance(v, int | float | str | bool) else repr(v))
+            for k, v in fit_kwargs.items()
+        },
+    )
+    return out
+
+
 def compare_losses(
     losses: Mapping[str, LossLike],
     make_model: Callable[[], nn.Module],
@@ -185,51 +293,11 @@ def compare_losses(
     ...     lambda: SmallCNN(dim=64, width=16), train, test, seeds=(0, 1, 2), epochs=4)
     >>> format_summary(summarize(runs))  # doctest: +SKIP
     """
-    if not isinstance(losses, Mapping) or not losses:
-        raise ValueError("losses must be a non-empty dict {label: loss}.")
-    factories = {str(label): _as_factory(str(label), spec) for label, spec in losses.items()}
-    if not callable(make_model):
-        raise TypeError(
-            "make_model must be a zero-argument function returning a new model, e.g. "
-            f"`lambda: SmallCNN(dim=64)`, got {type(make_model).__name__}."
-        )
-    seeds = _check_seeds(seeds)
-    if eval_every is not None:
-        check_positive_int(eval_every, "eval_every")
-    ks = (ks,) if isinstance(ks, int) else tuple(ks)
-    clash = sorted({"seed", "test", "eval_every", "ks"} & set(fit_kwargs))
-    if clash:
-        raise ValueError(
-            f"compare_losses sets {', '.join(clash)} itself; pass seeds=..., eval_every=... and "
-            "ks=... to compare_losses instead."
-        )
-    device = fit_kwargs.get("device", "cpu")
-    test_x, test_y = inputs_and_labels(test, "test")
-
-    def run_one(label: str, seed: int) -> tuple[pd.DataFrame, bool]:
-        start = time.perf_counter()
-        seed_everything(seed)
-        model = make_model()
-        if not isinstance(model, nn.Module):
-            raise TypeError(
-                f"make_model() must return a torch.nn.Module, got {type(model).__name__}."
-            )
-        loss_fn = factories[label]()
-        kwargs = dict(fit_kwargs, progress=progress, seed=seed, ks=ks)
-        if eval_every is None:
-            history = fit(model, loss_fn, train, None, **kwargs)
-            interrupted = bool(history.attrs.get("interrupted", False))
-            history = history.iloc[[-1]].copy()
-            if not interrupted:  # score the finished run once
-                recall = recall_at_k(embed(model, test_x, device=device), test_y, ks)
-                for k in ks:
-                    history[f"R@{k}"] = float(recall[k])
-            history["seconds"] = time.perf_counter() - start
-        else:
-            history = fit(model, loss_fn, train, test, eval_every=eval_every, **kwargs)
-            interrupted = bool(history.attrs.get("interrupted", False))
-        return history.rename(columns={"loss": "train_loss"}), interrupted
-
+    factories, seeds, ks = _checked_protocol(losses, make_model, seeds, eval_every, ks, fit_kwargs)
+    test_xy = inputs_and_labels(test, "test")
+    run_one = _Protocol(
+        factories, make_model, train, test, test_xy, eval_every, ks, progress, fit_kwargs
+    )
     # a run cut short is not comparable with the others: it is dropped
     runs = [(label, seed) for label in factories for seed in seeds]
     frames, interrupted = run_grid(runs, run_one, keep_interrupted=False, progress=progress)
@@ -238,26 +306,4 @@ def compare_losses(
             f"compare_losses interrupted: returning the {len(frames)} of {len(runs)} runs that "
             "finished; the run in progress was dropped."
         )
-    columns = ["loss", "seed", "epoch", "train_loss", *(f"R@{k}" for k in ks), "seconds"]
-    if not frames:
-        out = pd.DataFrame(columns=columns)
-        out.attrs.update(interrupted=True, seeds=list(seeds), eval_every=eval_every, ks=list(ks))
-        return out
-    out = pd.concat(frames, ignore_index=True)
-    for col in columns:  # an interrupted evaluate-once run never gets its R@K columns
-        if col not in out.columns:
-            out[col] = float("nan")
-    out = out[columns]
-    out["seed"] = out["seed"].astype(int)
-    out["epoch"] = out["epoch"].astype(int)
-    out.attrs.update(
-        interrupted=interrupted,
-        seeds=list(seeds),
-        eval_every=eval_every,
-        ks=list(ks),
-        fit={
-            k: (v if isinstance(v, int | float | str | bool) else repr(v))
-            for k, v in fit_kwargs.items()
-        },
-    )
-    return out
+    return _tidy_runs(frames, interrupted, seeds, eval_every, ks, fit_kwargs)
