@@ -247,6 +247,34 @@ def _ap_and_rp(
     return ap, rp
 
 
+def _check_candidates(ks: tuple[int, ...], m_gallery: int, one_set: bool) -> None:
+    """Every query needs a candidate to rank, and at least ``max(ks)`` of them."""
+    n_candidates = m_gallery - 1 if one_set else m_gallery
+    if n_candidates < 1:
+        raise ValueError(
+            "a single item has no other item to be ranked against; pass at least two embeddings."
+        )
+    if ks and max(ks) > n_candidates:
+        where = "N - 1 others" if one_set else "the gallery size"
+        raise ValueError(
+            f"K={max(ks)} but each query has only {n_candidates} candidates ({where}); "
+            f"use ks <= {n_candidates}."
+        )
+
+
+def _no_positive_error(one_set: bool) -> ValueError:
+    """The error for labels under which no query has a positive to retrieve."""
+    where = (
+        "every class has a single member, so no item has another of its class to retrieve"
+        if one_set
+        else "no query label occurs among gallery_labels"
+    )
+    return ValueError(
+        f"no query has a positive: {where}. Retrieval metrics are undefined; check that the "
+        "labels are right (and, with a gallery, that gallery_labels use the same class ids)."
+    )
+
+
 def ranked_metrics(
     embeddings: ArrayLike,
     labels: LabelsLike,
@@ -267,17 +295,7 @@ def ranked_metrics(
     """
     p = _prepare(embeddings, labels, gallery, gallery_labels, chunk_size, normalize, device)
     n, m_gallery = p.queries.shape[0], p.gallery.shape[0]
-    n_candidates = m_gallery - 1 if p.one_set else m_gallery
-    if n_candidates < 1:
-        raise ValueError(
-            "a single item has no other item to be ranked against; pass at least two embeddings."
-        )
-    if ks and max(ks) > n_candidates:
-        where = "N - 1 others" if p.one_set else "the gallery size"
-        raise ValueError(
-            f"K={max(ks)} but each query has only {n_candidates} candidates ({where}); "
-            f"use ks <= {n_candidates}."
-        )
+    _check_candidates(ks, m_gallery, p.one_set)
     max_k = max(ks) if ks else 0
     dev = p.queries.device
     ks_t = torch.tensor(ks, device=dev, dtype=torch.long)
@@ -327,15 +345,7 @@ def ranked_metrics(
                 ap_sum += torch.where(has_pos, ap, 0.0).sum()
 
     if n_valid == 0:
-        where = (
-            "every class has a single member, so no item has another of its class to retrieve"
-            if p.one_set
-            else "no query label occurs among gallery_labels"
-        )
-        raise ValueError(
-            f"no query has a positive: {where}. Retrieval metrics are undefined; check that the "
-            "labels are right (and, with a gallery, that gallery_labels use the same class ids)."
-        )
+        raise _no_positive_error(p.one_set)
     out: dict[str, float] = {}
     for i, k in enumerate(ks):
         out[f"R@{k}"] = float(hits[i]) / n_valid
