@@ -87,6 +87,46 @@ def _group_entries(group: ArgGroup) -> list[tuple[tuple[int, ...], sp.Basic]]:
     return [((k,), s) for k, s in enumerate(group)]
 
 
+def _flattened(
+    expr: sp.Expr | Sequence[sp.Expr] | sp.MatrixBase,
+) -> tuple[tuple[int, ...], list[sp.Expr]]:
+    """``(shape, entries)`` of what :func:`to_torch` evaluates: ``()``, ``(n,)`` or ``(r, c)``."""
+    if isinstance(expr, sp.MatrixBase):
+        out_shape: tuple[int, ...] = tuple(expr.shape)
+        flat = list(expr)
+    elif isinstance(expr, list | tuple):
+        out_shape = (len(expr),)
+        flat = list(expr)
+    else:
+        out_shape = ()
+        flat = [expr]
+    return out_shape, flat
+
+
+def _argument_layout(
+    groups: list[ArgGroup],
+) -> tuple[dict[sp.Basic, sp.Symbol], list[list[tuple[tuple[int, ...], sp.Symbol]]]]:
+    """Plain stand-in symbols for the argument symbols, and where each sits in its argument.
+
+    Returns ``(plain, layout)``: ``plain`` maps each argument symbol to a plain real symbol
+    ``_a<n>`` (lambdify needs plain names); ``layout[g]`` lists ``(index, stand-in)`` for the
+    symbolic entries of group ``g`` (numbers, such as a unit diagonal, are skipped).
+    """
+    plain: dict[sp.Basic, sp.Symbol] = {}
+    layout: list[list[tuple[tuple[int, ...], sp.Symbol]]] = []
+    for g in groups:
+        entries = []
+        for where, s in _group_entries(g):
+            if s.is_number:
+                continue
+            if not isinstance(s, sp.Symbol | sp.Indexed):
+                raise TypeError(f"arguments must be symbols, got {s!r} ({type(s).__name__}).")
+            x = plain.setdefault(s, sp.Symbol(f"_a{len(plain)}", real=True))
+            entries.append((where, x))
+        layout.append(entries)
+    return plain, layout
+
+
 def to_torch(
     expr: sp.Expr | Sequence[sp.Expr] | sp.MatrixBase,
     args: Sequence[ArgGroup],
@@ -119,29 +159,10 @@ def to_torch(
     ValueError
         If ``expr`` has a free symbol that is neither an argument nor given a value.
     """
-    if isinstance(expr, sp.MatrixBase):
-        out_shape: tuple[int, ...] = tuple(expr.shape)
-        flat = list(expr)
-    elif isinstance(expr, list | tuple):
-        out_shape = (len(expr),)
-        flat = list(expr)
-    else:
-        out_shape = ()
-        flat = [expr]
+    out_shape, flat = _flattened(expr)
     subs = {sp.sympify(k): sp.sympify(v) for k, v in (values or {}).items()}
     groups = list(args)
-    plain: dict[sp.Basic, sp.Symbol] = {}
-    layout: list[list[tuple[tuple[int, ...], sp.Symbol]]] = []
-    for g in groups:
-        entries = []
-        for where, s in _group_entries(g):
-            if s.is_number:
-                continue
-            if not isinstance(s, sp.Symbol | sp.Indexed):
-                raise TypeError(f"arguments must be symbols, got {s!r} ({type(s).__name__}).")
-            x = plain.setdefault(s, sp.Symbol(f"_a{len(plain)}", real=True))
-            entries.append((where, x))
-        layout.append(entries)
+    plain, layout = _argument_layout(groups)
     ready = [_torch_ready(sp.sympify(e).subs(subs)).xreplace(plain) for e in flat]
     known = set(plain.values())
     missing = sorted({str(s) for e in ready for s in e.free_symbols if s not in known})
