@@ -57,6 +57,19 @@ def _length(cfg: Config) -> str:
     return f"{t.iterations:,} iterations" if t.iterations is not None else f"{t.epochs} epochs"
 
 
+def _plan_row(label: str, seed: int, cfg: Config, out: Path) -> dict[str, Any]:
+    """One row of :func:`plan_benchmark` (the columns of :data:`PLAN_COLUMNS`, label, seed)."""
+    t = cfg.train
+    defaults = loss_parameters(cfg.loss.name)
+    changed = {k: v for k, v in cfg.loss.params.items() if defaults.get(k) != v}
+    params = ", ".join(f"{k}={v}" for k, v in changed.items()) or "defaults"
+    return {
+        "label": label, "seed": seed, "loss": cfg.loss.name,
+        "hyper-parameters": params, "batch": f"{t.batch_size // t.k} x {t.k}",
+        "length": _length(cfg), "out_dir": str(out), "config": cfg,
+    }  # fmt: skip
+
+
 def plan_benchmark(
     losses: Mapping[str, LossEntry],
     config: str | Path | dict[str, Any],
@@ -128,15 +141,7 @@ def plan_benchmark(
                 cfg = load_config(values, assignments, data_dir=data_dir)
             except ConfigError as err:
                 raise ConfigError(f"run {label!r} (seed {seed}): {err}") from err
-            t = cfg.train
-            defaults = loss_parameters(cfg.loss.name)
-            changed = {k: v for k, v in cfg.loss.params.items() if defaults.get(k) != v}
-            params = ", ".join(f"{k}={v}" for k, v in changed.items()) or "defaults"
-            rows.append({
-                "label": str(label), "seed": seed, "loss": cfg.loss.name,
-                "hyper-parameters": params, "batch": f"{t.batch_size // t.k} x {t.k}",
-                "length": _length(cfg), "out_dir": str(out), "config": cfg,
-            })  # fmt: skip
+            rows.append(_plan_row(str(label), seed, cfg, out))
     return pd.DataFrame(rows).set_index(["label", "seed"])[PLAN_COLUMNS]
 
 
