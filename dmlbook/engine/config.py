@@ -161,7 +161,7 @@ def _check_optim(o: OptimConfig) -> None:
 
 
 def _check_data_and_model(d: DataConfig, m: ModelConfig) -> None:
-    """The checks of :meth:`Config.validate` on ``data`` and ``model`` (the crop fits the backbone)."""
+    """The checks of :meth:`Config.validate` on ``data`` and ``model`` (crop fits backbone)."""
     if len(d.scale) != 2 or not 0 < d.scale[0] <= d.scale[1] <= 1:
         raise ConfigError(f"data.scale must be [min, max] with 0 < min <= max <= 1, got {d.scale}.")
     if d.crop < 1 or d.resize < d.crop:

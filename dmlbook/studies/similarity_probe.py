@@ -260,7 +260,8 @@ def probe_loss(
     loss_on_S : callable
         ``(S, labels) -> scalar``, e.g. ``get_loss("binomial").loss_on_similarity``.
     mode : {"relative", "entries"}
-        How the S-probe moves the pair's own similarity (see :mod:`dmlbook.studies.three_similarities`).
+        How the S-probe moves the pair's own similarity (see
+        :mod:`dmlbook.studies.three_similarities`).
     n_configs : int
         Base configurations, from ``seed``: symmetric ``S`` with unit diagonal, alternately with
         random off-diagonal entries (uniform in [-0.8, 0.8]) and with an ordered anchor row in
