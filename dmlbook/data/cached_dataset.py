@@ -22,7 +22,7 @@ from ..validation import as_labels
 from .dataset import ClassStats
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .image_cache import ImageCache
+    from .image_cache_file import ImageCache
 
 __all__ = ["Batch", "CachedImageDataset"]
 
