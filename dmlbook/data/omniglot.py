@@ -38,6 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .benchmark import data_root
 from .dataset import EmbeddedDataset
 from .download import ChecksumError
 from .download import download as fetch
@@ -209,20 +210,6 @@ def one_shot_runs(*, image_size: int = COMPACT_SIZE) -> OneShotRuns:
     )
 
 
-def _full_root(root: str | os.PathLike[str] | None) -> Path:
-    if root is not None:
-        if not isinstance(root, str | os.PathLike):
-            raise TypeError(f"root must be a path (str or os.PathLike), got {type(root).__name__}.")
-        return Path(root).expanduser()
-    base = os.environ.get("DMLBOOK_DATA", "").strip()
-    if not base:
-        raise ValueError(
-            "No folder for data set 'omniglot_full': pass root='/path/to/omniglot' or set "
-            "DMLBOOK_DATA to the folder that holds omniglot/."
-        )
-    return Path(base).expanduser() / FOLDER
-
-
 def load_full(
     split: str = "train",
     *,
@@ -275,7 +262,7 @@ def load_full(
         raise TypeError(
             f"download must be True or False and sets two set names, got {download!r}, {sets!r}."
         )
-    folder = _full_root(root)
+    folder = data_root(FOLDER, root, dataset="omniglot_full")
     name = sets[_SPLITS.index(split)]
     source = _locate(folder, name, split, download)
     chars = read_characters(source, image_size)
