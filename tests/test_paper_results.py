@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -92,12 +93,21 @@ def test_spot_values(results, paper, table, dataset, method, dim, batch, metric,
 
 
 def test_the_wheel_ships_the_data(tmp_path):
-    """A non-editable install has the papers' tables and the Omniglot copy (package data)."""
+    """A non-editable install has the papers' tables and the Omniglot copy (package data).
+
+    The wheel is built from a clean copy of the sources, so that neither a stale ``build/`` or
+    ``*.egg-info`` of the checkout can supply the files nor the build leaves them behind.
+    """
     for name in ("paper_results.csv", "paper_quotes.csv", "paper_claims.csv"):
         assert (pr.DATA / name).is_file()
+    src = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(ROOT / "dmlbook", src / "dmlbook", ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
+         "-w", str(tmp_path), str(src)],
         check=True, capture_output=True, cwd=tmp_path,
     )  # fmt: skip
     (wheel,) = tmp_path.glob("dmlbook-*.whl")
