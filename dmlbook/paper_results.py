@@ -199,7 +199,7 @@ def measured_beside(df: pd.DataFrame, ablation_csv: Path) -> pd.DataFrame:
 
     ``ablation_csv`` is ``bench/results/ms_ablation.csv`` (recalls as fractions, several seeds);
     the book's column is the mean over seeds in percent. Every other table of the papers is
-    "planned": its data sets need a GPU run (``dmlbook.engine``, Chapter 11's configs).
+    "planned": its data sets need a GPU run (``dmlbook.engine``, Chapter 14's configs).
     """
     ours = pd.read_csv(ablation_csv, comment="#")
     ours = ours[ours.study == "table2"]
@@ -225,6 +225,6 @@ def planned(df: pd.DataFrame) -> pd.DataFrame:
     counts["this book"] = np.where(
         measured,
         "measured on synthetic (bench/results/ms_ablation.csv, Chapter 10)",
-        "not measured: needs a GPU run on the benchmark (configs/, Chapter 11)",
+        "not measured: needs a GPU run on the benchmark (configs/, Chapter 14)",
     )
     return counts

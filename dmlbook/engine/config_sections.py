@@ -4,7 +4,7 @@ Each section is a dataclass whose fields are the keys a config file may give, wi
 and defaults declared once here; :class:`~dmlbook.engine.config.Config` puts them together,
 reads and checks them (:func:`~dmlbook.engine.config.load_config`), and re-exports every name of
 this module. :class:`ConfigError` is the one error of a bad config. Tests:
-``tests/test_engine.py``; chapter ``book/11_training_at_scale.ipynb``.
+``tests/test_engine.py``; chapter ``book/14_training_at_scale.ipynb``.
 """
 
 from __future__ import annotations

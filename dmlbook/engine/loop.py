@@ -17,7 +17,7 @@ and :meth:`Trainer.restore` save and reload the model, loss, optimiser, position
 that a resumed run continues exactly where it stopped.
 
 Tests: ``tests/engine/test_loop.py`` (and through fit and train, ``tests/test_train.py`` and
-``tests/test_engine.py``). Chapter 11 shows the loop.
+``tests/test_engine.py``). Chapter 14 shows the loop.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ with the checkpoint, so a resumed run replays exactly what an uninterrupted run 
 Every file is written atomically: ``kill -9`` loses at most the work since the last checkpoint,
 which by default is at most ``train.checkpoint_minutes`` (10) minutes old.
 
-Tests: ``tests/test_engine.py``; Chapter 11 runs it.
+Tests: ``tests/test_engine.py``; Chapter 14 runs it.
 """
 
 from __future__ import annotations
