@@ -15,6 +15,9 @@ with where its chapter section, its proof and its tests are.
 * Liu et al. Eq. 13 (Sohn's N-pair): ``npair_loss`` / ``NPairLoss``
 * Wang et al. Eq. 11-15 (MS): ``multi_similarity_loss`` / ``MultiSimilarityLoss``, and the
   "MS mining" row of Table 2, ``ms_mining_loss`` / ``MSMiningLoss``
+* Sun et al. 2020 (Xuan & Pless, Table 1): ``circle_loss`` / ``CircleLoss``
+* Xuan & Pless, Eq. 4: ``cosine_triplet_loss`` / ``CosineTripletLoss``
+* Xuan & Pless, Sec. 3-4 (designed gradient, custom backward): ``GradientSurgeryLoss``
 * Wang et al. Table 2 rows: ``ablation_loss`` (:mod:`dmlbook.losses.ablation`)
 
 ``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
@@ -30,12 +33,15 @@ from typing import Any
 from .ablation import TABLE_2, MinedPairLoss, ablation_loss, table_2_names
 from .base import HyperParameters, PairLoss, prepare_batch, resolve_masks
 from .binomial import BinLiftedLoss, BinomialDevianceLoss, binlifted_loss, binomial_deviance_loss
+from .circle import CircleLoss, circle_loss
 from .contrastive import (
     ContrastiveDistanceLoss,
     ContrastiveLoss,
     contrastive_distance_loss,
     contrastive_loss,
 )
+from .cosine_triplet import CosineTripletLoss, cosine_triplet_loss
+from .gradient_surgery import GradientSurgeryLoss
 from .lifted import (
     LiftedLoss,
     LiftedStarLoss,
@@ -87,6 +93,11 @@ __all__ = [
     "ms_weights",
     "ms_anchor_weights",
     "ms_case_weights",
+    "CircleLoss",
+    "circle_loss",
+    "CosineTripletLoss",
+    "cosine_triplet_loss",
+    "GradientSurgeryLoss",
     "MinedPairLoss",
     "TABLE_2",
     "ablation_loss",

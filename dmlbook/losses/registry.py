@@ -17,7 +17,10 @@ from typing import Any
 
 from .base import PairLoss
 from .binomial import BinLiftedLoss, BinomialDevianceLoss
+from .circle import CircleLoss
 from .contrastive import ContrastiveDistanceLoss, ContrastiveLoss
+from .cosine_triplet import CosineTripletLoss
+from .gradient_surgery import GradientSurgeryLoss
 from .lifted import LiftedLoss, LiftedStarLoss, LiftedStructureLoss
 from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
 from .npair import NPairLoss
@@ -168,6 +171,9 @@ register_loss("binlifted", BinLiftedLoss, aliases=("bin_lifted",))
 register_loss("npair", NPairLoss, aliases=("n_pair", "npairs", "n_pairs"))
 register_loss("multi_similarity", MultiSimilarityLoss, aliases=("ms",))
 register_loss("ms_mining", MSMiningLoss)
+register_loss("circle", CircleLoss)
+register_loss("cosine_triplet", CosineTripletLoss, aliases=("nca_triplet",))
+register_loss("gradient_surgery", GradientSurgeryLoss, aliases=("surgery",))
 
 
 def describe_loss(module: PairLoss) -> tuple[str, dict[str, Any]]:

@@ -1,0 +1,110 @@
+"""Circle loss (Sun et al. 2020), the Circle row of Xuan & Pless's Table 1.
+
+Chapter: ``book/13_gradient_surgery.ipynb`` (13.3 "Table 1, row by row"). Proof: the Circle row in
+:mod:`dmlbook.symbolic.gradient_surgery`. Tests: ``tests/surgery/test_losses.py``.
+
+For an anchor with positives ``s_p`` and negatives ``s_n`` (cosine similarities), Circle loss is
+
+    L = log[1 + sum_n sum_p exp(gamma (a_n (s_n - D_n) - a_p (s_p - D_p)))]
+      = softplus(LSE_n gamma a_n (s_n - D_n) + LSE_p -gamma a_p (s_p - D_p)),
+
+with ``a_p = [1 + m - s_p]_+``, ``a_n = [s_n + m]_+``, ``D_p = 1 - m``, ``D_n = m``. Sun et al.
+call ``a_p``, ``a_n`` weighting factors and their reference code does not differentiate them
+(``detach_weights=True``, the default); with ``detach_weights=False`` autograd goes through them
+too. Xuan & Pless's Table 1 reads its gradient as direction ``e^cos``, pair weight ``P^lin`` and
+triplet weight ``T^cir``; which of the two forms, and which ``m``, make that exact is the
+chapter's 13.3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass
+
+import torch
+
+from ..pairs import REDUCTIONS, softplus
+from .base import (
+    HyperParameters,
+    PairLoss,
+    check_choice,
+    check_similarity,
+    masked_logsumexp,
+    reduce,
+    resolve_masks,
+)
+
+__all__ = ["CircleHyperParameters", "CircleLoss", "circle_loss"]
+
+
+@dataclass(frozen=True)
+class CircleHyperParameters(HyperParameters):
+    """Circle loss: scale ``gamma`` (> 0) and relaxation margin ``m``; Sun et al.'s fine-grained
+    retrieval setting is ``gamma = 80``, ``m = 0.4``."""
+
+    gamma: float = 80.0
+    margin: float = 0.4
+    _: KW_ONLY
+    detach_weights: bool = True
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._positive("gamma")
+        check_choice(self.reduction, REDUCTIONS, "reduction")
+        if not isinstance(self.detach_weights, bool):
+            raise ValueError(f"detach_weights must be True or False, got {self.detach_weights!r}.")
+        self._set("margin", float(self.margin))
+
+
+_C = CircleHyperParameters
+
+
+def circle_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    gamma: float = _C.gamma,
+    margin: float = _C.margin,
+    *,
+    detach_weights: bool = _C.detach_weights,
+    reduction: str = _C.reduction,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Circle loss of a batch (Sun et al. 2020, pair-wise form; Xuan & Pless, Table 1).
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+    labels : Tensor of shape (B,)
+    gamma, margin : float
+        Scale and relaxation ``m`` (module docstring).
+    detach_weights : bool
+        Treat ``a_p``, ``a_n`` as constants in the gradient (Sun et al.'s code) or not.
+    reduction : {"mean", "sum", "none"}
+        Over the anchors that have a positive and a negative.
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Pair masks from a miner (e.g. one easy positive and one hard negative per anchor).
+
+    Returns
+    -------
+    Tensor
+        A scalar (or (B,) for ``"none"``); 0 with gradient 0 when no anchor has both pairs.
+    """
+    _C(gamma, margin, detach_weights=detach_weights, reduction=reduction)
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    a_p = (1 + margin - S).clamp_min(0)
+    a_n = (S + margin).clamp_min(0)
+    if detach_weights:
+        a_p, a_n = a_p.detach(), a_n.detach()
+    lse_p, has_p = masked_logsumexp(-gamma * a_p * (S - (1 - margin)), pos, dim=1)
+    lse_n, has_n = masked_logsumexp(gamma * a_n * (S - margin), neg, dim=1)
+    valid = has_p & has_n
+    per = torch.where(valid, softplus(lse_p + lse_n), torch.zeros_like(lse_p))
+    return reduce(per, reduction, valid)
+
+
+class CircleLoss(PairLoss):
+    """Module form of :func:`circle_loss` (``get_loss("circle", gamma=80, margin=0.4)``)."""
+
+    loss_function = staticmethod(circle_loss)
+    hyper = CircleHyperParameters

@@ -1,0 +1,78 @@
+"""The trainable designed-gradient loss of Xuan & Pless: any (direction, pair weight, triplet
+weight, selection) through a custom backward.
+
+``get_loss("gradient_surgery", direction="cos_orth", pair_weight="lin_ms",
+triplet_weight="cos", selection="sc1")`` builds it; configs name it the same way
+(``loss: {name: gradient_surgery, params: {...}}``). The forward L2-normalises the embeddings
+(with autograd, the paper's normalisation layer) and applies
+:class:`dmlbook.surgery.SurgeryFunction`, whose backward is the designed gradient of
+:func:`dmlbook.surgery.designed_gradient` and whose value (logged by ``fit`` and the engine) is
+the mean similarity gap ``S_an - S_ap`` of the easy-positive / hard-negative triplets.
+
+The hyper-parameters are those of :class:`dmlbook.surgery.SurgerySpec`, declared there once.
+
+Chapter: ``book/13_gradient_surgery.ipynb`` (13.6-13.8). Tests: ``tests/surgery/test_gradient.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..similarity import l2_normalize
+from ..surgery.gradient import SurgeryFunction, SurgerySpec
+from ..validation import as_embeddings, as_labels, check_same_length
+from .base import HyperParameters, PairLoss
+
+__all__ = ["GradientSurgeryHyperParameters", "GradientSurgeryLoss"]
+
+
+@dataclass(frozen=True)
+class GradientSurgeryHyperParameters(HyperParameters, SurgerySpec):
+    """:class:`dmlbook.surgery.SurgerySpec` as a loss family's hyper-parameters."""
+
+    def check(self) -> None:
+        SurgerySpec.check(self)
+
+
+class GradientSurgeryLoss(PairLoss):
+    """A designed gradient as a loss module (Xuan & Pless, Sec. 3-4; module docstring).
+
+    Parameters
+    ----------
+    direction, pair_weight, triplet_weight, selection, alpha, beta, lam, epsilon, tau,
+    circle_margin, scale
+        See :class:`dmlbook.surgery.SurgerySpec`.
+    """
+
+    hyper = GradientSurgeryHyperParameters
+
+    @property
+    def spec(self) -> SurgerySpec:
+        """The module's settings as a :class:`~dmlbook.surgery.SurgerySpec`."""
+        return SurgerySpec(**{name: getattr(self, name) for name in self.hyper_parameters})
+
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if pos_mask is not None or neg_mask is not None:
+            raise ValueError(
+                "gradient_surgery selects its own easy-positive / hard-negative triplets; "
+                "call it without pos_mask/neg_mask."
+            )
+        x = as_embeddings(embeddings)
+        y = as_labels(labels).to(x.device)
+        check_same_length(x, y)
+        return SurgeryFunction.apply(l2_normalize(x), y, self.spec)
+
+    def loss_on_similarity(self, S: torch.Tensor, labels: torch.Tensor, **masks: object) -> None:
+        raise TypeError(
+            "gradient_surgery acts on embeddings, not on S (its orthogonal directions are no "
+            "weights on S); call the module as loss(embeddings, labels)."
+        )

@@ -1,0 +1,223 @@
+"""The designed gradient (dmlbook.surgery) against autograd of the losses it equals.
+
+Each combination of Xuan & Pless's Table 1 that is the gradient of a loss is checked, in float64
+on hypothesis batches, against autograd of that loss written here from its formula (one
+easy-positive / hard-negative triplet per anchor, found by a plain loop), to 1e-10. The
+constants (``scale``) are those the symbolic module proves. Chapter:
+``book/13_gradient_surgery.ipynb``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import assume, given, settings
+
+from dmlbook.losses import CircleLoss, CosineTripletLoss, get_loss
+from dmlbook.surgery import SurgerySpec, designed_gradient, unit_directions
+
+from .strategies import ephn_loop, unit_batches
+
+TOL = 1e-10
+
+
+def _autograd(loss_of_triplet, f, labels):
+    """Gradient of mean over the loop's triplets of ``loss_of_triplet(f_a, f_p, f_n)``."""
+    f = f.clone().requires_grad_(True)
+    trips = ephn_loop(f.detach(), labels)
+    total = sum(loss_of_triplet(f[a], f[p], f[n]) for a, p, n in trips) / len(trips)
+    (g,) = torch.autograd.grad(total, f)
+    return g
+
+
+def _designed(f, labels, **parts):
+    return designed_gradient(f, labels, SurgerySpec(**parts))[0]
+
+
+def _softplus(x):
+    return torch.nn.functional.softplus(x, threshold=40.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit_batches())
+def test_euclidean_triplet_is_euc_peuc_tcon_times_4(batch):
+    """Eq. 3 (hinge active: margin 4 >= any D^2 gap) = e^euc x P^euc x T^con with scale 4."""
+    f, y = batch
+
+    def loss(a, p, n):
+        return ((a - p) ** 2).sum() - ((a - n) ** 2).sum() + 4.0
+
+    want = _autograd(loss, f, y)
+    got = _designed(f, y, direction="euc", pair_weight="euc", triplet_weight="con", scale=4.0)
+    assert torch.allclose(got, want, atol=TOL, rtol=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit_batches())
+def test_cosine_triplet_is_cos_pcon_tcos_times_tau(batch):
+    """Eq. 4 = e^cos x P^con x T^cos with scale tau (Eq. 6)."""
+    f, y = batch
+    tau = 3.0
+    want = _autograd(lambda a, p, n: _softplus(tau * (a @ n - a @ p)), f, y)
+    got = _designed(f, y, pair_weight="con", triplet_weight="cos", tau=tau, scale=tau)
+    assert torch.allclose(got, want, atol=TOL, rtol=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit_batches())
+def test_binomial_is_cos_psig_tcon_times_2(batch):
+    """Binomial deviance on the triplet's two pairs = e^cos x P^sig x T^con with scale 2."""
+    f, y = batch
+    al, be, lam = 2.0, 10.0, 0.5
+
+    def loss(a, p, n):
+        return _softplus(-al * (a @ p - lam)) / al + _softplus(be * (a @ n - lam)) / be
+
+    want = _autograd(loss, f, y)
+    got = _designed(f, y, pair_weight="sig", alpha=al, beta=be, lam=lam, scale=2.0)
+    assert torch.allclose(got, want, atol=TOL, rtol=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit_batches())
+def test_linear_pair_weight_is_a_quadratic_loss(batch):
+    """e^cos x P^lin x T^con (scale 2) is the gradient of (1 - S_ap)^2 / 2 + S_an^2 / 2."""
+    f, y = batch
+    want = _autograd(lambda a, p, n: (1 - a @ p) ** 2 / 2 + (a @ n) ** 2 / 2, f, y)
+    got = _designed(f, y, pair_weight="lin", scale=2.0)
+    assert torch.allclose(got, want, atol=TOL, rtol=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit_batches())
+def test_circle_undetached_printed_margin_is_cos_plin_tcir(batch):
+    """Circle loss, weights differentiated, m = 1/sqrt(2), where S_an > -m: e^cos x P^lin x
+    T^cir (Eq. 17 as printed), scale 2 gamma; the package's CircleLoss on the same triplets too."""
+    f, y = batch
+    gamma, m = 2.5, 1 / math.sqrt(2)
+    trips = ephn_loop(f, y)
+    assume(all(float(f[a] @ f[n]) > -m + 1e-6 for a, _, n in trips))
+
+    def loss(a, p, n):
+        sp, sn = a @ p, a @ n
+        return _softplus(gamma * ((sn + m) * (sn - m) - (1 + m - sp) * (sp - 1 + m)))
+
+    want = _autograd(loss, f, y)
+    got = _designed(
+        f, y, pair_weight="lin", triplet_weight="cir", tau=gamma, circle_margin=m, scale=2 * gamma
+    )
+    assert torch.allclose(got, want, atol=TOL, rtol=0)
+    module = CircleLoss(gamma, m, detach_weights=False)
+    assert torch.allclose(_with_ephn_masks(module, f, y), want, atol=TOL, rtol=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit_batches())
+def test_circle_detached_zero_margin_is_cos_plin_tcir_m0(batch):
+    """Sun et al.'s Circle loss (weights not differentiated), m = 0, where S_an > 0:
+    e^cos x P^lin x T^cir(m = 0), scale gamma."""
+    f, y = batch
+    gamma = 2.5
+    trips = ephn_loop(f, y)
+    assume(all(float(f[a] @ f[n]) > 1e-6 for a, _, n in trips))
+    want = _with_ephn_masks(CircleLoss(gamma, 0.0), f, y)
+    got = _designed(
+        f, y, pair_weight="lin", triplet_weight="cir", tau=gamma, circle_margin=0.0, scale=gamma
+    )
+    assert torch.allclose(got, want, atol=TOL, rtol=0)
+
+
+def _with_ephn_masks(module, f, y):
+    """Autograd of a package loss on the loop's triplets (one positive, one negative per anchor)."""
+    B = len(y)
+    pos = torch.zeros(B, B, dtype=torch.bool)
+    neg = torch.zeros(B, B, dtype=torch.bool)
+    for a, p, n in ephn_loop(f, y):
+        pos[a, p] = neg[a, n] = True
+    x = f.clone().requires_grad_(True)  # S = f f^T: no normalisation layer in between
+    (g,) = torch.autograd.grad(module.loss_on_similarity(x @ x.T, y, pos_mask=pos, neg_mask=neg), x)
+    return g
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit_batches())
+def test_selective_contrastive_is_cos_with_sc1(batch):
+    """T^cos & T^sc1: Eq. 4 on easy triplets; on hard ones (S_an > S_ap) S_ap is held fixed."""
+    f, y = batch
+    tau = 3.0
+
+    def loss(a, p, n):
+        sp, sn = a @ p, a @ n
+        return _softplus(tau * (sn - (sp.detach() if sn > sp else sp)))
+
+    want = _autograd(loss, f, y)
+    got = _designed(f, y, triplet_weight="cos", selection="sc1", tau=tau, scale=tau)
+    assert torch.allclose(got, want, atol=TOL, rtol=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit_batches())
+def test_ms_weight_without_relative_pairs_is_binomial(batch):
+    """With epsilon so low that the sets of Eq. 12 are empty, P^sig-ms falls back to P^sig."""
+    f, y = batch
+    a = _designed(f, y, pair_weight="sig_ms", epsilon=-10.0)
+    b = _designed(f, y, pair_weight="sig")
+    assert torch.equal(a, b)
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit_batches(max_d=6))
+def test_orthogonal_directions_are_orthogonal_and_unit(batch):
+    f, y = batch
+    trips = torch.tensor(ephn_loop(f, y))
+    fa, fp, fn = f[trips[:, 0]], f[trips[:, 1]], f[trips[:, 2]]
+    for kind in ("euc_orth", "cos_orth"):
+        e = unit_directions(fa, fp, fn, kind)
+        for v in (e.e_n, e.e_an):
+            assert float(((v * (fa - fp)).sum(dim=1)).abs().max()) < 1e-12
+            norms = v.norm(dim=1)
+            assert bool(((norms - 1).abs() < 1e-12).all())
+
+
+@settings(max_examples=20, deadline=None)
+@given(unit_batches())
+def test_module_backward_goes_through_the_normalisation(batch):
+    """GradientSurgeryLoss on unnormalised x = autograd of Eq. 4 (CosineTripletLoss) on x."""
+    f, y = batch
+    x = (f * torch.linspace(0.5, 2.0, len(y), dtype=f.dtype)[:, None]).requires_grad_(True)
+    tau = 3.0
+    (want,) = torch.autograd.grad(CosineTripletLoss(tau)(x, y), x)
+    module = get_loss(
+        "gradient_surgery", pair_weight="con", triplet_weight="cos", tau=tau, scale=tau
+    )
+    (got,) = torch.autograd.grad(module(x, y), x)
+    assert torch.allclose(got, want, atol=TOL, rtol=0)
+
+
+def test_value_is_the_mean_similarity_gap():
+    f = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.6, 0.8], [0.0, 1.0]], dtype=torch.float64)
+    y = torch.tensor([0, 0, 1, 1])
+    _, value = designed_gradient(f, y, SurgerySpec())
+    gaps = [float(f[a] @ f[n] - f[a] @ f[p]) for a, p, n in ephn_loop(f, y)]
+    assert float(value) == pytest.approx(sum(gaps) / len(gaps), abs=1e-15)
+
+
+def test_no_triplet_gives_zero():
+    f = torch.eye(3, dtype=torch.float64)
+    grad, value = designed_gradient(f, torch.tensor([0, 1, 2]), SurgerySpec())
+    assert float(value) == 0.0 and bool((grad == 0).all())
+
+
+def test_errors_name_the_valid_choices():
+    with pytest.raises(ValueError, match="direction must be one of 'euc', 'cos'"):
+        get_loss("gradient_surgery", direction="cosine")
+    with pytest.raises(ValueError, match="pair_weight must be one of"):
+        SurgerySpec(pair_weight="ms")
+    with pytest.raises(ValueError, match="tau must be a finite number > 0"):
+        SurgerySpec(tau=0)
+    with pytest.raises(ValueError, match="without pos_mask"):
+        get_loss("surgery")(torch.randn(4, 3), torch.tensor([0, 0, 1, 1]), pos_mask=None,
+                            neg_mask=torch.ones(4, 4, dtype=torch.bool))  # fmt: skip
+    assert SurgerySpec(direction="cos-orth").direction == "cos_orth"
