@@ -1,0 +1,263 @@
+"""Xuan & Pless's gradient decomposition, proved: Eq. 5-6, Table 1 row by row, Eq. 20, the
+normalisation layer, and which designed fields are gradients of a loss.
+
+Each function returns SymPy expressions (or a verdict built from :func:`prove_equal`) that
+``tests/surgery/test_symbolic.py`` runs as a proof and ``book/13_gradient_surgery.ipynb`` (13.1,
+13.3-13.5) displays. Conventions: ``f_a, f_p, f_n`` are vectors in R^3 (component symbols);
+``s_ap, s_an`` are the similarities; a loss ``l(s_ap, s_an)`` of one triplet has weights
+``w_+ = -dl/ds_ap`` and ``w_- = dl/ds_an`` on the cosine directions of Eq. 6, so a Table 1 row
+``(e^cos, P, T)`` reads ``w_+ = c T P_+`` and ``w_- = c T P_-`` for a constant ``c``.
+
+Results (proved in the tests; errata in the chapter):
+
+* Eq. 5 and Eq. 6 hold as printed (Eq. 6 for any vectors, its directions unit on the sphere).
+* Euclidean triplet: ``(e^euc, P^euc, T^con)`` with ``c = 4`` while the hinge is active, 0 after.
+* Cosine triplet: ``(e^cos, P^con, T^cos)`` with ``c = tau``.
+* Binomial deviance: ``(e^cos, P^sig, T^con)`` with ``c = 2``.
+* Circle loss: ``P^lin`` and Eq. 17 hold together only for the Circle loss whose weights are
+  differentiated and ``m = 1/sqrt(2)`` (``c = 2 gamma``); Sun et al.'s own form (weights held
+  constant) gives ``P_+ = 1 + m - s_ap``, ``P_- = s_an + m`` and the exponent of Eq. 17 shifted
+  by ``1 - 2 m^2``: the row holds for it only at ``m = 0`` and with the shift (erratum).
+* MS loss: the weight of Eq. 13 has ``m_+ = 1 + sum exp(alpha (s_ap - R^i))``, a sum plus one,
+  not the printed mean (erratum); and the loss moves the other pairs too (``dl/dR^i != 0``).
+* SC triplet: ``(T^cos, T^sc1)`` is no gradient of any function on the hard side (its 1-form is
+  not closed), whereas a contrastive term on the negative is: the row holds on easy triplets only.
+* Eq. 20 holds; the two curves cross at ``S = 1/2`` (and meet at ``S = -1``).
+* After the L2 layer (tangent projection), ``e^euc = e^cos / D``: a designed gradient with
+  ``e^euc`` and pair weight ``P`` trains exactly as ``e^cos`` with ``P / D``; so ``e^euc x P^euc``
+  is ``e^cos x P^con`` (the two Table 3 cells 75.2 and 75.5 on Cars should agree, and do within
+  noise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sympy as sp
+import torch
+
+from ..surgery.directions import unit_directions
+from ..surgery.weights import pair_weights, triplet_weight
+from .proofs import prove_equal
+
+__all__ = [
+    "TRIPLET_ROWS",
+    "circle_weights",
+    "closed_form_test",
+    "eq5_holds",
+    "eq6_holds",
+    "euc_is_cos_over_distance_on_sphere",
+    "field_asymmetry",
+    "ms_positive_weight",
+    "projection_lengths",
+    "projection_lengths_cross",
+    "table_weights",
+    "triplet_row_holds",
+    "vectors",
+]
+
+s_ap, s_an = sp.symbols("s_ap s_an", real=True)
+tau, gamma, alpha, beta, lam, margin = sp.symbols("tau gamma alpha beta lambda m", positive=True)
+
+
+def vectors(d: int = 3) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
+    """Column vectors ``f_a, f_p, f_n`` of real component symbols."""
+    return tuple(sp.Matrix(sp.symbols(f"{name}_1:{d + 1}", real=True)) for name in ("a", "p", "n"))  # type: ignore[return-value]
+
+
+def _grad(L: sp.Expr, v: sp.Matrix) -> sp.Matrix:
+    return sp.Matrix([sp.diff(L, x) for x in v])
+
+
+def eq5_holds() -> bool:
+    """Eq. 5 is the gradient of Eq. 3 (active branch) for all vectors."""
+    fa, fp, fn = vectors()
+    m = sp.Symbol("m", positive=True)
+    L = (fa - fp).dot(fa - fp) - (fa - fn).dot(fa - fn) + m
+    D_ap, D_an = sp.sqrt((fp - fa).dot(fp - fa)), sp.sqrt((fa - fn).dot(fa - fn))
+    e_p, e_n = (fp - fa) / D_ap, (fa - fn) / D_an
+    printed = (2 * D_ap * e_p, 2 * D_an * e_n, -2 * D_ap * e_p - 2 * D_an * e_n)
+    return prove_equal(
+        [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)], [*printed[0], *printed[1], *printed[2]],
+        verbose=False,
+    )  # fmt: skip
+
+
+def eq6_holds() -> bool:
+    """Eq. 6 is the gradient of Eq. 4 with ``e_p = -f_a``, ``e_n = f_a``, ``e_ap = -f_p``,
+    ``e_an = f_n``, for all vectors (unit length needs the features on the sphere)."""
+    fa, fp, fn = vectors()
+    sap, san = fa.dot(fp), fa.dot(fn)
+    L = -sp.log(sp.exp(tau * sap) / (sp.exp(tau * sap) + sp.exp(tau * san)))
+    T = 1 / (1 + sp.exp(tau * (sap - san)))
+    printed = (T * tau * -fa, T * tau * fa, T * tau * (-fp + fn))
+    return prove_equal(
+        [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)], [*printed[0], *printed[1], *printed[2]],
+        verbose=False,
+    )  # fmt: skip
+
+
+def _weights_of(loss: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+    """``(w_+, w_-) = (-dl/ds_ap, dl/ds_an)`` of a triplet loss on ``(s_ap, s_an)``."""
+    return -sp.diff(loss, s_ap), sp.diff(loss, s_an)
+
+
+def _T_cir(m: sp.Expr) -> sp.Expr:
+    """``T^cir`` for Circle margin ``m``; ``m = 1/sqrt(2)`` is Eq. 17 as printed."""
+    return 1 / (1 + sp.exp(gamma * (s_ap * (2 - s_ap) - s_an**2 - 1 + 2 * m**2)))
+
+
+def circle_weights(detached: bool) -> tuple[sp.Expr, sp.Expr]:
+    """``(w_+, w_-)`` of Circle loss on one triplet (weights ``a_p, a_n`` unclipped: ``s_an > -m``).
+
+    ``detached``: ``a_p, a_n`` held constant in the derivative (Sun et al.'s code).
+    """
+    a_p, a_n = 1 + margin - s_ap, s_an + margin
+    if not detached:
+        z = gamma * (a_n * (s_an - margin) - a_p * (s_ap - 1 + margin))
+        return _weights_of(sp.log(1 + sp.exp(z)))
+    A_p, A_n = sp.symbols("A_p A_n", positive=True)
+    z = gamma * (A_n * (s_an - margin) - A_p * (s_ap - 1 + margin))
+    w = _weights_of(sp.log(1 + sp.exp(z)))
+    return tuple(sp.simplify(x.subs({A_p: a_p, A_n: a_n})) for x in w)  # type: ignore[return-value]
+
+
+#: Table 1's rows that are losses of ``(s_ap, s_an)``: name -> (loss, P_+, P_-, T, constant c).
+TRIPLET_ROWS: dict[str, tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr, sp.Expr]] = {
+    "Triplet (cosine) [23]": (
+        sp.log(1 + sp.exp(tau * (s_an - s_ap))), sp.Integer(1), sp.Integer(1),
+        1 / (1 + sp.exp(tau * (s_ap - s_an))), tau,
+    ),
+    "Binomial deviance [24]": (
+        sp.log(1 + sp.exp(-alpha * (s_ap - lam))) / alpha
+        + sp.log(1 + sp.exp(beta * (s_an - lam))) / beta,
+        1 / (1 + sp.exp(alpha * (s_ap - lam))), 1 / (1 + sp.exp(-beta * (s_an - lam))),
+        sp.Rational(1, 2), sp.Integer(2),
+    ),
+    "Circle loss [18], m = 1/sqrt(2), weights differentiated": (
+        sp.log(1 + sp.exp(gamma * ((s_an**2 - sp.Rational(1, 2)) + (1 - s_ap) ** 2
+                                   - sp.Rational(1, 2)))),
+        1 - s_ap, s_an, _T_cir(1 / sp.sqrt(2)), 2 * gamma,
+    ),
+}  # fmt: skip
+
+
+def triplet_row_holds(name: str) -> bool:
+    """Prove ``-dl/ds_ap = c T P_+`` and ``dl/ds_an = c T P_-`` for a row of :data:`TRIPLET_ROWS`."""
+    loss, p_plus, p_minus, T, c = TRIPLET_ROWS[name]
+    w_plus, w_minus = _weights_of(loss)
+    return prove_equal([w_plus, w_minus], [c * T * p_plus, c * T * p_minus], verbose=False)
+
+
+def ms_positive_weight(n_other: int = 2) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    """MS loss of one anchor (Wang et al. Eq. 15) with ``s_ap`` and ``n_other`` other kept
+    positives ``R_i``: returns (its weight ``-dl/ds_ap``, Eq. 13 with the sum ``1 + sum``,
+    Eq. 13 as printed with the mean over the ``R_i``)."""
+    R = sp.symbols(f"R_1:{n_other + 1}", real=True)
+    terms = [sp.exp(-alpha * (s - lam)) for s in (s_ap, *R)]
+    loss = sp.log(1 + sum(terms)) / alpha
+    w = -sp.diff(loss, s_ap)
+    by_sum = 1 / (1 + sum(sp.exp(alpha * (s_ap - r)) for r in R) + sp.exp(alpha * (s_ap - lam)))
+    by_mean = 1 / (
+        sum(sp.exp(alpha * (s_ap - r)) for r in R) / n_other + sp.exp(alpha * (s_ap - lam))
+    )
+    return w, by_sum, by_mean
+
+
+def projection_lengths() -> dict[str, sp.Expr]:
+    """Squared tangential lengths of the unit directions on the positive, for ``f_a = (1, 0)``,
+    ``f_p = (cos t, sin t)``, ``t`` in (0, pi): the derivation behind Eq. 20 (appendix).
+
+    Returns the derived squares (``"euc"``, ``"cos"``) and the squares of Eq. 20 as printed
+    (``"euc_printed"``, ``"cos_printed"``, with ``S = cos t``), all functions of ``t``. Both
+    lengths are >= 0, so equal squares prove Eq. 20.
+    """
+    t = sp.Symbol("t", positive=True)
+    fa = sp.Matrix([1, 0])
+    fp = sp.Matrix([sp.cos(t), sp.sin(t)])
+    tangent = sp.Matrix([-sp.sin(t), sp.cos(t)])
+    e_euc = (fp - fa) / sp.sqrt((fp - fa).dot(fp - fa))
+    e_cos = -fa
+    S = sp.cos(t)
+    return {
+        "euc": sp.simplify(e_euc.dot(tangent) ** 2),
+        "cos": sp.simplify(e_cos.dot(tangent) ** 2),
+        "euc_printed": (1 + S) / 2,
+        "cos_printed": 1 - S**2,
+    }
+
+
+def projection_lengths_cross() -> set[sp.Expr]:
+    """The similarities in [-1, 1] where the two lengths of Eq. 20 are equal."""
+    S = sp.Symbol("S", real=True)
+    sols = sp.solve(sp.Eq((1 + S) / 2, 1 - S**2), S)
+    return {s for s in sols if -1 <= s <= 1}
+
+
+def euc_is_cos_over_distance_on_sphere() -> bool:
+    """On the sphere, the tangential part of ``e^euc`` is that of ``e^cos`` divided by ``D``
+    (at the positive: ``e_p``; at the anchor: ``e_ap``), for unit ``f_a, f_p`` in R^3."""
+    u1, u2, v1, v2 = sp.symbols("u1 u2 v1 v2", real=True)
+    fa = sp.Matrix([u1, u2, sp.sqrt(1 - u1**2 - u2**2)])
+    fp = sp.Matrix([v1, v2, sp.sqrt(1 - v1**2 - v2**2)])
+    D = sp.sqrt((fp - fa).dot(fp - fa))
+
+    def tangential(v: sp.Matrix, at: sp.Matrix) -> sp.Matrix:
+        return v - at.dot(v) * at
+
+    at_p = tangential((fp - fa) / D, fp) - tangential(-fa, fp) / D
+    at_a = tangential((fa - fp) / D, fa) - tangential(-fp, fa) / D
+    return prove_equal([*at_p, *at_a], [0] * 6, verbose=False)
+
+
+def closed_form_test(w_plus: sp.Expr, w_minus: sp.Expr) -> sp.Expr:
+    """The curl of the field ``-w_+ dS_ap + w_- dS_an``: zero iff some ``l(s_ap, s_an)`` has it
+    as gradient (mixed partials; ``dS_ap`` and ``dS_an`` are independent for d >= 2)."""
+    return sp.simplify(sp.diff(w_minus, s_ap) - sp.diff(-w_plus, s_an))
+
+
+def field_asymmetry(
+    direction: str,
+    weights: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+    x: torch.Tensor,
+) -> float:
+    """Relative asymmetry of the Jacobian of the pulled-back field of one triplet.
+
+    ``x`` is (3, d) float64 (anchor, positive, negative, before the L2 layer); the field is
+    ``J_norm^T G(f)`` with ``G`` built from the unit directions and ``weights(s_ap, s_an) ->
+    (W_+, W_-)``. A gradient field has a symmetric Jacobian (its Hessian), so a value far from
+    0 shows the field is no loss's gradient; ~1e-16 is consistent with one.
+    """
+
+    def field(flat: torch.Tensor) -> torch.Tensor:
+        v = flat.reshape(3, -1)
+        f = v / v.norm(dim=1, keepdim=True)
+        fa, fp, fn = f[0:1], f[1:2], f[2:3]
+        e = unit_directions(fa, fp, fn, direction)
+        wp, wn = weights((fa * fp).sum(1), (fa * fn).sum(1))
+        G = torch.cat([wp * e.e_ap + wn * e.e_an, wp * e.e_p, wn * e.e_n])
+        (pulled,) = torch.autograd.grad(f, flat, G, create_graph=True)
+        return pulled
+
+    flat = x.reshape(-1).clone().requires_grad_(True)
+    J = torch.autograd.functional.jacobian(
+        lambda z: field(z if z.requires_grad else z.requires_grad_(True)), flat, create_graph=False
+    )
+    return float((J - J.T).norm() / J.norm())
+
+
+def table_weights(
+    pair: str, triplet: str, **hp: float
+) -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """``(s_ap, s_an) -> (T P_+, T P_-)`` from the package's weights, for :func:`field_asymmetry`."""
+    defaults = {"alpha": 2.0, "beta": 10.0, "lam": 0.5, "tau": 4.0}
+    defaults.update(hp)
+
+    def w(sp_: torch.Tensor, sn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pp, pm = pair_weights(
+            pair, sp_, sn, alpha=defaults["alpha"], beta=defaults["beta"], lam=defaults["lam"]
+        )
+        T = triplet_weight(triplet, sp_, sn, tau=defaults["tau"])
+        return T * pp, T * pm
+
+    return w

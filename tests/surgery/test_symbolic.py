@@ -1,0 +1,101 @@
+"""Proofs of :mod:`dmlbook.symbolic.gradient_surgery` (Xuan & Pless, Eq. 5-6, Table 1, Eq. 20,
+the normalisation layer, integrability). Each is exact (SymPy) unless it says numeric.
+Chapter: ``book/13_gradient_surgery.ipynb`` (13.1, 13.3-13.5)."""
+
+from __future__ import annotations
+
+import sympy as sp
+import torch
+
+from dmlbook.symbolic import counterexample, prove_equal
+from dmlbook.symbolic import gradient_surgery as gs
+
+
+def test_eq5_is_the_gradient_of_eq3():
+    assert gs.eq5_holds()
+
+
+def test_eq6_is_the_gradient_of_eq4():
+    assert gs.eq6_holds()
+
+
+def test_table1_rows_that_hold_with_their_constants():
+    for name in gs.TRIPLET_ROWS:
+        assert gs.triplet_row_holds(name), name
+
+
+def test_circle_row_as_sun_et_al_define_it():
+    """Weights held constant: P_+ = 1 + m - s_ap, P_- = s_an + m, T^cir shifted; = the row at m=0."""
+    w_plus, w_minus = gs.circle_weights(detached=True)
+    T = gs._T_cir(0)
+    m0 = [w.subs(gs.margin, sp.Integer(0)) for w in (w_plus, w_minus)]
+    assert prove_equal(m0, [gs.gamma * T * (1 - gs.s_ap), gs.gamma * T * gs.s_an], verbose=False)
+    # for m > 0 the pair weight is not P^lin: a point where they differ
+    half = {gs.margin: sp.Rational(1, 2)}
+    T_half = gs._T_cir(sp.Rational(1, 2))
+    assert counterexample(w_plus.subs(half), gs.gamma * T_half * (1 - gs.s_ap)) is not None
+
+
+def test_printed_eq17_needs_m_squared_one_half():
+    """Eq. 17 as printed is T^cir(m) only where 1 - 2 m^2 = 0."""
+    m = sp.Symbol("m", positive=True)
+    printed = 1 / (1 + sp.exp(gs.gamma * (gs.s_ap * (2 - gs.s_ap) - gs.s_an**2)))
+    assert prove_equal(gs._T_cir(1 / sp.sqrt(2)), printed, verbose=False)
+    assert sp.solve(sp.Eq(1 - 2 * m**2, 0), m) == [sp.sqrt(2) / 2]
+
+
+def test_ms_weight_is_one_plus_a_sum_not_the_printed_mean():
+    w, by_sum, by_mean = gs.ms_positive_weight(2)
+    assert prove_equal(w, by_sum, verbose=False)
+    assert counterexample(w, by_mean) is not None
+
+
+def test_ms_moves_the_other_positives():
+    R1 = sp.Symbol("R_1", real=True)
+    terms = [sp.exp(-gs.alpha * (s - gs.lam)) for s in (gs.s_ap, R1)]
+    loss = sp.log(1 + sum(terms)) / gs.alpha
+    assert sp.simplify(sp.diff(loss, R1)) != 0
+
+
+def test_selective_contrastive_is_no_gradient_on_the_hard_side():
+    """On S_an > S_ap the (T^cos & T^sc1) field is w_+ = 0, w_- = tau T^cos: its curl is not 0;
+    a contrastive term on the negative (constant weight) has curl 0."""
+    T = 1 / (1 + sp.exp(gs.tau * (gs.s_ap - gs.s_an)))
+    assert gs.closed_form_test(sp.Integer(0), gs.tau * T) != 0
+    assert gs.closed_form_test(sp.Integer(0), sp.Integer(1)) == 0
+
+
+def test_which_cosine_fields_are_gradients():
+    T_cos = 1 / (1 + sp.exp(gs.tau * (gs.s_ap - gs.s_an)))
+    closed = {
+        "lin x con": (1 - gs.s_ap, gs.s_an),
+        "con x cos": (T_cos, T_cos),
+    }
+    open_ = {"lin x cos": ((1 - gs.s_ap) * T_cos, gs.s_an * T_cos)}
+    for name, (wp, wn) in closed.items():
+        assert gs.closed_form_test(wp, wn) == 0, name
+    for name, (wp, wn) in open_.items():
+        assert gs.closed_form_test(wp, wn) != 0, name
+
+
+def test_eq20_and_where_the_curves_cross():
+    L = gs.projection_lengths()
+    assert prove_equal(L["euc"], L["euc_printed"], verbose=False)
+    assert prove_equal(L["cos"], L["cos_printed"], verbose=False)
+    assert gs.projection_lengths_cross() == {sp.Rational(1, 2), sp.Integer(-1)}
+
+
+def test_normalisation_layer_turns_euc_into_cos_over_distance():
+    assert gs.euc_is_cos_over_distance_on_sphere()
+
+
+def test_numeric_integrability_matches_the_symbolic_verdicts():
+    """Numeric (float64): symmetric Jacobian for the loss rows, not for T^cos x P^lin or any
+    orthogonal direction."""
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    for direction, pair, trip in [("cos", "con", "cos"), ("cos", "sig", "con"),
+                                  ("euc", "euc", "con"), ("cos", "lin", "con")]:  # fmt: skip
+        assert gs.field_asymmetry(direction, gs.table_weights(pair, trip), x) < 1e-12
+    for direction, pair, trip in [("cos", "lin", "cos"), ("euc", "con", "cos"),
+                                  ("cos_orth", "con", "con"), ("euc_orth", "con", "con")]:  # fmt: skip
+        assert gs.field_asymmetry(direction, gs.table_weights(pair, trip), x) > 1e-3
