@@ -6,9 +6,22 @@ against (``tests/losses/``, ``tests/reference/``) and what the chapters compare 
 * :mod:`dmlbook.reference.classic`: contrastive, triplet, lifted, binomial, LiftedStruct*,
   BinLifted, N-pair losses as Python-float loops (Wang et al. 2019; Liu et al.);
 * :mod:`dmlbook.reference.multi_similarity`: the MS loss (Wang et al. 2019, Eq. 11-15) and its
-  mining, one anchor at a time, with autograd.
+  mining, one anchor at a time, with autograd;
+* :mod:`dmlbook.reference.gradient_surgery`: Xuan & Pless's designed gradient one triplet at a
+  time, Circle loss and the cosine triplet loss (Eq. 4).
 """
 
+from .gradient_surgery import (
+    circle_loss_reference,
+    cosine_triplet_loss_reference,
+    designed_gradient_reference,
+)
 from .multi_similarity import ms_mining_reference, multi_similarity_loss_reference
 
-__all__ = ["ms_mining_reference", "multi_similarity_loss_reference"]
+__all__ = [
+    "circle_loss_reference",
+    "cosine_triplet_loss_reference",
+    "designed_gradient_reference",
+    "ms_mining_reference",
+    "multi_similarity_loss_reference",
+]
