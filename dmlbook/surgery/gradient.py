@@ -13,7 +13,8 @@ losses' ``reduction="mean"``). The weights are read at the current features and 
 differentiated (a designed gradient is a field, not a loss).
 
 The forward value is the mean similarity gap ``S_an - S_ap`` of the triplets: a number to log
-that falls as training separates them. Its autograd gradient is *not* what backward returns.
+(below 0 when the average triplet is ordered; with hard negatives it need not fall steadily).
+Its autograd gradient is *not* what backward returns.
 
 Chapter: ``book/13_gradient_surgery.ipynb``. Tests: ``tests/surgery/test_gradient.py``.
 """
