@@ -44,6 +44,7 @@ EXPECTED = {
     ("13_gradient_surgery.ipynb", "Xuan & Pless", "Eq. 13"),
     ("13_gradient_surgery.ipynb", "Xuan & Pless", "Table 1 (SC triplet row)"),
     ("13_gradient_surgery.ipynb", "Xuan & Pless", "Eq. 19"),
+    ("13_gradient_surgery.ipynb", "Xuan & Pless", "appendix Eq. 3"),
     ("90_papers_numbers.ipynb", "DRO paper", "Table 2 (Cars-196 rows quoted from Wang et al.)"),
     ("90_papers_numbers.ipynb", "Wang et al. 2019", "Sec. 5.1 (LiftedStruct*_m at recall@1)"),
     ("90_papers_numbers.ipynb", "Wang et al. 2019", "Sec. 5.3 (In-Shop against ABE)"),
