@@ -16,6 +16,9 @@ with where its chapter section, its proof and its tests are.
 * Wang et al. Eq. 11-15 (MS): ``multi_similarity_loss`` / ``MultiSimilarityLoss``, and the
   "MS mining" row of Table 2, ``ms_mining_loss`` / ``MSMiningLoss``
 * Wang et al. Table 2 rows: ``ablation_loss`` (:mod:`dmlbook.losses.ablation`)
+* Liu et al. Eq. 18, 21, 24-34 (Pair-P, Pair-E, Triplet-P, Triplet-E):
+  :mod:`dmlbook.losses.liu_weighting`; MS v1/v2 on distances (Eq. 39):
+  ``ms_distance_loss`` / ``MSDistanceLoss`` (:mod:`dmlbook.losses.ms_distance`)
 
 ``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
 The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet masks) are in
@@ -44,6 +47,19 @@ from .lifted import (
     lifted_star_loss,
     lifted_structure_loss,
 )
+from .liu_weighting import (
+    PairExponentialLoss,
+    PairPowerLoss,
+    TripletExponentialLoss,
+    TripletPowerLoss,
+    pair_exponential_loss,
+    pair_power_loss,
+    pair_weighted_loss,
+    triplet_exponential_loss,
+    triplet_power_loss,
+    triplet_weighted_loss,
+)
+from .ms_distance import MSDistanceLoss, ms_distance_loss
 from .multi_similarity import (
     MSMiningLoss,
     MultiSimilarityLoss,
@@ -87,6 +103,18 @@ __all__ = [
     "ms_weights",
     "ms_anchor_weights",
     "ms_case_weights",
+    "PairPowerLoss",
+    "pair_power_loss",
+    "PairExponentialLoss",
+    "pair_exponential_loss",
+    "pair_weighted_loss",
+    "TripletPowerLoss",
+    "triplet_power_loss",
+    "TripletExponentialLoss",
+    "triplet_exponential_loss",
+    "triplet_weighted_loss",
+    "MSDistanceLoss",
+    "ms_distance_loss",
     "MinedPairLoss",
     "TABLE_2",
     "ablation_loss",

@@ -19,6 +19,13 @@ from .base import PairLoss
 from .binomial import BinLiftedLoss, BinomialDevianceLoss
 from .contrastive import ContrastiveDistanceLoss, ContrastiveLoss
 from .lifted import LiftedLoss, LiftedStarLoss, LiftedStructureLoss
+from .liu_weighting import (
+    PairExponentialLoss,
+    PairPowerLoss,
+    TripletExponentialLoss,
+    TripletPowerLoss,
+)
+from .ms_distance import MSDistanceLoss
 from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
 from .npair import NPairLoss
 from .triplet import TripletLoss
@@ -168,6 +175,11 @@ register_loss("binlifted", BinLiftedLoss, aliases=("bin_lifted",))
 register_loss("npair", NPairLoss, aliases=("n_pair", "npairs", "n_pairs"))
 register_loss("multi_similarity", MultiSimilarityLoss, aliases=("ms",))
 register_loss("ms_mining", MSMiningLoss)
+register_loss("pair_p", PairPowerLoss, aliases=("pair_power",))
+register_loss("pair_e", PairExponentialLoss, aliases=("pair_exponential",))
+register_loss("triplet_p", TripletPowerLoss, aliases=("triplet_power",))
+register_loss("triplet_e", TripletExponentialLoss, aliases=("triplet_exponential",))
+register_loss("ms_distance", MSDistanceLoss, aliases=("ms_liu",))
 
 
 def describe_loss(module: PairLoss) -> tuple[str, dict[str, Any]]:

@@ -1,0 +1,498 @@
+"""Liu et al.'s general pair- and triplet-based weighting losses: Eq. 18 and 21, weights Eq. 24-34.
+
+Chapter: ``book/11_liu_weighting.ipynb``, 11.2 "Weighting by design (Eq. 18, 21, 24-34)", 11.3
+"Normalisation", 11.5 "dmlbook's implementation". Proofs: :mod:`dmlbook.symbolic.liu`
+(``tests/symbolic/test_liu.py``). Tests: ``tests/losses/test_liu_weighting.py``; the
+paper-literal per-anchor loop of Algorithm 1 is :mod:`dmlbook.reference.liu_weighting`.
+
+On Euclidean distances ``D = sqrt(2 - 2 S)`` of unit vectors (Liu et al., Eq. 1):
+
+* **pair-based** (Eq. 18): ``L_i = sum_{P_i} w+_ij [D_ij - m1]_+ + sum_{N_i} w-_ij [m2 - D_ij]_+``
+  with ``P_i``, ``N_i`` the pairs kept by the thresholds of Eq. 16-17
+  (:func:`dmlbook.mining.threshold_pair_masks`);
+* **triplet-based** (Eq. 21): ``L_i = sum_{(j, k)} w_ijk [D_ij - D_ik + m]_+`` over the triplets
+  of Eq. 19 (``D_ij + m >= D_ik``);
+* the weights are **numbers without gradient** (the paper's footnote 6: ``D.detach()``):
+  constant (Eq. 24-25), p-th power (Eq. 26-28) or exponential (Eq. 29-31), optionally
+  normalised (Eq. 32-34);
+* the batch loss is ``L = (1/B) sum_i L_i`` (Algorithm 1, step 5).
+
+Registered as ``"pair_p"`` (Pair-P), ``"pair_e"`` (Pair-E), ``"triplet_p"`` (Triplet-P) and
+``"triplet_e"`` (Triplet-E), with the defaults of Liu et al.'s Sec. IV-B4 (m1 = 0, m2 = 0.8,
+m = 0.1; Pair-P (p, q) = (0, 1), Pair-E (alpha, beta) = (0, 2), Triplet-P p = 5, Triplet-E
+alpha = 40; on SOP pass ``neg_margin=1.0`` or ``margin=0.2``).
+
+Semantics (what the paper leaves open, and what dmlbook chose)
+---------------------------------------------------------------
+* **Scope of the normalisation** (Eq. 32-34 sum over ``y_ij = 1`` without naming the anchor).
+  ``normalization="anchor"`` divides each anchor's positive weights by their sum over ``P_i``,
+  its negative weights by their sum over ``N_i`` (triplets: over the anchor's triplets). This is
+  the reading of **Algorithm 1**, whose step 4 computes the weights and ``L_i`` inside the loop
+  over anchors ``z_i``, and of the paper's remark that for ``p, q = 0, 0`` the normalisation "is
+  just the average operation" (per anchor, ``1/|P_i|`` and ``1/|N_i|``). It is Table III's v1
+  and v2. ``"batch"`` divides by the sum over every positive (negative) pair or every triplet
+  of the batch; ``"none"`` is Table III's v0.
+* **Which pairs are normalised over**: the mined ones (Eq. 16-17, or Eq. 19 for triplets). A
+  pair exactly on a threshold is mined but gets a power weight ``0^p = 0`` for ``p > 0`` and a
+  hinge of 0; ``0^0`` is 1 (Eq. 24: ``p = q = 0`` is the constant weight).
+* **Empty sets** contribute 0; a normalising sum of 0 (every mined weight 0) gives weights 0.
+* **Self pairs** are excluded by index, as everywhere in dmlbook.
+* ``epsilon`` (pair losses only) adds the MS mining on distances of Eq. 22-23 after the
+  thresholds (:func:`dmlbook.mining.ms_distance_mining_masks`; Table II "+ triplet margin").
+
+Numerics: weights are formed as ``exp(log w - max log w)`` per normalisation scope, so the
+normalised exponential weights never overflow; un-normalised (v0) exponential weights are
+``exp(alpha x)`` as printed and overflow float32 once ``alpha x > 88``. The triplet loss builds a
+``(B, B, B)`` tensor (1 G entries at ``B = 1000``): it is for the batch sizes of the paper
+(``P x K = 80`` or ``320``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass
+
+import torch
+
+from ..mining import ms_distance_mining_masks, threshold_pair_masks
+from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype
+from .base import (
+    HyperParameters,
+    PairLoss,
+    check_choice,
+    check_similarity,
+    dissimilarity,
+    reduce,
+    resolve_masks,
+)
+
+__all__ = [
+    "NORMALIZATIONS",
+    "WEIGHTINGS",
+    "PairPowerHyperParameters",
+    "PairExponentialHyperParameters",
+    "TripletPowerHyperParameters",
+    "TripletExponentialHyperParameters",
+    "normalized_weights",
+    "pair_weights",
+    "pair_weighted_loss",
+    "pair_power_loss",
+    "pair_exponential_loss",
+    "triplet_weights",
+    "triplet_weighted_loss",
+    "triplet_power_loss",
+    "triplet_exponential_loss",
+    "PairPowerLoss",
+    "PairExponentialLoss",
+    "TripletPowerLoss",
+    "TripletExponentialLoss",
+]
+
+#: The weightings of Liu et al., Sec. III-B.
+WEIGHTINGS: dict[str, str] = {
+    "constant": "Eq. 24-25: w = 1",
+    "power": "Eq. 26-28: w+ = (D - m1)^p, w- = (m2 - D)^q, w_ijk = (D_ij - D_ik + m)^p",
+    "exponential": "Eq. 29-31: w+ = e^{alpha (D - m1)}, w- = e^{beta (m2 - D)}, "
+    "w_ijk = e^{alpha (D_ij - D_ik + m)}",
+}
+
+#: The scopes of the weight normalisation of Eq. 32-34 (see the module's "Semantics").
+NORMALIZATIONS: dict[str, str] = {
+    "none": "no normalisation (Table III, v0)",
+    "anchor": "per anchor, positives and negatives apart (Algorithm 1; Table III, v1 and v2)",
+    "batch": "over every positive (negative) pair or triplet of the batch",
+}
+
+
+def _check_common(hp: HyperParameters) -> None:
+    check_choice(hp.normalization, tuple(NORMALIZATIONS), "normalization")
+    check_choice(hp.reduction, REDUCTIONS, "reduction")
+
+
+@dataclass(frozen=True)
+class _PairHyperParameters(HyperParameters):
+    pos_margin: float = 0.0
+    neg_margin: float = 0.8
+
+    def _check_pair(self, exponents: tuple[str, str]) -> None:
+        self._set("pos_margin", check_nonnegative(self.pos_margin, "pos_margin"))
+        self._set("neg_margin", check_nonnegative(self.neg_margin, "neg_margin"))
+        if self.pos_margin > self.neg_margin:
+            raise ValueError(
+                "Eq. 16-17 need 0 <= pos_margin <= neg_margin, got "
+                f"pos_margin={self.pos_margin}, neg_margin={self.neg_margin}."
+            )
+        for name in exponents:
+            self._set(name, check_nonnegative(getattr(self, name), name))
+        if self.epsilon is not None:
+            self._set("epsilon", check_nonnegative(self.epsilon, "epsilon", " or None"))
+        _check_common(self)
+
+
+@dataclass(frozen=True)
+class PairPowerHyperParameters(_PairHyperParameters):
+    """Pair-P (Eq. 18 with Eq. 26-27): margins ``m1 <= m2`` on D, exponents ``p, q >= 0``."""
+
+    _: KW_ONLY
+    p: float = 0.0
+    q: float = 1.0
+    normalization: str = "anchor"
+    epsilon: float | None = None
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._check_pair(("p", "q"))
+
+
+@dataclass(frozen=True)
+class PairExponentialHyperParameters(_PairHyperParameters):
+    """Pair-E (Eq. 18 with Eq. 29-30): margins ``m1 <= m2`` on D, ``alpha, beta >= 0``."""
+
+    _: KW_ONLY
+    alpha: float = 0.0
+    beta: float = 2.0
+    normalization: str = "anchor"
+    epsilon: float | None = None
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._check_pair(("alpha", "beta"))
+
+
+@dataclass(frozen=True)
+class TripletPowerHyperParameters(HyperParameters):
+    """Triplet-P (Eq. 21 with Eq. 28): the margin ``m >= 0`` on D, the exponent ``p >= 0``."""
+
+    margin: float = 0.1
+    _: KW_ONLY
+    p: float = 5.0
+    normalization: str = "anchor"
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._set("margin", check_nonnegative(self.margin, "margin"))
+        self._set("p", check_nonnegative(self.p, "p"))
+        _check_common(self)
+
+
+@dataclass(frozen=True)
+class TripletExponentialHyperParameters(HyperParameters):
+    """Triplet-E (Eq. 21 with Eq. 31): the margin ``m >= 0`` on D, ``alpha >= 0``."""
+
+    margin: float = 0.1
+    _: KW_ONLY
+    alpha: float = 40.0
+    normalization: str = "anchor"
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._set("margin", check_nonnegative(self.margin, "margin"))
+        self._set("alpha", check_nonnegative(self.alpha, "alpha"))
+        _check_common(self)
+
+
+# ----------------------------------------------------------------------------- weights
+
+
+def _log_weights(x: torch.Tensor, weighting: str, exponent: float) -> torch.Tensor:
+    """``log w`` of Eq. 24-31 for a detached, non-negative base ``x`` (``log 0^p = -inf``, p > 0)."""
+    if weighting == "constant" or (weighting == "power" and exponent == 0.0):
+        return torch.zeros_like(x)  # Eq. 24-25, and 0^0 = 1 (Eq. 26-28 at p = 0)
+    if weighting == "power":
+        return exponent * torch.log(x)
+    return exponent * x
+
+
+def normalized_weights(
+    log_w: torch.Tensor, valid: torch.Tensor, normalization: str, dims: tuple[int, ...]
+) -> torch.Tensor:
+    """``w = exp(log_w)`` on ``valid``, 0 elsewhere, normalised over ``dims`` (Eq. 32-34).
+
+    Parameters
+    ----------
+    log_w : Tensor
+        Log-weights (``-inf`` for a weight 0).
+    valid : bool Tensor like ``log_w``
+        The mined pairs or triplets.
+    normalization : {"none", "anchor", "batch"}
+        ``"anchor"`` sums over ``dims`` (the anchor's pairs or triplets), ``"batch"`` over all.
+    dims : tuple of int
+        The dimensions of one anchor's pairs (``(1,)``) or triplets (``(1, 2)``).
+    """
+    neg_inf = torch.full((), float("-inf"), dtype=log_w.dtype, device=log_w.device)
+    log_w = torch.where(valid, log_w, neg_inf)
+    if normalization == "none":
+        return log_w.exp()
+    scope = dims if normalization == "anchor" else tuple(range(log_w.dim()))
+    shift = log_w.amax(dim=scope, keepdim=True)
+    shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
+    w = (log_w - shift).exp()
+    total = w.sum(dim=scope, keepdim=True)
+    return torch.where(total > 0, w / total.clamp_min(torch.finfo(w.dtype).tiny), 0.0)
+
+
+def _pair_masks(S, labels, m1, m2, epsilon, pos_mask, neg_mask):
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    pos, neg = threshold_pair_masks(S, y, m1, m2, pos_mask=pos, neg_mask=neg)
+    if epsilon is not None:
+        pos, neg = ms_distance_mining_masks(S, y, epsilon, pos_mask=pos, neg_mask=neg)
+    return pos, neg
+
+
+def pair_weights(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    pos_margin: float = 0.0,
+    neg_margin: float = 0.8,
+    *,
+    weighting: str = "power",
+    pos_exponent: float = 0.0,
+    neg_exponent: float = 1.0,
+    normalization: str = "anchor",
+    epsilon: float | None = None,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The detached pair weights ``w+`` and ``w-`` of Eq. 24-27, 29-30, 32-33.
+
+    ``pos_exponent``/``neg_exponent`` are ``p``/``q`` for ``weighting="power"`` and
+    ``alpha``/``beta`` for ``"exponential"`` (ignored for ``"constant"``). Returns two (B, B)
+    tensors in the compute dtype, zero outside the mined pairs. The GPW weight of Eq. 18 is
+    ``dL/dD_ij = w+_ij / B`` on a mined positive with ``D_ij > m1`` and ``-w-_ij / B`` on a
+    mined negative with ``D_ij < m2`` (proved in :mod:`dmlbook.symbolic.liu`).
+    """
+    check_choice(weighting, tuple(WEIGHTINGS), "weighting")
+    check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
+    pos, neg = _pair_masks(S, labels, pos_margin, neg_margin, epsilon, pos_mask, neg_mask)
+    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+    log_pos = _log_weights((D - pos_margin).clamp_min(0.0), weighting, pos_exponent)
+    log_neg = _log_weights((neg_margin - D).clamp_min(0.0), weighting, neg_exponent)
+    return (
+        normalized_weights(log_pos, pos, normalization, (1,)),
+        normalized_weights(log_neg, neg, normalization, (1,)),
+    )
+
+
+def pair_weighted_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    pos_margin: float = 0.0,
+    neg_margin: float = 0.8,
+    *,
+    weighting: str = "power",
+    pos_exponent: float = 0.0,
+    neg_exponent: float = 1.0,
+    normalization: str = "anchor",
+    epsilon: float | None = None,
+    reduction: str = "mean",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Liu et al.'s pair-based weighting loss, Eq. 18, with any weighting of Eq. 24-33.
+
+    Parameters are those of :func:`pair_weights`, plus ``reduction`` (``"mean"``: Algorithm 1's
+    ``(1/B) sum_i L_i``; ``"sum"``; ``"none"``: the ``L_i``). See the module's "Semantics".
+    """
+    check_choice(reduction, REDUCTIONS, "reduction")
+    w_pos, w_neg = pair_weights(
+        S,
+        labels,
+        pos_margin,
+        neg_margin,
+        weighting=weighting,
+        pos_exponent=pos_exponent,
+        neg_exponent=neg_exponent,
+        normalization=normalization,
+        epsilon=epsilon,
+        pos_mask=pos_mask,
+        neg_mask=neg_mask,
+    )
+    D = dissimilarity(S.to(w_pos.dtype), "distance")
+    per_pair = w_pos * torch.relu(D - pos_margin) + w_neg * torch.relu(neg_margin - D)
+    return reduce(per_pair.sum(dim=1), reduction).to(S.dtype)
+
+
+def pair_power_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    pos_margin: float = PairPowerHyperParameters.pos_margin,
+    neg_margin: float = PairPowerHyperParameters.neg_margin,
+    *,
+    p: float = PairPowerHyperParameters.p,
+    q: float = PairPowerHyperParameters.q,
+    normalization: str = PairPowerHyperParameters.normalization,
+    epsilon: float | None = PairPowerHyperParameters.epsilon,
+    reduction: str = PairPowerHyperParameters.reduction,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Pair-P: Eq. 18 with the power weights ``(D - m1)^p``, ``(m2 - D)^q`` (Eq. 26-27, 32-33)."""
+    hp = PairPowerHyperParameters(
+        pos_margin, neg_margin, p=p, q=q, normalization=normalization, epsilon=epsilon,
+        reduction=reduction,
+    )  # fmt: skip
+    return pair_weighted_loss(
+        S, labels, hp.pos_margin, hp.neg_margin, weighting="power", pos_exponent=hp.p,
+        neg_exponent=hp.q, normalization=hp.normalization, epsilon=hp.epsilon,
+        reduction=hp.reduction, pos_mask=pos_mask, neg_mask=neg_mask,
+    )  # fmt: skip
+
+
+def pair_exponential_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    pos_margin: float = PairExponentialHyperParameters.pos_margin,
+    neg_margin: float = PairExponentialHyperParameters.neg_margin,
+    *,
+    alpha: float = PairExponentialHyperParameters.alpha,
+    beta: float = PairExponentialHyperParameters.beta,
+    normalization: str = PairExponentialHyperParameters.normalization,
+    epsilon: float | None = PairExponentialHyperParameters.epsilon,
+    reduction: str = PairExponentialHyperParameters.reduction,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Pair-E: Eq. 18 with ``e^{alpha (D - m1)}``, ``e^{beta (m2 - D)}`` (Eq. 29-30, 32-33)."""
+    hp = PairExponentialHyperParameters(
+        pos_margin, neg_margin, alpha=alpha, beta=beta, normalization=normalization,
+        epsilon=epsilon, reduction=reduction,
+    )  # fmt: skip
+    return pair_weighted_loss(
+        S, labels, hp.pos_margin, hp.neg_margin, weighting="exponential",
+        pos_exponent=hp.alpha, neg_exponent=hp.beta, normalization=hp.normalization,
+        epsilon=hp.epsilon, reduction=hp.reduction, pos_mask=pos_mask, neg_mask=neg_mask,
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- triplets
+
+
+def _triplet_margins(D: torch.Tensor, margin: float) -> torch.Tensor:
+    """``t[i, j, k] = D_ij - D_ik + m``."""
+    return D[:, :, None] - D[:, None, :] + margin
+
+
+def triplet_weights(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float = 0.1,
+    *,
+    weighting: str = "power",
+    exponent: float = 5.0,
+    normalization: str = "anchor",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The detached triplet weights ``w_ijk`` of Eq. 25, 28, 31, 34, shape (B, B, B).
+
+    Zero outside the triplets of Eq. 19 (``y_ij = 1``, ``y_ik = 0``, ``D_ij + m >= D_ik``).
+    ``exponent`` is ``p`` for ``"power"`` and ``alpha`` for ``"exponential"``. The GPW weights
+    of Eq. 21 are ``dL/dD_ij = (1/B) sum_k w_ijk`` and ``dL/dD_ik = -(1/B) sum_j w_ijk`` over
+    the triplets with ``D_ij - D_ik + m > 0``.
+    """
+    check_choice(weighting, tuple(WEIGHTINGS), "weighting")
+    check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+    t = _triplet_margins(D, margin)
+    valid = pos[:, :, None] & neg[:, None, :] & (t >= 0)  # Eq. 19
+    log_w = _log_weights(t.clamp_min(0.0), weighting, exponent)
+    return normalized_weights(log_w, valid, normalization, (1, 2))
+
+
+def triplet_weighted_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float = 0.1,
+    *,
+    weighting: str = "power",
+    exponent: float = 5.0,
+    normalization: str = "anchor",
+    reduction: str = "mean",
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Liu et al.'s triplet-based weighting loss, Eq. 21, with any weighting of Eq. 25-34.
+
+    Parameters are those of :func:`triplet_weights`, plus ``reduction`` (``"mean"``: ``(1/B)
+    sum_i L_i``; ``"sum"``; ``"none"``: the ``L_i``).
+    """
+    check_choice(reduction, REDUCTIONS, "reduction")
+    w = triplet_weights(
+        S, labels, margin, weighting=weighting, exponent=exponent,
+        normalization=normalization, pos_mask=pos_mask, neg_mask=neg_mask,
+    )  # fmt: skip
+    D = dissimilarity(S.to(w.dtype), "distance")
+    per_anchor = (w * torch.relu(_triplet_margins(D, margin))).sum(dim=(1, 2))
+    return reduce(per_anchor, reduction).to(S.dtype)
+
+
+def triplet_power_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float = TripletPowerHyperParameters.margin,
+    *,
+    p: float = TripletPowerHyperParameters.p,
+    normalization: str = TripletPowerHyperParameters.normalization,
+    reduction: str = TripletPowerHyperParameters.reduction,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Triplet-P: Eq. 21 with ``w_ijk = (D_ij - D_ik + m)^p`` (Eq. 28, 34)."""
+    hp = TripletPowerHyperParameters(margin, p=p, normalization=normalization, reduction=reduction)
+    return triplet_weighted_loss(
+        S, labels, hp.margin, weighting="power", exponent=hp.p,
+        normalization=hp.normalization, reduction=hp.reduction, pos_mask=pos_mask,
+        neg_mask=neg_mask,
+    )  # fmt: skip
+
+
+def triplet_exponential_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float = TripletExponentialHyperParameters.margin,
+    *,
+    alpha: float = TripletExponentialHyperParameters.alpha,
+    normalization: str = TripletExponentialHyperParameters.normalization,
+    reduction: str = TripletExponentialHyperParameters.reduction,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Triplet-E: Eq. 21 with ``w_ijk = e^{alpha (D_ij - D_ik + m)}`` (Eq. 31, 34)."""
+    hp = TripletExponentialHyperParameters(
+        margin, alpha=alpha, normalization=normalization, reduction=reduction
+    )
+    return triplet_weighted_loss(
+        S, labels, hp.margin, weighting="exponential", exponent=hp.alpha,
+        normalization=hp.normalization, reduction=hp.reduction, pos_mask=pos_mask,
+        neg_mask=neg_mask,
+    )  # fmt: skip
+
+
+class PairPowerLoss(PairLoss):
+    """Pair-P (:func:`pair_power_loss`), registered as ``"pair_p"``."""
+
+    loss_function = staticmethod(pair_power_loss)
+    hyper = PairPowerHyperParameters
+
+
+class PairExponentialLoss(PairLoss):
+    """Pair-E (:func:`pair_exponential_loss`), registered as ``"pair_e"``."""
+
+    loss_function = staticmethod(pair_exponential_loss)
+    hyper = PairExponentialHyperParameters
+
+
+class TripletPowerLoss(PairLoss):
+    """Triplet-P (:func:`triplet_power_loss`), registered as ``"triplet_p"``."""
+
+    loss_function = staticmethod(triplet_power_loss)
+    hyper = TripletPowerHyperParameters
+
+
+class TripletExponentialLoss(PairLoss):
+    """Triplet-E (:func:`triplet_exponential_loss`), registered as ``"triplet_e"``."""
+
+    loss_function = staticmethod(triplet_exponential_loss)
+    hyper = TripletExponentialHyperParameters
