@@ -43,7 +43,7 @@ def test_margin_moves_v1_gradients_but_not_v2():
     S = cosine_similarity(torch.randn(12, 4, generator=g0, dtype=torch.float64))
     y = torch.arange(4).repeat_interleave(3)
     grads = {
-        (v, m): _grad(lambda s: ms_distance_loss(s, y, m, 2.0, 50.0, version=v), S)
+        (v, m): _grad(lambda s, m=m, v=v: ms_distance_loss(s, y, m, 2.0, 50.0, version=v), S)
         for v in ("v1", "v2")
         for m in (0.5, 1.0)
     }
