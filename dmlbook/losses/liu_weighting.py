@@ -66,6 +66,7 @@ from .base import (
 )
 
 __all__ = [
+    "BACKWARDS",
     "NORMALIZATIONS",
     "WEIGHTINGS",
     "PairPowerHyperParameters",
@@ -95,6 +96,9 @@ WEIGHTINGS: dict[str, str] = {
     "w_ijk = e^{alpha (D_ij - D_ik + m)}",
 }
 
+#: How the pair losses compute their gradient (see :func:`pair_weighted_loss`).
+BACKWARDS: tuple[str, ...] = ("closed_form", "autograd")
+
 #: The scopes of the weight normalisation of Eq. 32-34 (see the module's "Semantics").
 NORMALIZATIONS: dict[str, str] = {
     "none": "no normalisation (Table III, v0)",
@@ -123,6 +127,7 @@ class _PairHyperParameters(HyperParameters):
             )
         for name in exponents:
             self._set(name, check_nonnegative(getattr(self, name), name))
+        check_choice(self.backward, BACKWARDS, "backward")
         if self.epsilon is not None:
             self._set("epsilon", check_nonnegative(self.epsilon, "epsilon", " or None"))
         _check_common(self)
@@ -138,6 +143,7 @@ class PairPowerHyperParameters(_PairHyperParameters):
     normalization: str = "anchor"
     epsilon: float | None = None
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     def check(self) -> None:
         self._check_pair(("p", "q"))
@@ -153,6 +159,7 @@ class PairExponentialHyperParameters(_PairHyperParameters):
     normalization: str = "anchor"
     epsilon: float | None = None
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     def check(self) -> None:
         self._check_pair(("alpha", "beta"))
@@ -230,13 +237,45 @@ def normalized_weights(
     return torch.where(total > 0, w / total.clamp_min(torch.finfo(w.dtype).tiny), 0.0)
 
 
-def _pair_masks(S, labels, m1, m2, epsilon, pos_mask, neg_mask):
+def _mined_distances(S, labels, m1, m2, epsilon, pos_mask, neg_mask):
+    """``D`` (detached, compute dtype) and the pairs kept by Eq. 16-17 (then Eq. 22-23)."""
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    pos, neg = threshold_pair_masks(S, y, m1, m2, pos_mask=pos, neg_mask=neg)
-    if epsilon is not None:
+    if epsilon is not None:  # Eq. 22-23 after the thresholds, through the miners
+        pos, neg = threshold_pair_masks(S, y, m1, m2, pos_mask=pos, neg_mask=neg)
         pos, neg = ms_distance_mining_masks(S, y, epsilon, pos_mask=pos, neg_mask=neg)
-    return pos, neg
+    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+    if epsilon is None:  # threshold_pair_masks, inlined on the D computed here
+        pos, neg = pos & (D >= m1), neg & (D <= m2)
+    return D, pos, neg
+
+
+def _weights(D, pos, neg, m1, m2, weighting, a, b, normalization) -> torch.Tensor:
+    """``w+`` on ``pos`` and ``w-`` on ``neg`` in one (B, B) tensor (the masks are disjoint).
+
+    Power weights are formed directly (``torch.pow``, ``0^0 = 1``) and bounded by ``2^p``;
+    exponential weights in the log domain, shifted by their maximum per normalisation scope.
+    """
+    base = torch.where(pos, D - m1, m2 - D).clamp_min_(0.0)
+    kept = pos | neg
+    if weighting == "exponential":
+        log_w = base * torch.where(pos, a, b)
+    else:
+        a, b = (0.0, 0.0) if weighting == "constant" else (a, b)
+        w = torch.where(kept, torch.where(pos, base.pow(a), base.pow(b)), 0.0)
+    if normalization == "none":
+        return torch.where(kept, log_w.exp(), 0.0) if weighting == "exponential" else w
+    dims = (1,) if normalization == "anchor" else (0, 1)
+    if weighting == "exponential":
+        neg_inf = torch.tensor(float("-inf"), dtype=D.dtype, device=D.device)
+        shift_pos = torch.where(pos, log_w, neg_inf).amax(dim=dims, keepdim=True)
+        shift_neg = torch.where(neg, log_w, neg_inf).amax(dim=dims, keepdim=True)
+        shift = torch.where(pos, shift_pos, shift_neg)
+        w = torch.where(kept, (log_w - shift).exp(), 0.0)
+    sum_pos = torch.where(pos, w, 0.0).sum(dim=dims, keepdim=True)
+    sum_neg = torch.where(neg, w, 0.0).sum(dim=dims, keepdim=True)
+    total = torch.where(pos, sum_pos, sum_neg)
+    return torch.where(total > 0, w / total.clamp_min(torch.finfo(w.dtype).tiny), 0.0)
 
 
 def pair_weights(
@@ -263,14 +302,35 @@ def pair_weights(
     """
     check_choice(weighting, tuple(WEIGHTINGS), "weighting")
     check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
-    pos, neg = _pair_masks(S, labels, pos_margin, neg_margin, epsilon, pos_mask, neg_mask)
-    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
-    log_pos = _log_weights((D - pos_margin).clamp_min(0.0), weighting, pos_exponent)
-    log_neg = _log_weights((neg_margin - D).clamp_min(0.0), weighting, neg_exponent)
-    return (
-        normalized_weights(log_pos, pos, normalization, (1,)),
-        normalized_weights(log_neg, neg, normalization, (1,)),
-    )
+    D, pos, neg = _mined_distances(S, labels, pos_margin, neg_margin, epsilon, pos_mask, neg_mask)
+    w = _weights(D, pos, neg, pos_margin, neg_margin, weighting, pos_exponent, neg_exponent,
+                 normalization)  # fmt: skip
+    return torch.where(pos, w, 0.0), torch.where(neg, w, 0.0)
+
+
+class _PairWeighted(torch.autograd.Function):
+    """Eq. 18 per anchor with its closed-form backward (the weights are constants).
+
+    Forward: ``L_i = sum_j w+_ij [D_ij - m1]_+ + w-_ij [m2 - D_ij]_+`` from ``S`` (no graph).
+    Backward: ``dL_i/dS_ij = -(w+_ij 1[D > m1] - w-_ij 1[D < m2]) / D_ij`` (0 where ``D = 0``,
+    as :func:`dmlbook.pairs.safe_distance`'s gradient), times the incoming gradient of ``L_i``.
+    """
+
+    @staticmethod
+    def forward(ctx, S, D, w, pos, neg, m1: float, m2: float):  # type: ignore[override]
+        # signed hinge: D - m1 on the positives, m2 - D on the negatives (the masks are disjoint)
+        hinge = torch.where(pos, D - m1, m2 - D)
+        active = hinge > 0
+        slope = torch.where(active, torch.where(pos, w, -w), 0.0)  # dL_i/dD_ij
+        ctx.save_for_backward(torch.where(D > 0, slope / D.clamp_min(1e-30), 0.0).neg_())
+        ctx.in_dtype = S.dtype
+        return torch.where(active, w * hinge, 0.0).sum(dim=1)
+
+    @staticmethod
+    def backward(ctx, grad_rows):  # type: ignore[override]
+        (G,) = ctx.saved_tensors
+        grad = (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype)
+        return grad, None, None, None, None, None, None
 
 
 def pair_weighted_loss(
@@ -285,29 +345,30 @@ def pair_weighted_loss(
     normalization: str = "anchor",
     epsilon: float | None = None,
     reduction: str = "mean",
+    backward: str = "closed_form",
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Liu et al.'s pair-based weighting loss, Eq. 18, with any weighting of Eq. 24-33.
 
     Parameters are those of :func:`pair_weights`, plus ``reduction`` (``"mean"``: Algorithm 1's
-    ``(1/B) sum_i L_i``; ``"sum"``; ``"none"``: the ``L_i``). See the module's "Semantics".
+    ``(1/B) sum_i L_i``; ``"sum"``; ``"none"``: the ``L_i``) and ``backward``:
+    ``"closed_form"`` (default; the gradient ``dL/dS = -w/D`` of the detached weights, one
+    ``B x B`` tensor saved) or ``"autograd"`` (the same formula through autograd; supports
+    double backward). See the module's "Semantics".
     """
     check_choice(reduction, REDUCTIONS, "reduction")
-    w_pos, w_neg = pair_weights(
-        S,
-        labels,
-        pos_margin,
-        neg_margin,
-        weighting=weighting,
-        pos_exponent=pos_exponent,
-        neg_exponent=neg_exponent,
-        normalization=normalization,
-        epsilon=epsilon,
-        pos_mask=pos_mask,
-        neg_mask=neg_mask,
-    )
-    D = dissimilarity(S.to(w_pos.dtype), "distance")
+    check_choice(backward, BACKWARDS, "backward")
+    check_choice(weighting, tuple(WEIGHTINGS), "weighting")
+    check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
+    D, pos, neg = _mined_distances(S, labels, pos_margin, neg_margin, epsilon, pos_mask, neg_mask)
+    w = _weights(D, pos, neg, pos_margin, neg_margin, weighting, pos_exponent, neg_exponent,
+                 normalization)  # fmt: skip
+    if backward == "closed_form":
+        rows = _PairWeighted.apply(S, D, w, pos, neg, pos_margin, neg_margin)
+        return reduce(rows, reduction).to(S.dtype)
+    w_pos, w_neg = torch.where(pos, w, 0.0), torch.where(neg, w, 0.0)
+    D = dissimilarity(S.to(w.dtype), "distance")
     per_pair = w_pos * torch.relu(D - pos_margin) + w_neg * torch.relu(neg_margin - D)
     return reduce(per_pair.sum(dim=1), reduction).to(S.dtype)
 
@@ -323,18 +384,19 @@ def pair_power_loss(
     normalization: str = PairPowerHyperParameters.normalization,
     epsilon: float | None = PairPowerHyperParameters.epsilon,
     reduction: str = PairPowerHyperParameters.reduction,
+    backward: str = PairPowerHyperParameters.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Pair-P: Eq. 18 with the power weights ``(D - m1)^p``, ``(m2 - D)^q`` (Eq. 26-27, 32-33)."""
     hp = PairPowerHyperParameters(
         pos_margin, neg_margin, p=p, q=q, normalization=normalization, epsilon=epsilon,
-        reduction=reduction,
+        reduction=reduction, backward=backward,
     )  # fmt: skip
     return pair_weighted_loss(
         S, labels, hp.pos_margin, hp.neg_margin, weighting="power", pos_exponent=hp.p,
         neg_exponent=hp.q, normalization=hp.normalization, epsilon=hp.epsilon,
-        reduction=hp.reduction, pos_mask=pos_mask, neg_mask=neg_mask,
+        reduction=hp.reduction, backward=hp.backward, pos_mask=pos_mask, neg_mask=neg_mask,
     )  # fmt: skip
 
 
@@ -349,18 +411,20 @@ def pair_exponential_loss(
     normalization: str = PairExponentialHyperParameters.normalization,
     epsilon: float | None = PairExponentialHyperParameters.epsilon,
     reduction: str = PairExponentialHyperParameters.reduction,
+    backward: str = PairExponentialHyperParameters.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Pair-E: Eq. 18 with ``e^{alpha (D - m1)}``, ``e^{beta (m2 - D)}`` (Eq. 29-30, 32-33)."""
     hp = PairExponentialHyperParameters(
         pos_margin, neg_margin, alpha=alpha, beta=beta, normalization=normalization,
-        epsilon=epsilon, reduction=reduction,
+        epsilon=epsilon, reduction=reduction, backward=backward,
     )  # fmt: skip
     return pair_weighted_loss(
         S, labels, hp.pos_margin, hp.neg_margin, weighting="exponential",
         pos_exponent=hp.alpha, neg_exponent=hp.beta, normalization=hp.normalization,
-        epsilon=hp.epsilon, reduction=hp.reduction, pos_mask=pos_mask, neg_mask=neg_mask,
+        epsilon=hp.epsilon, reduction=hp.reduction, backward=hp.backward, pos_mask=pos_mask,
+        neg_mask=neg_mask,
     )  # fmt: skip
 
 

@@ -44,14 +44,23 @@ def _dD_dS(S):
 
 
 @settings(max_examples=40, deadline=None)
-@given(pk(), st.sampled_from(WEIGHTINGS), st.sampled_from(NORMS), st.sampled_from([None, 0.1]))
-def test_pair_autograd_equals_closed_form_weights(batch, weighting, norm, eps):
+@given(
+    pk(),
+    st.sampled_from(WEIGHTINGS),
+    st.sampled_from(NORMS),
+    st.sampled_from([None, 0.1]),
+    st.sampled_from(["autograd", "closed_form"]),
+)
+def test_pair_autograd_equals_closed_form_weights(batch, weighting, norm, eps, backward):
+    """Autograd of Eq. 18 (``backward="autograd"``) and the fused backward both equal the
+    detached weights of ``pair_weights`` through ``dD/dS = -1/D``."""
     S, y = batch
     name, a, b = weighting
     kw = dict(weighting=name, pos_exponent=a, neg_exponent=b, normalization=norm, epsilon=eps)
+    kw["backward"] = backward
     m1, m2 = 0.2, 1.3
     g = _grad(lambda s: pair_weighted_loss(s, y, m1, m2, **kw), S)
-    w_pos, w_neg = pair_weights(S, y, m1, m2, **kw)
+    w_pos, w_neg = pair_weights(S, y, m1, m2, **{k: v for k, v in kw.items() if k != "backward"})
     D = torch.sqrt(2.0 - 2.0 * S)
     G_D = (w_pos * (D > m1) - w_neg * (D < m2)) / len(y)  # dL/dD of Eq. 18, weights detached
     torch.testing.assert_close(g, G_D * _dD_dS(S), rtol=1e-10, atol=1e-12)
@@ -127,6 +136,25 @@ def test_float32_extremes_stay_finite_and_signs_follow_gpw(name, fill):
     get_loss(name).loss_on_similarity(S, y).backward()
     same = y[:, None] == y[None, :]
     assert bool((S.grad[same] <= 0).all()) and bool((S.grad[~same] >= 0).all())
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_closed_form_backward_equals_autograd_for_every_reduction(reduction):
+    g = torch.Generator().manual_seed(5)
+    S = cosine_similarity(torch.randn(10, 3, generator=g, dtype=torch.float64))
+    S[0, 1] = S[1, 0] = 1.0  # a duplicate pair (D = 0): gradient 0 on both paths
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3, 3])
+    weights = torch.rand(10, generator=g, dtype=torch.float64) if reduction == "none" else 1.0
+    grads = []
+    for backward in ("closed_form", "autograd"):
+        s = S.clone().requires_grad_(True)
+        out = pair_weighted_loss(s, y, 0.0, 1.1, weighting="exponential", pos_exponent=1.0,
+                                 neg_exponent=3.0, reduction=reduction, backward=backward)  # fmt: skip
+        (out * weights).sum().backward()
+        grads.append((out.detach(), s.grad))
+    torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-14, atol=0.0)
+    torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-12, atol=1e-15)
+    assert grads[0][1][0, 1] == 0
 
 
 def test_errors_name_the_fix():
