@@ -17,7 +17,7 @@ with where its chapter section, its proof and its tests are.
   "MS mining" row of Table 2, ``ms_mining_loss`` / ``MSMiningLoss``
 * Wang et al. Table 2 rows: ``ablation_loss`` (:mod:`dmlbook.losses.ablation`)
 * Liu et al. Eq. 18, 21, 24-34 (Pair-P, Pair-E, Triplet-P, Triplet-E):
-  :mod:`dmlbook.losses.liu_weighting`; MS v1/v2 on distances (Eq. 39):
+  :mod:`dmlbook.losses.liu_weighting` and :mod:`dmlbook.losses.liu_triplet`; MS v1/v2 on distances (Eq. 39):
   ``ms_distance_loss`` / ``MSDistanceLoss`` (:mod:`dmlbook.losses.ms_distance`)
 
 ``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
@@ -47,17 +47,19 @@ from .lifted import (
     lifted_star_loss,
     lifted_structure_loss,
 )
-from .liu_weighting import (
-    PairExponentialLoss,
-    PairPowerLoss,
+from .liu_triplet import (
     TripletExponentialLoss,
     TripletPowerLoss,
-    pair_exponential_loss,
-    pair_power_loss,
-    pair_weighted_loss,
     triplet_exponential_loss,
     triplet_power_loss,
     triplet_weighted_loss,
+)
+from .liu_weighting import (
+    PairExponentialLoss,
+    PairPowerLoss,
+    pair_exponential_loss,
+    pair_power_loss,
+    pair_weighted_loss,
 )
 from .ms_distance import MSDistanceLoss, ms_distance_loss
 from .multi_similarity import (

@@ -1,4 +1,4 @@
-"""Liu et al.'s general pair- and triplet-based weighting losses: Eq. 18 and 21, weights Eq. 24-34.
+"""Liu et al.'s general pair-based weighting loss: Eq. 18, weights Eq. 24-33 (triplets: Eq. 21).
 
 Chapter: ``book/11_liu_weighting.ipynb``, 11.2 "Weighting by design (Eq. 18, 21, 24-34)", 11.3
 "Normalisation", 11.5 "dmlbook's implementation". Proofs: :mod:`dmlbook.symbolic.liu`
@@ -11,7 +11,7 @@ On Euclidean distances ``D = sqrt(2 - 2 S)`` of unit vectors (Liu et al., Eq. 1)
   with ``P_i``, ``N_i`` the pairs kept by the thresholds of Eq. 16-17
   (:func:`dmlbook.mining.threshold_pair_masks`);
 * **triplet-based** (Eq. 21): ``L_i = sum_{(j, k)} w_ijk [D_ij - D_ik + m]_+`` over the triplets
-  of Eq. 19 (``D_ij + m >= D_ik``);
+  of Eq. 19 (``D_ij + m >= D_ik``), in :mod:`dmlbook.losses.liu_triplet` (same semantics);
 * the weights are **numbers without gradient** (the paper's footnote 6: ``D.detach()``):
   constant (Eq. 24-25), p-th power (Eq. 26-28) or exponential (Eq. 29-31), optionally
   normalised (Eq. 32-34);
@@ -40,11 +40,14 @@ Semantics (what the paper leaves open, and what dmlbook chose)
 * ``epsilon`` (pair losses only) adds the MS mining on distances of Eq. 22-23 after the
   thresholds (:func:`dmlbook.mining.ms_distance_mining_masks`; Table II "+ triplet margin").
 
-Numerics: weights are formed as ``exp(log w - max log w)`` per normalisation scope, so the
-normalised exponential weights never overflow; un-normalised (v0) exponential weights are
-``exp(alpha x)`` as printed and overflow float32 once ``alpha x > 88``. The triplet loss builds a
-``(B, B, B)`` tensor (1 G entries at ``B = 1000``): it is for the batch sizes of the paper
-(``P x K = 80`` or ``320``).
+Numerics: normalised exponential weights are formed as ``exp(log w - max log w)`` per
+normalisation scope and never overflow; un-normalised (v0) exponential weights are
+``exp(alpha x)`` as printed and overflow float32 once ``alpha x > 88``. Power weights are
+``torch.pow`` of a base in ``[0, 2]``.
+
+Performance: the default backward is the closed form ``dL/dS_ij = -w_ij / D_ij`` of the
+detached weights (one ``B x B`` tensor saved); ``backward="autograd"`` differentiates the same
+formula with autograd. ``bench/bench_liu.py`` times both losses against the bare ``X X^T``.
 """
 
 from __future__ import annotations
@@ -71,21 +74,12 @@ __all__ = [
     "WEIGHTINGS",
     "PairPowerHyperParameters",
     "PairExponentialHyperParameters",
-    "TripletPowerHyperParameters",
-    "TripletExponentialHyperParameters",
-    "normalized_weights",
     "pair_weights",
     "pair_weighted_loss",
     "pair_power_loss",
     "pair_exponential_loss",
-    "triplet_weights",
-    "triplet_weighted_loss",
-    "triplet_power_loss",
-    "triplet_exponential_loss",
     "PairPowerLoss",
     "PairExponentialLoss",
-    "TripletPowerLoss",
-    "TripletExponentialLoss",
 ]
 
 #: The weightings of Liu et al., Sec. III-B.
@@ -107,7 +101,8 @@ NORMALIZATIONS: dict[str, str] = {
 }
 
 
-def _check_common(hp: HyperParameters) -> None:
+def check_common(hp: HyperParameters) -> None:
+    """The checks every Liu et al. family shares: ``normalization`` and ``reduction``."""
     check_choice(hp.normalization, tuple(NORMALIZATIONS), "normalization")
     check_choice(hp.reduction, REDUCTIONS, "reduction")
 
@@ -130,7 +125,7 @@ class _PairHyperParameters(HyperParameters):
         check_choice(self.backward, BACKWARDS, "backward")
         if self.epsilon is not None:
             self._set("epsilon", check_nonnegative(self.epsilon, "epsilon", " or None"))
-        _check_common(self)
+        check_common(self)
 
 
 @dataclass(frozen=True)
@@ -165,76 +160,7 @@ class PairExponentialHyperParameters(_PairHyperParameters):
         self._check_pair(("alpha", "beta"))
 
 
-@dataclass(frozen=True)
-class TripletPowerHyperParameters(HyperParameters):
-    """Triplet-P (Eq. 21 with Eq. 28): the margin ``m >= 0`` on D, the exponent ``p >= 0``."""
-
-    margin: float = 0.1
-    _: KW_ONLY
-    p: float = 5.0
-    normalization: str = "anchor"
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._set("margin", check_nonnegative(self.margin, "margin"))
-        self._set("p", check_nonnegative(self.p, "p"))
-        _check_common(self)
-
-
-@dataclass(frozen=True)
-class TripletExponentialHyperParameters(HyperParameters):
-    """Triplet-E (Eq. 21 with Eq. 31): the margin ``m >= 0`` on D, ``alpha >= 0``."""
-
-    margin: float = 0.1
-    _: KW_ONLY
-    alpha: float = 40.0
-    normalization: str = "anchor"
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._set("margin", check_nonnegative(self.margin, "margin"))
-        self._set("alpha", check_nonnegative(self.alpha, "alpha"))
-        _check_common(self)
-
-
 # ----------------------------------------------------------------------------- weights
-
-
-def _log_weights(x: torch.Tensor, weighting: str, exponent: float) -> torch.Tensor:
-    """``log w`` of Eq. 24-31 for a detached, non-negative base ``x`` (``log 0^p = -inf``, p > 0)."""
-    if weighting == "constant" or (weighting == "power" and exponent == 0.0):
-        return torch.zeros_like(x)  # Eq. 24-25, and 0^0 = 1 (Eq. 26-28 at p = 0)
-    if weighting == "power":
-        return exponent * torch.log(x)
-    return exponent * x
-
-
-def normalized_weights(
-    log_w: torch.Tensor, valid: torch.Tensor, normalization: str, dims: tuple[int, ...]
-) -> torch.Tensor:
-    """``w = exp(log_w)`` on ``valid``, 0 elsewhere, normalised over ``dims`` (Eq. 32-34).
-
-    Parameters
-    ----------
-    log_w : Tensor
-        Log-weights (``-inf`` for a weight 0).
-    valid : bool Tensor like ``log_w``
-        The mined pairs or triplets.
-    normalization : {"none", "anchor", "batch"}
-        ``"anchor"`` sums over ``dims`` (the anchor's pairs or triplets), ``"batch"`` over all.
-    dims : tuple of int
-        The dimensions of one anchor's pairs (``(1,)``) or triplets (``(1, 2)``).
-    """
-    neg_inf = torch.full((), float("-inf"), dtype=log_w.dtype, device=log_w.device)
-    log_w = torch.where(valid, log_w, neg_inf)
-    if normalization == "none":
-        return log_w.exp()
-    scope = dims if normalization == "anchor" else tuple(range(log_w.dim()))
-    shift = log_w.amax(dim=scope, keepdim=True)
-    shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
-    w = (log_w - shift).exp()
-    total = w.sum(dim=scope, keepdim=True)
-    return torch.where(total > 0, w / total.clamp_min(torch.finfo(w.dtype).tiny), 0.0)
 
 
 def _mined_distances(S, labels, m1, m2, epsilon, pos_mask, neg_mask):
@@ -431,109 +357,6 @@ def pair_exponential_loss(
 # ----------------------------------------------------------------------------- triplets
 
 
-def _triplet_margins(D: torch.Tensor, margin: float) -> torch.Tensor:
-    """``t[i, j, k] = D_ij - D_ik + m``."""
-    return D[:, :, None] - D[:, None, :] + margin
-
-
-def triplet_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: float = 0.1,
-    *,
-    weighting: str = "power",
-    exponent: float = 5.0,
-    normalization: str = "anchor",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """The detached triplet weights ``w_ijk`` of Eq. 25, 28, 31, 34, shape (B, B, B).
-
-    Zero outside the triplets of Eq. 19 (``y_ij = 1``, ``y_ik = 0``, ``D_ij + m >= D_ik``).
-    ``exponent`` is ``p`` for ``"power"`` and ``alpha`` for ``"exponential"``. The GPW weights
-    of Eq. 21 are ``dL/dD_ij = (1/B) sum_k w_ijk`` and ``dL/dD_ik = -(1/B) sum_j w_ijk`` over
-    the triplets with ``D_ij - D_ik + m > 0``.
-    """
-    check_choice(weighting, tuple(WEIGHTINGS), "weighting")
-    check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
-    t = _triplet_margins(D, margin)
-    valid = pos[:, :, None] & neg[:, None, :] & (t >= 0)  # Eq. 19
-    log_w = _log_weights(t.clamp_min(0.0), weighting, exponent)
-    return normalized_weights(log_w, valid, normalization, (1, 2))
-
-
-def triplet_weighted_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: float = 0.1,
-    *,
-    weighting: str = "power",
-    exponent: float = 5.0,
-    normalization: str = "anchor",
-    reduction: str = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Liu et al.'s triplet-based weighting loss, Eq. 21, with any weighting of Eq. 25-34.
-
-    Parameters are those of :func:`triplet_weights`, plus ``reduction`` (``"mean"``: ``(1/B)
-    sum_i L_i``; ``"sum"``; ``"none"``: the ``L_i``).
-    """
-    check_choice(reduction, REDUCTIONS, "reduction")
-    w = triplet_weights(
-        S, labels, margin, weighting=weighting, exponent=exponent,
-        normalization=normalization, pos_mask=pos_mask, neg_mask=neg_mask,
-    )  # fmt: skip
-    D = dissimilarity(S.to(w.dtype), "distance")
-    per_anchor = (w * torch.relu(_triplet_margins(D, margin))).sum(dim=(1, 2))
-    return reduce(per_anchor, reduction).to(S.dtype)
-
-
-def triplet_power_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: float = TripletPowerHyperParameters.margin,
-    *,
-    p: float = TripletPowerHyperParameters.p,
-    normalization: str = TripletPowerHyperParameters.normalization,
-    reduction: str = TripletPowerHyperParameters.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Triplet-P: Eq. 21 with ``w_ijk = (D_ij - D_ik + m)^p`` (Eq. 28, 34)."""
-    hp = TripletPowerHyperParameters(margin, p=p, normalization=normalization, reduction=reduction)
-    return triplet_weighted_loss(
-        S, labels, hp.margin, weighting="power", exponent=hp.p,
-        normalization=hp.normalization, reduction=hp.reduction, pos_mask=pos_mask,
-        neg_mask=neg_mask,
-    )  # fmt: skip
-
-
-def triplet_exponential_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: float = TripletExponentialHyperParameters.margin,
-    *,
-    alpha: float = TripletExponentialHyperParameters.alpha,
-    normalization: str = TripletExponentialHyperParameters.normalization,
-    reduction: str = TripletExponentialHyperParameters.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Triplet-E: Eq. 21 with ``w_ijk = e^{alpha (D_ij - D_ik + m)}`` (Eq. 31, 34)."""
-    hp = TripletExponentialHyperParameters(
-        margin, alpha=alpha, normalization=normalization, reduction=reduction
-    )
-    return triplet_weighted_loss(
-        S, labels, hp.margin, weighting="exponential", exponent=hp.alpha,
-        normalization=hp.normalization, reduction=hp.reduction, pos_mask=pos_mask,
-        neg_mask=neg_mask,
-    )  # fmt: skip
-
-
 class PairPowerLoss(PairLoss):
     """Pair-P (:func:`pair_power_loss`), registered as ``"pair_p"``."""
 
@@ -546,17 +369,3 @@ class PairExponentialLoss(PairLoss):
 
     loss_function = staticmethod(pair_exponential_loss)
     hyper = PairExponentialHyperParameters
-
-
-class TripletPowerLoss(PairLoss):
-    """Triplet-P (:func:`triplet_power_loss`), registered as ``"triplet_p"``."""
-
-    loss_function = staticmethod(triplet_power_loss)
-    hyper = TripletPowerHyperParameters
-
-
-class TripletExponentialLoss(PairLoss):
-    """Triplet-E (:func:`triplet_exponential_loss`), registered as ``"triplet_e"``."""
-
-    loss_function = staticmethod(triplet_exponential_loss)
-    hyper = TripletExponentialHyperParameters

@@ -19,12 +19,8 @@ from .base import PairLoss
 from .binomial import BinLiftedLoss, BinomialDevianceLoss
 from .contrastive import ContrastiveDistanceLoss, ContrastiveLoss
 from .lifted import LiftedLoss, LiftedStarLoss, LiftedStructureLoss
-from .liu_weighting import (
-    PairExponentialLoss,
-    PairPowerLoss,
-    TripletExponentialLoss,
-    TripletPowerLoss,
-)
+from .liu_triplet import TripletExponentialLoss, TripletPowerLoss
+from .liu_weighting import PairExponentialLoss, PairPowerLoss
 from .ms_distance import MSDistanceLoss
 from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
 from .npair import NPairLoss

@@ -11,13 +11,8 @@ import torch
 from hypothesis import given, settings
 
 from dmlbook.losses import get_loss
-from dmlbook.losses.liu_weighting import (
-    pair_power_loss,
-    pair_weighted_loss,
-    pair_weights,
-    triplet_weighted_loss,
-    triplet_weights,
-)
+from dmlbook.losses.liu_triplet import triplet_weighted_loss, triplet_weights
+from dmlbook.losses.liu_weighting import pair_power_loss, pair_weighted_loss, pair_weights
 from dmlbook.similarity import cosine_similarity
 
 WEIGHTINGS = [("constant", 0.0, 0.0), ("power", 0.0, 1.0), ("power", 0.5, 2.0),

@@ -8,7 +8,8 @@ import hypothesis.strategies as st
 import torch
 from hypothesis import given, settings
 
-from dmlbook.losses.liu_weighting import pair_weighted_loss, triplet_weighted_loss
+from dmlbook.losses.liu_triplet import triplet_weighted_loss
+from dmlbook.losses.liu_weighting import pair_weighted_loss
 from dmlbook.losses.ms_distance import ms_distance_loss
 from dmlbook.reference.liu_weighting import (
     ms_distance_loss_reference,
