@@ -80,15 +80,6 @@ class TripletExponentialHyperParameters(HyperParameters):
         check_common(self)
 
 
-def _log_weights(x: torch.Tensor, weighting: str, exponent: float) -> torch.Tensor:
-    """``log w`` of Eq. 24-31 for a detached, non-negative base ``x`` (``log 0^p = -inf``, p > 0)."""
-    if weighting == "constant" or (weighting == "power" and exponent == 0.0):
-        return torch.zeros_like(x)  # Eq. 24-25, and 0^0 = 1 (Eq. 26-28 at p = 0)
-    if weighting == "power":
-        return exponent * torch.log(x)
-    return exponent * x
-
-
 def normalized_weights(
     log_w: torch.Tensor, valid: torch.Tensor, normalization: str, dims: tuple[int, ...]
 ) -> torch.Tensor:
@@ -147,8 +138,37 @@ def triplet_weights(
     D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
     t = _triplet_margins(D, margin)
     valid = pos[:, :, None] & neg[:, None, :] & (t >= 0)  # Eq. 19
-    log_w = _log_weights(t.clamp_min(0.0), weighting, exponent)
-    return normalized_weights(log_w, valid, normalization, (1, 2))
+    if weighting == "exponential":
+        return normalized_weights(exponent * t, valid, normalization, (1, 2))
+    # power (constant: p = 0) weights directly, 0^0 = 1; bounded by (2 + m)^p, no shift needed
+    w = torch.where(valid, t.clamp_min_(0.0).pow_(exponent if weighting == "power" else 0.0), 0.0)
+    if normalization == "none":
+        return w
+    total = w.sum(dim=(1, 2) if normalization == "anchor" else (0, 1, 2), keepdim=True)
+    return torch.where(total > 0, w / total.clamp_min(torch.finfo(w.dtype).tiny), 0.0)
+
+
+class _TripletWeighted(torch.autograd.Function):
+    """Eq. 21 per anchor with its closed-form backward (the weights are constants).
+
+    With ``A = w 1[t > 0]``: ``L_i = sum_jk A_ijk t_ijk``, ``dL_i/dD_ij = sum_k A_ijk``,
+    ``dL_i/dD_ik = -sum_j A_ijk``, and ``dD/dS = -1/D`` (0 where ``D = 0``).
+    """
+
+    @staticmethod
+    def forward(ctx, S, D, w, margin: float):  # type: ignore[override]
+        t = _triplet_margins(D, margin)
+        A = torch.where(t > 0, w, 0.0)
+        per_anchor = (A * t).sum(dim=(1, 2))
+        G = A.sum(dim=2) - A.sum(dim=1)
+        ctx.save_for_backward(torch.where(D > 0, G / D.clamp_min(1e-30), 0.0).neg_())
+        ctx.in_dtype = S.dtype
+        return per_anchor
+
+    @staticmethod
+    def backward(ctx, grad_rows):  # type: ignore[override]
+        (G,) = ctx.saved_tensors
+        return (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype), None, None, None
 
 
 def triplet_weighted_loss(
@@ -166,16 +186,18 @@ def triplet_weighted_loss(
     """Liu et al.'s triplet-based weighting loss, Eq. 21, with any weighting of Eq. 25-34.
 
     Parameters are those of :func:`triplet_weights`, plus ``reduction`` (``"mean"``: ``(1/B)
-    sum_i L_i``; ``"sum"``; ``"none"``: the ``L_i``).
+    sum_i L_i``; ``"sum"``; ``"none"``: the ``L_i``). The backward is the closed form of the
+    detached weights (:class:`_TripletWeighted`); the per-anchor loop
+    :func:`dmlbook.reference.triplet_weighted_loss_reference` is plain autograd, and the tests
+    compare the two.
     """
     check_choice(reduction, REDUCTIONS, "reduction")
     w = triplet_weights(
         S, labels, margin, weighting=weighting, exponent=exponent,
         normalization=normalization, pos_mask=pos_mask, neg_mask=neg_mask,
     )  # fmt: skip
-    D = dissimilarity(S.to(w.dtype), "distance")
-    per_anchor = (w * torch.relu(_triplet_margins(D, margin))).sum(dim=(1, 2))
-    return reduce(per_anchor, reduction).to(S.dtype)
+    D = dissimilarity(S.detach().to(w.dtype), "distance")
+    return reduce(_TripletWeighted.apply(S, D, w, margin), reduction).to(S.dtype)
 
 
 def triplet_power_loss(
