@@ -9,6 +9,7 @@ from torch import nn
 
 from ..losses import get_loss
 from ..models.head import EmbeddingModel, build_backbone
+from ..models.multilevel import MultiLevelEmbeddingModel
 from .config import Config, ConfigError
 from .optim import make_optimizer
 
@@ -35,7 +36,8 @@ def build_model(cfg: Config, *, pretrained: bool = True) -> EmbeddingModel:
     backbone = build_backbone(
         m.backbone, m.pretrained if pretrained else None, **m.backbone_options
     )
-    return EmbeddingModel(backbone, m.dim, pooling=m.pooling, freeze_bn=m.freeze_bn)
+    head = MultiLevelEmbeddingModel if m.head == "multilevel" else EmbeddingModel
+    return head(backbone, m.dim, pooling=m.pooling, freeze_bn=m.freeze_bn)
 
 
 def build_loss(cfg: Config) -> nn.Module:

@@ -178,6 +178,13 @@ def _check_data_and_model(d: DataConfig, m: ModelConfig) -> None:
         raise ConfigError(f"model.pooling must be max, avg or avg+max, got {m.pooling!r}.")
     if m.dim is not None and m.dim < 1:
         raise ConfigError(f"model.dim must be a positive integer or null, got {m.dim}.")
+    if m.head not in ("linear", "multilevel"):
+        raise ConfigError(f"model.head must be linear or multilevel, got {m.head!r}.")
+    if m.head == "multilevel" and (m.backbone != "bn_inception" or m.dim is None):
+        raise ConfigError(
+            "model.head: multilevel (Liu et al.'s Fig. 3) needs model.backbone: bn_inception and "
+            f"a model.dim, got backbone={m.backbone!r}, dim={m.dim}."
+        )
 
 
 # ------------------------------------------------------------------------------------------

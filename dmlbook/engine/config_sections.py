@@ -66,7 +66,8 @@ class ModelConfig:
     """Backbone, head and BatchNorm handling (see :class:`dmlbook.models.EmbeddingModel`).
 
     ``pretrained``: ``null`` (random init), ``default`` (the papers' ImageNet weights) or a path
-    or URL.
+    or URL. ``head``: ``linear`` (one Linear layer) or ``multilevel`` (Liu et al.'s Fig. 3, three
+    levels of BN-Inception fused to ``3 * dim``, :mod:`dmlbook.models.multilevel`).
     """
 
     backbone: str = "bn_inception"
@@ -75,6 +76,7 @@ class ModelConfig:
     dim: int | None = 512
     pooling: str = "max"
     freeze_bn: bool = True
+    head: str = "linear"
 
 
 @dataclass

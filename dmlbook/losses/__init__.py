@@ -19,6 +19,9 @@ with where its chapter section, its proof and its tests are.
 * Xuan & Pless, Eq. 4: ``cosine_triplet_loss`` / ``CosineTripletLoss``
 * Xuan & Pless, Sec. 3-4 (designed gradient, custom backward): ``GradientSurgeryLoss``
 * Wang et al. Table 2 rows: ``ablation_loss`` (:mod:`dmlbook.losses.ablation`)
+* Liu et al. Eq. 18, 21, 24-34 (Pair-P, Pair-E, Triplet-P, Triplet-E):
+  :mod:`dmlbook.losses.liu_weighting` and :mod:`dmlbook.losses.liu_triplet`; MS v1/v2 on distances (Eq. 39):
+  ``ms_distance_loss`` / ``MSDistanceLoss`` (:mod:`dmlbook.losses.ms_distance`)
 
 ``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
 The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet masks) are in
@@ -50,6 +53,21 @@ from .lifted import (
     lifted_star_loss,
     lifted_structure_loss,
 )
+from .liu_triplet import (
+    TripletExponentialLoss,
+    TripletPowerLoss,
+    triplet_exponential_loss,
+    triplet_power_loss,
+    triplet_weighted_loss,
+)
+from .liu_weighting import (
+    PairExponentialLoss,
+    PairPowerLoss,
+    pair_exponential_loss,
+    pair_power_loss,
+    pair_weighted_loss,
+)
+from .ms_distance import MSDistanceLoss, ms_distance_loss
 from .multi_similarity import (
     MSMiningLoss,
     MultiSimilarityLoss,
@@ -98,6 +116,18 @@ __all__ = [
     "CosineTripletLoss",
     "cosine_triplet_loss",
     "GradientSurgeryLoss",
+    "PairPowerLoss",
+    "pair_power_loss",
+    "PairExponentialLoss",
+    "pair_exponential_loss",
+    "pair_weighted_loss",
+    "TripletPowerLoss",
+    "triplet_power_loss",
+    "TripletExponentialLoss",
+    "triplet_exponential_loss",
+    "triplet_weighted_loss",
+    "MSDistanceLoss",
+    "ms_distance_loss",
     "MinedPairLoss",
     "TABLE_2",
     "ablation_loss",

@@ -22,6 +22,9 @@ from .contrastive import ContrastiveDistanceLoss, ContrastiveLoss
 from .cosine_triplet import CosineTripletLoss
 from .gradient_surgery import GradientSurgeryLoss
 from .lifted import LiftedLoss, LiftedStarLoss, LiftedStructureLoss
+from .liu_triplet import TripletExponentialLoss, TripletPowerLoss
+from .liu_weighting import PairExponentialLoss, PairPowerLoss
+from .ms_distance import MSDistanceLoss
 from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
 from .npair import NPairLoss
 from .triplet import TripletLoss
@@ -174,6 +177,11 @@ register_loss("ms_mining", MSMiningLoss)
 register_loss("circle", CircleLoss)
 register_loss("cosine_triplet", CosineTripletLoss, aliases=("nca_triplet",))
 register_loss("gradient_surgery", GradientSurgeryLoss, aliases=("surgery",))
+register_loss("pair_p", PairPowerLoss, aliases=("pair_power",))
+register_loss("pair_e", PairExponentialLoss, aliases=("pair_exponential",))
+register_loss("triplet_p", TripletPowerLoss, aliases=("triplet_power",))
+register_loss("triplet_e", TripletExponentialLoss, aliases=("triplet_exponential",))
+register_loss("ms_distance", MSDistanceLoss, aliases=("ms_liu",))
 
 
 def describe_loss(module: PairLoss) -> tuple[str, dict[str, Any]]:

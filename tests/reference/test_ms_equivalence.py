@@ -16,13 +16,16 @@
     of Eq. 15. Gradients are compared with respect to the raw (pre-normalisation) features, since
     PML normalises inside ``CosineSimilarity``.
 
-(c) **Liu et al.'s two writings of MS** (distance form, their Sec. II-B5 and Eq. 39). "v1" is MS
-    as a log-sum-exp on distances, ``(1/a) log[1 + sum_P e^{a (D - m)}] + (1/b) log[1 + sum_N
-    e^{b (m - D)}]``; "v2" is Eq. 39, the same loss "translated" into pair weighting,
-    ``sum_P w+ (D - m) + sum_N w- (m - D)`` with the weights held constant. v2 has v1's gradient
-    (not its value). Eq. 39 *without* the "+1" in the weights' denominators is a different loss:
-    the gradient of a plain log-sum-exp, in which the threshold m cancels (no Similarity-S).
-    On squared distances ``D^2 = 2 - 2S`` v1 is exactly twice Wang et al.'s Eq. 15 with
+(c) **Liu et al.'s two writings of MS** (distance form, their Sec. II-B5 and Eq. 39). The "log
+    form" is MS as a log-sum-exp on distances, ``(1/a) log[1 + sum_P e^{a (D - m)}] + (1/b)
+    log[1 + sum_N e^{b (m - D)}]``; the "Eq. 39 surrogate" is the same loss "translated" into pair
+    weighting, ``sum_P w+ (D - m) + sum_N w- (m - D)`` with the weights held constant. The
+    surrogate has the log form's gradient (not its value). Eq. 39 *without* the "+1" in the
+    weights' denominators is a different loss: the gradient of a plain log-sum-exp, in which the
+    threshold m cancels (no Similarity-S). That loss is what Liu et al.'s Fig. 5 calls "MS loss
+    (v2)" (their "v1" is MS with the "+1"); :mod:`dmlbook.losses.ms_distance` implements both
+    (``tests/losses/test_ms_distance.py``).
+    On squared distances ``D^2 = 2 - 2S`` the log form is exactly twice Wang et al.'s Eq. 15 with
     ``(2a, 2b, lambda = 1 - m/2)``.
 """
 
@@ -229,7 +232,7 @@ def test_float32_agrees_with_pml_at_scale():
     torch.testing.assert_close(g1, g2, rtol=1e-4, atol=1e-7)
 
 
-# ------------------------------------------------------------------- (c) Liu et al. v1, v2
+# ------------------------------------------------- (c) Liu et al.: log form, Eq. 39 surrogate
 
 
 def _distances(x):
@@ -237,7 +240,7 @@ def _distances(x):
     return torch.sqrt((2 - 2 * z @ z.T).clamp_min(1e-30))
 
 
-def liu_v1(D, pos, neg, a, b, m):
+def liu_log_form(D, pos, neg, a, b, m):
     """MS on distances as a log-sum-exp (Liu et al. Sec. II-B5), mean over anchors."""
     zero = torch.zeros_like(D)
     sp_ = torch.where(pos, torch.exp(a * (D - m)), zero).sum(1)
@@ -245,7 +248,7 @@ def liu_v1(D, pos, neg, a, b, m):
     return (torch.log1p(sp_) / a + torch.log1p(sn_) / b).mean()
 
 
-def liu_v2(D, pos, neg, a, b, m, plus_one=True):
+def liu_eq39_surrogate(D, pos, neg, a, b, m, plus_one=True):
     """Eq. 39: sum_P w+ (D - m) + sum_N w- (m - D), weights held constant (mean over anchors)."""
     zero = torch.zeros_like(D)
     ep = torch.where(pos, torch.exp(a * (D - m)), zero).detach()
@@ -275,29 +278,31 @@ def test_liu_eq39_has_the_gradient_of_ms_not_its_value(seed, mined):
     else:
         pos, neg = pair_masks(y)
     a, b, m = 2.0, 5.0, 0.8
-    v1, g1 = _value_grad_x(lambda z: liu_v1(_distances(z), pos, neg, a, b, m), x)
-    v2, g2 = _value_grad_x(lambda z: liu_v2(_distances(z), pos, neg, a, b, m), x)
+    v1, g1 = _value_grad_x(lambda z: liu_log_form(_distances(z), pos, neg, a, b, m), x)
+    v2, g2 = _value_grad_x(lambda z: liu_eq39_surrogate(_distances(z), pos, neg, a, b, m), x)
     torch.testing.assert_close(g1, g2, rtol=1e-12, atol=1e-14)
     assert v1 != pytest.approx(v2, rel=1e-3)  # "translated": same gradient, different value
     # without the +1: not MS any more, but the log-sum-exp, whose gradient ignores m
-    v3, g3 = _value_grad_x(lambda z: liu_v2(_distances(z), pos, neg, a, b, m, False), x)
+    v3, g3 = _value_grad_x(lambda z: liu_eq39_surrogate(_distances(z), pos, neg, a, b, m, False), x)
     _, g4 = _value_grad_x(lambda z: liu_lse(_distances(z), pos, neg, a, b, m), x)
-    _, g5 = _value_grad_x(lambda z: liu_v2(_distances(z), pos, neg, a, b, m + 0.5, False), x)
+    _, g5 = _value_grad_x(
+        lambda z: liu_eq39_surrogate(_distances(z), pos, neg, a, b, m + 0.5, False), x
+    )
     torch.testing.assert_close(g3, g4, rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(g3, g5, rtol=1e-12, atol=1e-14)
     assert float((g1 - g3).abs().max()) > 1e-3
 
 
-def test_liu_v1_on_squared_distances_is_wang_eq15():
+def test_liu_log_form_on_squared_distances_is_wang_eq15():
     y = torch.arange(15) // 3
     x = torch.randn(15, 8, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     S = cosine_similarity(x)
     pos, neg = pair_masks(y)
     a, b, m = 1.0, 25.0, 1.0
-    liu = liu_v1(2 - 2 * S, pos, neg, a, b, m)
+    liu = liu_log_form(2 - 2 * S, pos, neg, a, b, m)
     wang = multi_similarity_loss(S, y, 2 * a, 2 * b, 1 - m / 2, mining=False)
     assert float(liu) == pytest.approx(2 * float(wang), rel=1e-12)
     # on plain distances it is another loss
-    assert float(liu_v1(torch.sqrt(2 - 2 * S.clamp_max(1)), pos, neg, a, b, m)) != pytest.approx(
-        2 * float(wang), rel=1e-3
-    )
+    assert float(
+        liu_log_form(torch.sqrt(2 - 2 * S.clamp_max(1)), pos, neg, a, b, m)
+    ) != pytest.approx(2 * float(wang), rel=1e-3)

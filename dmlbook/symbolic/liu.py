@@ -1,0 +1,242 @@
+"""Liu et al.'s weighting by design, proved: which weightings are gradients, limits, MS v1 vs v2.
+
+Chapter: ``book/11_liu_weighting.ipynb`` (11.2-11.4 call these functions in their proof cells).
+Tests: ``tests/symbolic/test_liu.py`` runs every proof. Each function returns exact SymPy results
+(``prove_equal`` is True only for a proof; a difference is shown by an exact counterexample).
+
+Notation: for one anchor, ``x_j = D_ij - m1 > 0`` on its mined positives, ``u_k = m2 - D_ik > 0``
+on its mined negatives (where the hinges of Eq. 18 are active and linear), ``t_jk = D_ij - D_ik
++ m > 0`` on its active triplets (Eq. 21).
+
+* :func:`eq18_detached_gradient`: Eq. 18 with detached weights has ``dL/dD = w`` (and, on the
+  unit sphere, ``dL/dS = -w / D``); without the detach the gradient gains ``w'(D) [D - m1]``.
+* :func:`closed_forms`: the losses whose gradients are the power and exponential weights (v0),
+  the per-anchor normalised exponential weights (a log-sum-exp; Pair-E v1 = Eq. 38) and the
+  normalised constant weights (a mean); each proved.
+* :func:`normalised_power_is_not_a_gradient`: the normalised power weights (Pair-P/Triplet-P v1,
+  ``p > 0``) have a non-symmetric Jacobian and a non-zero circulation around a closed loop, so
+  no loss has them as gradient: they are a designed gradient only.
+* :func:`paper_limits`: ``p, q -> 0`` gives the average (only for ``D > m1``), large ``alpha``
+  concentrates Triplet-E on the hardest triplet, ``alpha -> 0`` in MS.
+* :func:`ms_v2_is_lifted_star`: MS v2 on distances *is* LiftedStruct* on distances (the margin
+  cancels); the "+1" of v1 is a virtual pair at distance ``m`` on each side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from .proofs import prove_equal
+from .symbols import unit_sphere_distance
+
+__all__ = [
+    "ClosedForm",
+    "closed_forms",
+    "eq18_detached_gradient",
+    "ms_v2_is_lifted_star",
+    "normalised_power_is_not_a_gradient",
+    "paper_limits",
+]
+
+
+def _positive(name: str, n: int) -> list[sp.Symbol]:
+    return list(sp.symbols(f"{name}1:{n + 1}", positive=True))
+
+
+def eq18_detached_gradient(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
+    """Eq. 18 with weights held constant (``D.detach()``) has the GPW gradient ``dL/dD = w``.
+
+    Returns ``{"detached": bool, "on_S": bool, "not_detached_extra": Expr}``: the proofs that
+    ``dL/dD+_j = w+_j``, ``dL/dD-_k = -w-_k`` for every weight function ``w`` (an undefined
+    SymPy function), that on unit vectors ``dL/dS_ij = -w_ij / D_ij``, and the extra term an
+    un-detached weight would add to ``dL/dD+_1``.
+    """
+    m1, m2 = sp.symbols("m1 m2", positive=True)
+    Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
+    wp, wn = sp.Function("w^+"), sp.Function("w^-")
+    cp, cn = sp.symbols(f"c1:{n_pos + 1}"), sp.symbols(f"e1:{n_neg + 1}")  # the detached numbers
+    # on the mined set with active hinges, [D - m1]_+ = D - m1 and [m2 - D]_+ = m2 - D
+    L = sum(c * (d - m1) for c, d in zip(cp, Dp, strict=True)) + sum(
+        e * (m2 - d) for e, d in zip(cn, Dn, strict=True)
+    )
+    detach = {
+        **dict(zip(cp, [wp(d) for d in Dp], strict=True)),
+        **dict(zip(cn, [wn(d) for d in Dn], strict=True)),
+    }
+    grad = [sp.diff(L, d).subs(detach) for d in (*Dp, *Dn)]
+    expected = [wp(d) for d in Dp] + [-wn(d) for d in Dn]
+    detached = prove_equal(grad, expected, verbose=False)
+    s = sp.Symbol("s", real=True)
+    c = sp.Symbol("c", real=True)
+    on_S = prove_equal(
+        sp.diff(c * (unit_sphere_distance(s) - m1), s), -c / unit_sphere_distance(s), verbose=False
+    )
+    live = L.subs(detach)
+    extra = sp.simplify(sp.diff(live, Dp[0]) - wp(Dp[0]))
+    return {"detached": detached, "on_S": on_S, "not_detached_extra": extra}
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """A weighting, the loss ``F`` whose gradient it is, and whether that was proved."""
+
+    weighting: str
+    loss: sp.Expr
+    proved: bool
+
+
+def _pair_rows(n: int) -> list[ClosedForm]:
+    x = _positive("x", n)
+    p, a = sp.symbols("p alpha", positive=True)
+    rows = []
+    cases = [
+        ("power, v0: w = x^p", sum(xi ** (p + 1) for xi in x) / (p + 1), [xi**p for xi in x]),
+        (
+            "exponential, v0: w = e^{alpha x}",
+            sum((sp.exp(a * xi) - 1) / a for xi in x),
+            [sp.exp(a * xi) for xi in x],
+        ),
+        (
+            "exponential, per anchor: w = e^{alpha x} / sum e^{alpha x}",
+            sp.log(sum(sp.exp(a * xi) for xi in x)) / a,
+            [sp.exp(a * xi) / sum(sp.exp(a * xk) for xk in x) for xi in x],
+        ),
+        ("constant, per anchor (p = 0): w = 1/n", sum(x) / n, [sp.Integer(1) / n] * n),
+    ]
+    for name, F, w in cases:
+        rows.append(
+            ClosedForm(name, F, prove_equal([sp.diff(F, xi) for xi in x], w, verbose=False))
+        )
+    return rows
+
+
+def _triplet_row(n_pos: int, n_neg: int) -> ClosedForm:
+    m, a = sp.symbols("m alpha", positive=True)
+    Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
+    t = {(j, k): Dp[j] - Dn[k] + m for j in range(n_pos) for k in range(n_neg)}
+    Z = sum(sp.exp(a * v) for v in t.values())
+    w = {jk: sp.exp(a * v) / Z for jk, v in t.items()}
+    F = sp.log(Z) / a
+    grad = [sp.diff(F, d) for d in (*Dp, *Dn)]
+    expected = [sum(w[j, k] for k in range(n_neg)) for j in range(n_pos)] + [
+        -sum(w[j, k] for j in range(n_pos)) for k in range(n_neg)
+    ]
+    name = "triplet exponential, per anchor (Triplet-E v1)"
+    return ClosedForm(name, F, prove_equal(grad, expected, verbose=False))
+
+
+def closed_forms(n: int = 3) -> list[ClosedForm]:
+    """The weightings that *are* gradients, each with its loss ``F`` and the proof ``dF = w``.
+
+    With the hinges active (``x > 0``), Eq. 18 with weights ``w(x)`` trains like ``F(x)``:
+
+    * power v0: ``F = sum x^{p+1} / (p + 1)`` (``p = 1``: half of Eq. 35's squared hinge);
+    * exponential v0: ``F = sum (e^{alpha x} - 1) / alpha``;
+    * exponential per anchor: ``F = (1/alpha) log sum e^{alpha x}``, so Pair-E v1 (Eq. 38) is
+      ``(1/alpha) log sum_P e^{alpha (D - m1)} + (1/beta) log sum_N e^{beta (m2 - D)}``: the
+      margins cancel from the weights and act only through the mining;
+    * constant per anchor: the mean;
+    * Triplet-E per anchor: ``F = (1/alpha) log sum_{j,k} e^{alpha t_jk}``.
+    """
+    return [*_pair_rows(n), _triplet_row(2, 2)]
+
+
+def normalised_power_is_not_a_gradient() -> dict[str, object]:
+    """Normalised power weights ``w_j = x_j^p / sum_k x_k^p`` (``p > 0``) are no gradient.
+
+    Returns ``{"asymmetry": Expr, "exp_symmetric": bool, "circulation": Expr}``:
+    ``dw_1/dx_2 - dw_2/dx_1`` for two pairs (non-zero unless ``x_1 = x_2``; a C^1 gradient field
+    has a symmetric Jacobian), the proof that the normalised *exponential* weights' Jacobian is
+    symmetric, and the exact circulation of ``w`` (``p = 1``) around the boundary of
+    ``[1, 2] x [2, 3]``, which is non-zero: a loss ``F`` with ``grad F = w`` would make it 0.
+    """
+    x1, x2, p, a = sp.symbols("x1 x2 p alpha", positive=True)
+    den = x1**p + x2**p
+    w1, w2 = x1**p / den, x2**p / den
+    asym = sp.factor(sp.simplify(sp.diff(w1, x2) - sp.diff(w2, x1)))
+    e = sp.exp(a * x1) + sp.exp(a * x2)
+    v1, v2 = sp.exp(a * x1) / e, sp.exp(a * x2) / e
+    exp_symmetric = prove_equal(sp.diff(v1, x2), sp.diff(v2, x1), verbose=False)
+    q1, q2 = (w.subs(p, 1) for w in (w1, w2))
+    # Green: the circulation is the integral of dw2/dx1 - dw1/dx2 over the rectangle
+    curl = sp.diff(q2, x1) - sp.diff(q1, x2)
+    circulation = sp.simplify(sp.integrate(curl, (x1, 1, 2), (x2, 2, 3)))
+    return {"asymmetry": asym, "exp_symmetric": exp_symmetric, "circulation": circulation}
+
+
+def _two_triplet_weight(a: sp.Symbol, t: sp.Symbol, d: sp.Symbol) -> sp.Expr:
+    """Eq. 31 + 34 for the larger of two triplets (``t`` and ``t - delta``), divided through by
+    ``e^{alpha t}`` (proved equal first, since ``sympy.limit`` cannot take the sign of ``t -
+    delta`` on the printed form)."""
+    printed = sp.exp(a * t) / (sp.exp(a * t) + sp.exp(a * (t - d)))
+    divided = 1 / (1 + sp.exp(-a * d))
+    if not prove_equal(printed, divided, verbose=False):
+        raise AssertionError("Eq. 34 for two triplets: the divided form was not proved.")
+    return divided
+
+
+def paper_limits() -> dict[str, sp.Expr]:
+    """The limits behind Liu et al.'s remarks, evaluated with ``sympy.limit``.
+
+    * ``average``: ``lim_{p->0+} x^p / (x^p + y^p) = 1/2`` for ``x, y > 0`` ("just the average");
+    * ``average_at_threshold``: the same with ``x = 0`` (a positive exactly at ``D = m1``):
+      ``0``, not 1/2: the limit and Eq. 24's ``0^0 = 1`` disagree there;
+    * ``triplet_e_hardest``: ``lim_{alpha->oo}`` of the normalised weight of a triplet whose
+      ``t`` exceeds another's by ``delta > 0``: 1 (all weight on the largest ``t``, i.e. the
+      farthest positive with the nearest negative, Eq. 20 with ``min``);
+    * ``triplet_e_v0``: the un-normalised weight ``e^{alpha t}`` for ``t > 0``: ``oo``;
+    * ``ms_v1_alpha0`` / ``ms_v2_alpha0``: the MS weights of Eq. 39 as ``alpha -> 0`` for ``n``
+      equal pairs: ``1/(n + 1)`` and ``1/n``: the weights exist at ``alpha = 0``, only the
+      printed loss ``(1/alpha) log[...]`` does not.
+    """
+    x, y, t, d, a, p = sp.symbols("x y t delta alpha p", positive=True)
+    n = sp.Symbol("n", positive=True, integer=True)
+    z = sp.Symbol("z", real=True)
+    return {
+        "average": sp.limit(x**p / (x**p + y**p), p, 0, "+"),
+        "average_at_threshold": sp.limit(sp.Integer(0) ** p / (sp.Integer(0) ** p + y**p), p, 0),
+        "triplet_e_hardest": sp.limit(_two_triplet_weight(a, t, d), a, sp.oo),
+        "triplet_e_v0": sp.limit(sp.exp(a * t), a, sp.oo),
+        "ms_v1_alpha0": sp.limit(sp.exp(a * z) / (1 + n * sp.exp(a * z)), a, 0),
+        "ms_v2_alpha0": sp.limit(sp.exp(a * z) / (n * sp.exp(a * z)), a, 0),
+    }
+
+
+def ms_v2_is_lifted_star(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
+    """MS v2 on distances equals LiftedStruct* on distances; what the "+1" of v1 adds.
+
+    LiftedStruct* (Wang et al. 2019, Eq. 16) written on ``D`` (``-S`` replaced by ``D``):
+    ``(1/alpha) log sum_P e^{alpha D} + (1/beta) log sum_N e^{-beta D}``. Returns
+
+    * ``v2_equals_lifted_star``: the proof that MS v2 (margin ``m``) is exactly that: ``m``
+      cancels, so in v2 the margin changes neither value nor gradient;
+    * ``v1_is_v2_plus_virtual_pair``: the proof that v1's weights are v2's weights over the
+      pairs plus one virtual positive and one virtual negative at ``D = m`` (``1 = e^{alpha
+      (m - m)}``, Liu et al.'s own reading);
+    * ``v2_weight_sum`` / ``v1_weight_sum``: the total weight of an anchor's positives, ``1``
+      for v2 and ``Z / (1 + Z)`` for v1 (``Z = sum e^{alpha (D - m)}``): v1 fades an anchor
+      whose pairs are all easy (``Z -> 0``), v2 never does.
+    """
+    m, a, b = sp.symbols("m alpha beta", positive=True)
+    Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
+    Zp = sum(sp.exp(a * (d - m)) for d in Dp)
+    Zn = sum(sp.exp(b * (m - d)) for d in Dn)
+    v2 = sp.log(Zp) / a + sp.log(Zn) / b
+    lifted_star = (
+        sp.log(sum(sp.exp(a * d) for d in Dp)) / a + sp.log(sum(sp.exp(-b * d) for d in Dn)) / b
+    )
+    v1 = sp.log(1 + Zp) / a + sp.log(1 + Zn) / b
+    Dv, Dw = sp.symbols("D_v D_w", positive=True)  # the virtual pairs
+    v2_aug = (sp.log(Zp + sp.exp(a * (Dv - m))) / a + sp.log(Zn + sp.exp(b * (m - Dw))) / b).subs(
+        {Dv: m, Dw: m}
+    )
+    grads = [sp.diff(f, d) for f in (v1, v2_aug) for d in (*Dp, *Dn)]
+    half = len(grads) // 2
+    return {
+        "v2_equals_lifted_star": prove_equal(v2, lifted_star, verbose=False),
+        "v1_is_v2_plus_virtual_pair": prove_equal(grads[:half], grads[half:], verbose=False),
+        "v2_weight_sum": sp.simplify(sum(sp.exp(a * (d - m)) / Zp for d in Dp)),
+        "v1_weight_sum": sp.simplify(sum(sp.exp(a * (d - m)) / (1 + Zp) for d in Dp)),
+    }

@@ -1,0 +1,88 @@
+"""Liu et al.'s miners on distances (Eq. 16-17, 22-23) against loops written here from the paper,
+and the difference between Eq. 22-23 (margin on D) and Wang et al.'s Eq. 11-12 (margin on S)."""
+
+from __future__ import annotations
+
+import math
+
+import hypothesis.strategies as st
+import pytest
+import torch
+from hypothesis import given, settings
+
+from dmlbook.mining import ms_distance_mining_masks, ms_mining_masks, threshold_pair_masks
+from dmlbook.similarity import cosine_similarity
+
+
+@st.composite
+def unit_batches(draw, max_b: int = 8):
+    B = draw(st.integers(1, max_b))
+    y = draw(st.lists(st.integers(0, 2), min_size=B, max_size=B))
+    seed = draw(st.integers(0, 2**16))
+    x = torch.randn(B, 3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return cosine_similarity(x), torch.tensor(y)
+
+
+def _distances(S):
+    return [[math.sqrt(max(2.0 - 2.0 * s, 0.0)) for s in row] for row in S.tolist()]
+
+
+@settings(max_examples=40, deadline=None)
+@given(unit_batches(), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_thresholds_are_eq_16_17(batch, a, b):
+    S, y = batch
+    m1, m2 = min(a, b), max(a, b)
+    pos, neg = threshold_pair_masks(S, y, m1, m2)
+    d, lab, B = _distances(S), y.tolist(), len(y)
+    for i in range(B):
+        for j in range(B):
+            same = lab[i] == lab[j]
+            assert bool(pos[i, j]) == (i != j and same and d[i][j] >= m1)
+            assert bool(neg[i, j]) == (not same and d[i][j] <= m2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(unit_batches(), st.floats(0.0, 0.5))
+def test_ms_mining_on_distances_is_eq_22_23(batch, eps):
+    S, y = batch
+    pos, neg = ms_distance_mining_masks(S, y, eps)
+    d, lab, B = _distances(S), y.tolist(), len(y)
+    for i in range(B):
+        P = [j for j in range(B) if j != i and lab[j] == lab[i]]
+        N = [k for k in range(B) if lab[k] != lab[i]]
+        for j in range(B):
+            keep_p = bool(P and N) and j in P and d[i][j] >= min(d[i][k] for k in N) - eps
+            keep_n = bool(P and N) and j in N and d[i][j] <= max(d[i][k] for k in P) + eps
+            assert bool(pos[i, j]) == keep_p and bool(neg[i, j]) == keep_n
+
+
+def test_liu_eq_22_23_differ_from_wang_eq_11_12_at_the_same_epsilon():
+    """Anchor 0 with a positive at D = 1.2 and a negative at D = 1.29: Liu keeps the negative
+    (1.29 <= 1.2 + 0.1), Wang does not (S = 0.1679 is not > S_p - 0.1 = 0.18)."""
+    d_p, d_n = 1.2, 1.29
+    s_p, s_n = 1 - d_p**2 / 2, 1 - d_n**2 / 2
+    S = torch.tensor([[1.0, s_p, s_n], [s_p, 1.0, -0.5], [s_n, -0.5, 1.0]], dtype=torch.float64)
+    y = torch.tensor([0, 0, 1])
+    _, neg_liu = ms_distance_mining_masks(S, y, 0.1)
+    _, neg_wang = ms_mining_masks(S, y, 0.1)
+    assert bool(neg_liu[0, 2]) and not bool(neg_wang[0, 2])
+
+
+@settings(max_examples=40, deadline=None)
+@given(unit_batches())
+def test_liu_and_wang_agree_at_epsilon_zero(batch):
+    """D is decreasing in S (and sqrt, rounded correctly, stays monotone), so with epsilon = 0
+    both rules compare the same numbers; they could differ only on a positive tied with a
+    negative (Liu non-strict, Wang strict), which a random batch does not have."""
+    S, y = batch
+    pl, nl = ms_distance_mining_masks(S, y, 0.0)
+    pw, nw = ms_mining_masks(S, y, 0.0)
+    assert torch.equal(pl, pw) and torch.equal(nl, nw)
+
+
+def test_errors_name_the_fix():
+    S, y = torch.eye(3, dtype=torch.float64), torch.tensor([0, 0, 1])
+    with pytest.raises(ValueError, match="pos_margin <= neg_margin"):
+        threshold_pair_masks(S, y, 0.9, 0.5)
+    with pytest.raises(ValueError, match="epsilon"):
+        ms_distance_mining_masks(S, y, -0.1)
