@@ -86,12 +86,18 @@ def parse_cell(source: str, chapter: str, cell: int) -> Erratum:
 def errata_in(path: Path) -> list[Erratum]:
     """Every erratum cell of one chapter notebook, in order."""
     nb = nbformat.read(path, as_version=4)
-    return [
-        parse_cell(cell.source, path.name, i)
-        for i, cell in enumerate(nb.cells)
-        if cell.cell_type == "markdown"
-        and cell.source.lstrip().startswith(":::{admonition} Erratum")
-    ]
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown" or OPENING.rstrip() not in cell.source:
+            continue
+        if not cell.source.lstrip().startswith(OPENING.rstrip()):
+            # An erratum inside a prose cell would be rendered but never reach the errata page.
+            raise ErratumFormatError(
+                f"{path.name}, cell {i}: move the erratum admonition into a markdown cell of its "
+                f"own (the cell must start with '{OPENING}<paper>, <place>')"
+            )
+        found.append(parse_cell(cell.source, path.name, i))
+    return found
 
 
 def collect(paths: list[Path]) -> list[Erratum]:

@@ -11,7 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dmlbook.errata import Erratum, ErratumFormatError, collect, errata_page, parse_cell
+from dmlbook.errata import (
+    Erratum,
+    ErratumFormatError,
+    collect,
+    errata_in,
+    errata_page,
+    parse_cell,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("book_tool", ROOT / "tools" / "book.py")
@@ -40,6 +47,8 @@ EXPECTED = {
     ("07_npair.ipynb", "Wang et al. 2019", "supplement Eq. 1 (NCA)"),
     ("08_three_similarities.ipynb", "Wang et al. 2019", "Sec. 4.1 (Figure 2, middle)"),
     ("10_multi_similarity.ipynb", "Liu et al.", "Eq. 39"),
+    ("11_liu_weighting.ipynb", "Liu et al.", "Eq. 4 with Eq. 26-28 and 32-34"),
+    ("11_liu_weighting.ipynb", "Liu et al.", "Sec. IV-B5 (MS at alpha, beta = 0)"),
     ("13_gradient_surgery.ipynb", "Xuan & Pless", "Eq. 17 and Table 1 (Circle loss)"),
     ("13_gradient_surgery.ipynb", "Xuan & Pless", "Eq. 13"),
     ("13_gradient_surgery.ipynb", "Xuan & Pless", "Table 1 (SC triplet row)"),
@@ -136,3 +145,11 @@ def test_the_build_writes_the_page_and_lists_it_after_the_chapters(tmp_path):
 def test_an_empty_book_says_so():
     assert "No erratum cells" in errata_page([])
     assert isinstance(Erratum("p", "w", "a", "b", "c", "x.ipynb", 0).title, str)
+
+
+def test_an_erratum_inside_a_prose_cell_is_refused_not_lost(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("Some prose first.\n\n" + GOOD)]
+    nbformat.write(nb, tmp_path / "01_a.ipynb")
+    with pytest.raises(ErratumFormatError, match="cell 0: move the erratum admonition"):
+        errata_in(tmp_path / "01_a.ipynb")
