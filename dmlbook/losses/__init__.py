@@ -16,6 +16,10 @@ with where its chapter section, its proof and its tests are.
 * Wang et al. Eq. 11-15 (MS): ``multi_similarity_loss`` / ``MultiSimilarityLoss``, and the
   "MS mining" row of Table 2, ``ms_mining_loss`` / ``MSMiningLoss``
 * Wang et al. Table 2 rows: ``ablation_loss`` (:mod:`dmlbook.losses.ablation`)
+* DRO paper Eq. 1 (max, top-K, TopK-PN, KL, chi-square; KL sampling): ``dro_loss`` / ``DROLoss``,
+  ``dro_kl_sampled_loss`` / ``DROSampledLoss``; Eq. 7 (DRO-KL-G, pseudo pairs):
+  ``dro_kl_grouped_loss`` / ``DROGroupedLoss``; supplement Eq. 30-32: ``hap2s_e_loss`` /
+  ``HAP2SLoss``; per-pair base losses in :mod:`dmlbook.losses.pair_losses`
 
 ``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
 The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet masks) are in
@@ -35,6 +39,14 @@ from .contrastive import (
     ContrastiveLoss,
     contrastive_distance_loss,
     contrastive_loss,
+)
+from .dro import DROLoss, DROSampledLoss, dro_kl_sampled_loss, dro_loss, dro_weights
+from .dro_grouped import (
+    DROGroupedLoss,
+    HAP2SLoss,
+    dro_kl_grouped_loss,
+    dro_kl_grouped_weights,
+    hap2s_e_loss,
 )
 from .lifted import (
     LiftedLoss,
@@ -87,6 +99,16 @@ __all__ = [
     "ms_weights",
     "ms_anchor_weights",
     "ms_case_weights",
+    "DROLoss",
+    "dro_loss",
+    "dro_weights",
+    "DROSampledLoss",
+    "dro_kl_sampled_loss",
+    "DROGroupedLoss",
+    "dro_kl_grouped_loss",
+    "dro_kl_grouped_weights",
+    "HAP2SLoss",
+    "hap2s_e_loss",
     "MinedPairLoss",
     "TABLE_2",
     "ablation_loss",

@@ -18,6 +18,8 @@ from typing import Any
 from .base import PairLoss
 from .binomial import BinLiftedLoss, BinomialDevianceLoss
 from .contrastive import ContrastiveDistanceLoss, ContrastiveLoss
+from .dro import DROLoss, DROSampledLoss
+from .dro_grouped import DROGroupedLoss, HAP2SLoss
 from .lifted import LiftedLoss, LiftedStarLoss, LiftedStructureLoss
 from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
 from .npair import NPairLoss
@@ -168,6 +170,10 @@ register_loss("binlifted", BinLiftedLoss, aliases=("bin_lifted",))
 register_loss("npair", NPairLoss, aliases=("n_pair", "npairs", "n_pairs"))
 register_loss("multi_similarity", MultiSimilarityLoss, aliases=("ms",))
 register_loss("ms_mining", MSMiningLoss)
+register_loss("dro", DROLoss)
+register_loss("dro_kl_sampled", DROSampledLoss)
+register_loss("dro_kl_g", DROGroupedLoss, aliases=("dro_kl_grouped",))
+register_loss("hap2s_e", HAP2SLoss, aliases=("hap2s",))
 
 
 def describe_loss(module: PairLoss) -> tuple[str, dict[str, Any]]:
