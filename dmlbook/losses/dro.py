@@ -4,6 +4,7 @@
 (:mod:`dmlbook.losses.pair_losses`). The uncertainty set ``U`` is one hyper-parameter,
 ``uncertainty``:
 
+* ``"uniform"`` (Sec. 3, ``F_avg``): ``U = {1/n}``; the plain average the paper argues against;
 * ``"simplex"`` (Sec. 3.1): ``U = Delta``; ``F = max_ij l_ij``, the maximal loss;
 * ``"topk"`` (Sec. 3.2, DRO-TopK): ``0 <= p_ij <= 1/K``; ``F`` = sum of the ``K`` largest / K;
 * ``"topk_pn"`` (Sec. 3.2, DRO-TopK-PN): the ``K/2`` largest positive and the ``K/2`` largest
@@ -55,7 +56,7 @@ __all__ = [
 ]
 
 #: The uncertainty sets of Eq. 1 this module implements.
-UNCERTAINTY_SETS = ("simplex", "topk", "topk_pn", "kl", "chi2")
+UNCERTAINTY_SETS = ("uniform", "simplex", "topk", "topk_pn", "kl", "chi2")
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,8 @@ def dro_weights(
 ) -> torch.Tensor:
     """The optimal distribution ``p*`` of Eq. 1 as a (B, B) matrix (detached; 0 off candidates).
 
-    Closed forms: simplex, uniform on the argmax; top-K, ``1/K`` on the ``K`` largest;
+    Closed forms: uniform, ``1/n`` on every candidate; simplex, uniform on the argmax;
+    top-K, ``1/K`` on the ``K`` largest;
     TopK-PN, ``1/K`` on the ``K/2`` largest of each sign; KL, ``softmax(l / gamma)``
     (Namkoong and Duchi 2016); chi-square, :func:`chi2_weights`. For top-K with fewer than ``K``
     candidates every candidate gets ``1/K`` (the set ``sum p <= 1``, see :func:`dro_loss`).
@@ -207,6 +209,8 @@ def dro_weights(
     if hp.uncertainty == "chi2":
         p[cand] = chi2_weights(l[cand], hp.rho)
         return p
+    if hp.uncertainty == "uniform":
+        return cand.to(l.dtype) / cand.sum()
     if hp.uncertainty == "simplex":
         top = l[cand].max()
         ties = cand & (l == top)
@@ -244,7 +248,7 @@ def dro_loss(
     ----------
     S : Tensor of shape (B, B)
     labels : Tensor of shape (B,)
-    uncertainty : {"simplex", "topk", "topk_pn", "kl", "chi2"}
+    uncertainty : {"uniform", "simplex", "topk", "topk_pn", "kl", "chi2"}
         The set ``U`` (see the module docstring).
     base : {"margin", "binomial"}
         The per-pair loss (:func:`dmlbook.losses.pair_losses.pair_losses`).
@@ -284,6 +288,8 @@ def dro_loss(
     if hp.uncertainty == "kl":
         z = torch.where(cand, l / hp.gamma, torch.full_like(l, -math.inf)).reshape(-1)
         return hp.gamma * (torch.logsumexp(z, 0) - math.log(n))
+    if hp.uncertainty == "uniform":
+        return torch.where(cand, l, torch.zeros_like(l)).sum() / n
     if hp.uncertainty == "simplex":
         return torch.where(cand, l, torch.full_like(l, -math.inf)).amax()
     if hp.uncertainty == "topk":

@@ -77,11 +77,13 @@ def chi2_value_reference(losses: list[float], rho: float) -> float:
 
 def dro_loss_reference(S, y, uncertainty, base="margin", K=160, gamma=0.1, rho=1.0, m=0.2,
                        lam=0.5, a=2.0, b=50.0, drop_zero=True) -> float:  # fmt: skip
-    """Eq. 1 for one uncertainty set: max, top-K mean, TopK-PN mean, KL closed form, chi-square."""
+    """Eq. 1 for one uncertainty set: mean, max, top-K mean, TopK-PN mean, KL closed form, chi-square."""
     pairs = _pairs(S, y, base, m, lam, a, b, drop_zero)
     if not pairs:
         return 0.0
     losses = [v for v, _ in pairs]
+    if uncertainty == "uniform":
+        return sum(losses) / len(losses)
     if uncertainty == "simplex":
         return max(losses)
     if uncertainty == "topk":

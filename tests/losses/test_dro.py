@@ -27,7 +27,7 @@ from dmlbook.losses.dro import chi2_weights
 from dmlbook.losses.pair_losses import base_loss_slope, pair_losses
 from dmlbook.reference.dro import chi2_value_reference, dro_loss_reference
 
-SETS = ("simplex", "topk", "topk_pn", "kl", "chi2")
+SETS = ("uniform", "simplex", "topk", "topk_pn", "kl", "chi2")
 
 
 def _ref(S, y, u, base, K, drop):
