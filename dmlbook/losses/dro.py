@@ -108,23 +108,26 @@ def dro_candidates(
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(l, candidates, pos, neg)``: per-pair losses and the pairs ``p`` lives on."""
+    """``(l, candidates, pos, neg)``: per-pair losses, the pairs ``p`` lives on, the label masks.
+
+    ``pos`` and ``neg`` are the (narrowed) label masks, not intersected with the candidates.
+    ``l`` is 0 off ``pos | neg``, so with ``drop_zero`` the candidates are just ``l > 0``.
+    """
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     l = pair_losses(S, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
-    cand = pos | neg
-    if hp.drop_zero:
-        cand = cand & (l.detach() > 0)
-    return l, cand, pos & cand, neg & cand
+    cand = l.detach() > 0 if hp.drop_zero else pos | neg
+    return l, cand, pos, neg
 
 
 def _topk_sum(l: torch.Tensor, cand: torch.Tensor, k: int) -> torch.Tensor:
-    """Sum of the ``k`` largest ``l`` among ``cand`` (all of them if fewer)."""
-    flat = torch.where(cand, l, torch.full_like(l, -math.inf)).reshape(-1)
-    k = min(k, int(cand.sum()))
-    if k == 0:
-        return (l * 0).sum()
-    return flat.topk(k).values.sum()
+    """Sum of the ``k`` largest ``l`` among ``cand`` (all of them if fewer).
+
+    Non-candidates enter as 0 (no gradient): the losses are >= 0, so a 0 picked in place of a
+    missing candidate adds nothing, and no count (no host sync) is needed.
+    """
+    flat = torch.where(cand, l, 0.0).reshape(-1)
+    return flat.topk(min(k, flat.numel())).values.sum()
 
 
 def chi2_weights(losses: torch.Tensor, rho: float) -> torch.Tensor:
@@ -215,7 +218,10 @@ def dro_weights(
         top = l[cand].max()
         ties = cand & (l == top)
         return ties.to(l.dtype) / ties.sum()
-    groups = [(cand, hp.K)] if hp.uncertainty == "topk" else [(pos, hp.K // 2), (neg, hp.K // 2)]
+    if hp.uncertainty == "topk":
+        groups = [(cand, hp.K)]
+    else:
+        groups = [(pos & cand, hp.K // 2), (neg & cand, hp.K // 2)]
     flat = p.reshape(-1)
     for group, k in groups:
         k = min(k, int(group.sum()))
@@ -280,6 +286,13 @@ def dro_loss(
     same optimum (the constraint matrix is an interval matrix, totally unimodular).
     """
     hp = _H(uncertainty, base, K, gamma, rho, margin, threshold, alpha, beta, drop_zero=drop_zero)
+    if hp.uncertainty in ("topk", "topk_pn"):  # zero losses change neither value nor gradient
+        y = check_similarity(S, labels)
+        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        l = pair_losses(S, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
+        if hp.uncertainty == "topk":
+            return _topk_sum(l, pos | neg, hp.K) / hp.K
+        return (_topk_sum(l, pos, hp.K // 2) + _topk_sum(l, neg, hp.K // 2)) / hp.K
     l, cand, pos, neg = dro_candidates(S, labels, hp, pos_mask, neg_mask)
     zero = (S * 0).sum()
     n = int(cand.sum())
@@ -292,10 +305,6 @@ def dro_loss(
         return torch.where(cand, l, torch.zeros_like(l)).sum() / n
     if hp.uncertainty == "simplex":
         return torch.where(cand, l, torch.full_like(l, -math.inf)).amax()
-    if hp.uncertainty == "topk":
-        return _topk_sum(l, cand, hp.K) / hp.K
-    if hp.uncertainty == "topk_pn":
-        return (_topk_sum(l, pos, hp.K // 2) + _topk_sum(l, neg, hp.K // 2)) / hp.K
     p = torch.zeros_like(l)
     p[cand] = chi2_weights(l[cand], hp.rho)
     return (p * l).sum()

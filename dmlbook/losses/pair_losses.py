@@ -69,14 +69,13 @@ def pair_losses(
     Tensor of shape (B, B)
     """
     check_choice(base, BASE_LOSSES, "base")
-    zero = torch.zeros_like(S)
-    if base == "margin":
-        lp = torch.relu(margin + (threshold - S))
-        ln = torch.relu(margin - (threshold - S))
-    else:
-        lp = softplus(check_positive(alpha, "alpha") * (threshold - S))
-        ln = softplus(check_positive(beta, "beta") * (S - threshold))
-    return torch.where(pos, lp, torch.where(neg, ln, zero))
+    pair = pos | neg
+    if base == "margin":  # one hinge for both signs: y (lambda - S) with y = +1 / -1
+        t = threshold - S
+        return torch.where(pair, torch.relu(margin + torch.where(pos, t, -t)), 0.0)
+    lp = softplus(check_positive(alpha, "alpha") * (threshold - S))
+    ln = softplus(check_positive(beta, "beta") * (S - threshold))
+    return torch.where(pos, lp, torch.where(neg, ln, 0.0))
 
 
 def base_loss_slope(
@@ -99,8 +98,9 @@ def base_loss_slope(
     check_choice(base, BASE_LOSSES, "base")
     zero = torch.zeros_like(S)
     if base == "margin":
-        sp = torch.where(margin + threshold - S > 0, -torch.ones_like(S), zero)
-        sn = torch.where(margin - threshold + S > 0, torch.ones_like(S), zero)
+        t = threshold - S  # the same rounding as pair_losses
+        sp = torch.where(margin + t > 0, -torch.ones_like(S), zero)
+        sn = torch.where(margin + (-t) > 0, torch.ones_like(S), zero)
     else:
         sp = -alpha * torch.sigmoid(alpha * (threshold - S))
         sn = beta * torch.sigmoid(beta * (S - threshold))
