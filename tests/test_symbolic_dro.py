@@ -60,7 +60,9 @@ def test_lemma_1_symbolic_weights_match_autograd_of_the_loss():
     pairs = [(i, j) for i in range(3) for j in range(3) if i != j]
     pos = [bool(y[i] == y[j]) for i, j in pairs]
     vals = [
-        max(0.0, 0.2 + (0.5 - float(S.detach()[i, j]))) if p else max(0.0, 0.2 - (0.5 - float(S.detach()[i, j])))
+        max(0.0, 0.2 + (0.5 - float(S.detach()[i, j])))
+        if p
+        else max(0.0, 0.2 - (0.5 - float(S.detach()[i, j])))
         for (i, j), p in zip(pairs, pos, strict=True)
     ]
     weights = f(*vals, 0.3)
