@@ -109,7 +109,7 @@ def test_train_errors_exit_2_with_a_message(config_file, tmp_path, capsys):
     code, _, err = run(["train", "--config", tmp_path / "none.yaml"], capsys)
     assert code == 2 and "does not exist" in err
     code, _, err = run(["train", "--config", "ms_cub_bninceptio"], capsys)
-    assert code == 2 and "Shipped configs (by name): " in err and "gs_cars_resnet50, " in err
+    assert code == 2 and "Shipped configs (by name): " in err and "ms_cub_bninception, " in err
     code, _, err = run(["train", "--config", config_file, "--data", tmp_path / "nowhere"], capsys)
     assert code == 2 and "data folder" in err
     code, _, err = run(["evaluate", tmp_path / "none.pt"], capsys)

@@ -125,7 +125,7 @@ def test_config_errors_are_clear(tmp_path):
         load_config(base, ["train.epochs=3"])
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "missing.yaml")
-    with pytest.raises(ConfigError, match="Shipped configs \\(by name\\): .*gs_cars_resnet50, "):
+    with pytest.raises(ConfigError, match="Shipped configs \\(by name\\): .*ms_cub_bninception, "):
         load_config("ms_cub_bninceptoin")
 
     with pytest.raises(ConfigError, match="--set expects"):

@@ -37,7 +37,7 @@ TABLES = {
     ("dro", "Table 1"): 14,
     ("dro", "Table 2"): 6,
     ("dro", "Table 3"): 11,
-    ("dro", "Table 4"): 4,
+    ("dro", "Table 4"): 6,  # MS, LS and DRO-KL-G at four gammas
     ("xuan2020", "Table 2"): 4,
     ("xuan2020", "Table 3"): 12,
     ("xuan2020", "Table 4"): 14,
@@ -207,7 +207,8 @@ def test_claims_hold_to_their_stated_precision(stated, low, high, holds):
 
 
 def test_the_checks_run_on_the_real_file(results):
-    assert len(pr.recall_not_monotone(results)) == 1
+    # Liu et al. Table III (CUB R@16) and the DRO paper Table 4 (gamma = 0.01, R@20 > R@30)
+    assert len(pr.recall_not_monotone(results)) == 2
     quotes = pr.compare_quotes(results)
     assert len(quotes) > 200 and quotes.equal.mean() > 0.9
     claims = pr.check_claims(results)

@@ -22,6 +22,10 @@ with where its chapter section, its proof and its tests are.
 * Liu et al. Eq. 18, 21, 24-34 (Pair-P, Pair-E, Triplet-P, Triplet-E):
   :mod:`dmlbook.losses.liu_weighting` and :mod:`dmlbook.losses.liu_triplet`; MS v1/v2 on distances (Eq. 39):
   ``ms_distance_loss`` / ``MSDistanceLoss`` (:mod:`dmlbook.losses.ms_distance`)
+* DRO paper Eq. 1 (max, top-K, TopK-PN, KL, chi-square; KL sampling): ``dro_loss`` / ``DROLoss``,
+  ``dro_kl_sampled_loss`` / ``DROSampledLoss``; Eq. 7 (DRO-KL-G, pseudo pairs):
+  ``dro_kl_grouped_loss`` / ``DROGroupedLoss``; supplement Eq. 30-32: ``hap2s_e_loss`` /
+  ``HAP2SLoss``; per-pair base losses in :mod:`dmlbook.losses.pair_losses`
 
 ``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
 The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet masks) are in
@@ -44,6 +48,14 @@ from .contrastive import (
     contrastive_loss,
 )
 from .cosine_triplet import CosineTripletLoss, cosine_triplet_loss
+from .dro import DROLoss, DROSampledLoss, dro_kl_sampled_loss, dro_loss, dro_weights
+from .dro_grouped import (
+    DROGroupedLoss,
+    HAP2SLoss,
+    dro_kl_grouped_loss,
+    dro_kl_grouped_weights,
+    hap2s_e_loss,
+)
 from .gradient_surgery import GradientSurgeryLoss
 from .lifted import (
     LiftedLoss,
@@ -128,6 +140,16 @@ __all__ = [
     "triplet_weighted_loss",
     "MSDistanceLoss",
     "ms_distance_loss",
+    "DROLoss",
+    "dro_loss",
+    "dro_weights",
+    "DROSampledLoss",
+    "dro_kl_sampled_loss",
+    "DROGroupedLoss",
+    "dro_kl_grouped_loss",
+    "dro_kl_grouped_weights",
+    "HAP2SLoss",
+    "hap2s_e_loss",
     "MinedPairLoss",
     "TABLE_2",
     "ablation_loss",

@@ -20,6 +20,8 @@ from .binomial import BinLiftedLoss, BinomialDevianceLoss
 from .circle import CircleLoss
 from .contrastive import ContrastiveDistanceLoss, ContrastiveLoss
 from .cosine_triplet import CosineTripletLoss
+from .dro import DROLoss, DROSampledLoss
+from .dro_grouped import DROGroupedLoss, HAP2SLoss
 from .gradient_surgery import GradientSurgeryLoss
 from .lifted import LiftedLoss, LiftedStarLoss, LiftedStructureLoss
 from .liu_triplet import TripletExponentialLoss, TripletPowerLoss
@@ -182,6 +184,10 @@ register_loss("pair_e", PairExponentialLoss, aliases=("pair_exponential",))
 register_loss("triplet_p", TripletPowerLoss, aliases=("triplet_power",))
 register_loss("triplet_e", TripletExponentialLoss, aliases=("triplet_exponential",))
 register_loss("ms_distance", MSDistanceLoss, aliases=("ms_liu",))
+register_loss("dro", DROLoss)
+register_loss("dro_kl_sampled", DROSampledLoss)
+register_loss("dro_kl_g", DROGroupedLoss, aliases=("dro_kl_grouped",))
+register_loss("hap2s_e", HAP2SLoss, aliases=("hap2s",))
 
 
 def describe_loss(module: PairLoss) -> tuple[str, dict[str, Any]]:

@@ -1,0 +1,423 @@
+"""The DRO loss over all pairs of a batch (DRO paper, Eq. 1) and its uncertainty sets.
+
+``F = max_{p in U} sum_ij p_ij l_ij`` with ``l_ij`` a per-pair base loss
+(:mod:`dmlbook.losses.pair_losses`). The uncertainty set ``U`` is one hyper-parameter,
+``uncertainty``:
+
+* ``"uniform"`` (Sec. 3, ``F_avg``): ``U = {1/n}``; the plain average the paper argues against;
+* ``"simplex"`` (Sec. 3.1): ``U = Delta``; ``F = max_ij l_ij``, the maximal loss;
+* ``"topk"`` (Sec. 3.2, DRO-TopK): ``0 <= p_ij <= 1/K``; ``F`` = sum of the ``K`` largest / K;
+* ``"topk_pn"`` (Sec. 3.2, DRO-TopK-PN): the ``K/2`` largest positive and the ``K/2`` largest
+  negative losses, averaged over ``K``;
+* ``"kl"`` (Sec. 3.2, DRO-KL): ``max_p sum p l - gamma KL(p || 1/n)``, closed form
+  ``F = gamma log((1/n) sum e^{l/gamma})``, ``p* = softmax(l / gamma)``;
+* ``"chi2"`` (Sec. 3.1): ``D_phi(p || 1/n) <= rho/n`` with ``phi(t) = (t-1)^2/2``;
+  ``p*_i`` proportional to ``[l_i - nu]_+``, solved exactly by sorting (:func:`chi2_weights`);
+  when ``min_i l_i >= mean(l) - sqrt(n Var_n(l) / (2 rho))`` this is the paper's
+  ``F = mean(l) + sqrt(2 rho Var_n(l) / n)``.
+
+``n`` counts the candidate pairs: positives and negatives of the label masks (self-pairs
+excluded), narrowed by any miner's masks and, with ``drop_zero=True`` (the paper's Sec. 3.2:
+"we can simply eliminate" zero losses), without the pairs whose loss is 0.
+
+Lemma 1: where ``p*`` is unique and the losses smooth, ``dF/dS_ij = p*_ij dl_ij/dS_ij``. The
+values below are written so that autograd gives exactly that gradient (top-K through
+``torch.topk``, KL through a log-sum-exp, chi-square through the envelope theorem with ``p*``
+held fixed); :func:`dro_weights` returns ``p*`` on its own. The sampling variant of DRO-KL
+(:func:`dro_kl_sampled_loss`) draws pairs from ``p*`` and averages their losses: an unbiased
+estimate of that gradient.
+
+Chapter: ``book/12_dro.ipynb`` (12.2-12.4). Proofs: :mod:`dmlbook.symbolic.dro`. Reference
+loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro.py``,
+``tests/test_symbolic_dro.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import KW_ONLY, dataclass
+
+import torch
+
+from ..pairs import check_choice, check_similarity, resolve_masks
+from .base import HyperParameters, PairLoss
+from .pair_losses import BASE_LOSSES, pair_losses
+
+__all__ = [
+    "UNCERTAINTY_SETS",
+    "DROHyperParameters",
+    "DROLoss",
+    "DROSampledLoss",
+    "chi2_weights",
+    "dro_candidates",
+    "dro_kl_sampled_loss",
+    "dro_loss",
+    "dro_weights",
+]
+
+#: The uncertainty sets of Eq. 1 this module implements.
+UNCERTAINTY_SETS = ("uniform", "simplex", "topk", "topk_pn", "kl", "chi2")
+
+
+@dataclass(frozen=True)
+class DROHyperParameters(HyperParameters):
+    """Hyper-parameters of the DRO family, with the paper's defaults.
+
+    ``K = 160`` is ``2 B`` at the paper's ``B = 80`` (Sec. 4.2.2; Table 1 tunes it in
+    {160, 200, 240, 280}); ``gamma = 0.1`` is the value of the runtime study (Sec. 4.2.4);
+    ``margin = 0.2`` and ``threshold = 0.5`` are Table 2's ``m`` and ``lambda``; ``alpha = 2``,
+    ``beta = 50`` follow Wang et al. (the paper does not print the binomial slopes); ``rho = 1``
+    is dmlbook's choice (Sec. 3.1 fixes no radius).
+    """
+
+    uncertainty: str = "topk"
+    base: str = "margin"
+    K: int = 160
+    gamma: float = 0.1
+    rho: float = 1.0
+    margin: float = 0.2
+    threshold: float = 0.5
+    alpha: float = 2.0
+    beta: float = 50.0
+    _: KW_ONLY
+    drop_zero: bool = True
+
+    def check(self) -> None:
+        check_choice(self.uncertainty, UNCERTAINTY_SETS, "uncertainty")
+        check_choice(self.base, BASE_LOSSES, "base")
+        if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 1:
+            raise ValueError(f"K must be a positive int (pairs kept by top-K), got {self.K!r}.")
+        if self.uncertainty == "topk_pn" and self.K % 2:
+            raise ValueError(
+                f"DRO-TopK-PN keeps K/2 positive and K/2 negative pairs, so K must be even; "
+                f"got K={self.K}."
+            )
+        self._positive("gamma", "rho", "alpha", "beta")
+        self._set("margin", float(self.margin))
+        self._set("threshold", float(self.threshold))
+        self._set("drop_zero", bool(self.drop_zero))
+
+
+_H = DROHyperParameters
+
+
+def dro_candidates(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    hp: DROHyperParameters,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(l, candidates, pos, neg)``: per-pair losses, the pairs ``p`` lives on, the label masks.
+
+    ``pos`` and ``neg`` are the (narrowed) label masks, not intersected with the candidates.
+    ``l`` is 0 off ``pos | neg``, so with ``drop_zero`` the candidates are just ``l > 0``.
+    """
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    l = pair_losses(S, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
+    cand = l.detach() > 0 if hp.drop_zero else pos | neg
+    return l, cand, pos, neg
+
+
+def _topk_sum(l: torch.Tensor, cand: torch.Tensor, k: int) -> torch.Tensor:
+    """Sum of the ``k`` largest ``l`` among ``cand`` (all of them if fewer).
+
+    Non-candidates enter as 0 (no gradient): the losses are >= 0, so a 0 picked in place of a
+    missing candidate adds nothing, and no count (no host sync) is needed.
+    """
+    flat = torch.where(cand, l, 0.0).reshape(-1)
+    return flat.topk(min(k, flat.numel())).values.sum()
+
+
+def chi2_weights(losses: torch.Tensor, rho: float) -> torch.Tensor:
+    """``p*`` of ``max {p.l : p in Delta, (1/n) sum (n p_i - 1)^2 / 2 <= rho / n}`` (Sec. 3.1).
+
+    KKT: ``p_i = [l_i - nu]_+ / sum_k [l_k - nu]_+`` with the ball's constraint tight,
+    ``n sum p_i^2 = c = 1 + 2 rho / n``. With the ``k`` largest losses in the support, mean
+    ``mu_k`` and variance ``V_k``, tightness gives ``nu = mu_k - sqrt(n V_k / (c k - n))``; the
+    right ``k`` is the one whose ``nu`` lies in ``[l_(k+1), l_(k))``. If the max-loss vertex is
+    inside the ball (``c >= n / #argmax``) or all losses are equal, ``p*`` is uniform on the
+    argmax set (for equal losses, every ``p`` is optimal; the uniform one is returned).
+
+    Parameters
+    ----------
+    losses : Tensor of shape (n,), n >= 1
+    rho : float
+
+    Returns
+    -------
+    Tensor of shape (n,), detached.
+    """
+    l = losses.detach()
+    n = l.numel()
+    c = 1.0 + 2.0 * rho / n
+    top = l.max()
+    ties = l >= top
+    if c * int(ties.sum()) >= n or bool((l == top).all()):
+        return ties.to(l.dtype) / ties.sum()
+    order = torch.sort(l, descending=True)
+    v = order.values - top
+    k = torch.arange(1, n + 1, dtype=l.dtype, device=l.device)
+    mu = v.cumsum(0) / k
+    var = ((v * v).cumsum(0) / k - mu * mu).clamp_min(0)
+    slack = c * k - n
+    t = torch.sqrt(n * var / slack.clamp_min(1e-300))
+    nu = mu - t
+    nxt = torch.cat([v[1:], v.new_tensor([-math.inf])])
+    ok = (slack > 0) & (nu >= nxt) & (nu <= v)
+    kk = int(torch.nonzero(ok)[0]) if bool(ok.any()) else n - 1
+    w = (v - nu[kk]).clamp_min(0)
+    w[kk + 1 :] = 0
+    p = torch.empty_like(l)
+    p[order.indices] = w / w.sum()
+    return p
+
+
+def dro_weights(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    uncertainty: str = _H.uncertainty,
+    base: str = _H.base,
+    K: int = _H.K,
+    gamma: float = _H.gamma,
+    rho: float = _H.rho,
+    margin: float = _H.margin,
+    threshold: float = _H.threshold,
+    alpha: float = _H.alpha,
+    beta: float = _H.beta,
+    *,
+    drop_zero: bool = _H.drop_zero,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The optimal distribution ``p*`` of Eq. 1 as a (B, B) matrix (detached; 0 off candidates).
+
+    Closed forms: uniform, ``1/n`` on every candidate; simplex, uniform on the argmax;
+    top-K, ``1/K`` on the ``K`` largest;
+    TopK-PN, ``1/K`` on the ``K/2`` largest of each sign; KL, ``softmax(l / gamma)``
+    (Namkoong and Duchi 2016); chi-square, :func:`chi2_weights`. For top-K with fewer than ``K``
+    candidates every candidate gets ``1/K`` (the set ``sum p <= 1``, see :func:`dro_loss`).
+    Parameters as :func:`dro_loss`.
+    """
+    hp = _H(uncertainty, base, K, gamma, rho, margin, threshold, alpha, beta, drop_zero=drop_zero)
+    l, cand, pos, neg = dro_candidates(S, labels, hp, pos_mask, neg_mask)
+    l = l.detach()
+    p = torch.zeros_like(l)
+    if not bool(cand.any()):
+        return p
+    if hp.uncertainty == "kl":
+        z = torch.where(cand, l / hp.gamma, torch.full_like(l, -math.inf))
+        return torch.softmax(z.reshape(-1), 0).reshape(l.shape)
+    if hp.uncertainty == "chi2":
+        p[cand] = chi2_weights(l[cand], hp.rho)
+        return p
+    if hp.uncertainty == "uniform":
+        return cand.to(l.dtype) / cand.sum()
+    if hp.uncertainty == "simplex":
+        top = l[cand].max()
+        ties = cand & (l == top)
+        return ties.to(l.dtype) / ties.sum()
+    if hp.uncertainty == "topk":
+        groups = [(cand, hp.K)]
+    else:
+        groups = [(pos & cand, hp.K // 2), (neg & cand, hp.K // 2)]
+    flat = p.reshape(-1)
+    for group, k in groups:
+        k = min(k, int(group.sum()))
+        if k:
+            idx = torch.where(group, l, torch.full_like(l, -math.inf)).reshape(-1).topk(k).indices
+            flat[idx] = 1.0 / hp.K
+    return p
+
+
+def dro_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    uncertainty: str = _H.uncertainty,
+    base: str = _H.base,
+    K: int = _H.K,
+    gamma: float = _H.gamma,
+    rho: float = _H.rho,
+    margin: float = _H.margin,
+    threshold: float = _H.threshold,
+    alpha: float = _H.alpha,
+    beta: float = _H.beta,
+    *,
+    drop_zero: bool = _H.drop_zero,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The robust loss ``F`` of Eq. 1 for one uncertainty set (a scalar).
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+    labels : Tensor of shape (B,)
+    uncertainty : {"uniform", "simplex", "topk", "topk_pn", "kl", "chi2"}
+        The set ``U`` (see the module docstring).
+    base : {"margin", "binomial"}
+        The per-pair loss (:func:`dmlbook.losses.pair_losses.pair_losses`).
+    K : int
+        Pairs kept by top-K (even for TopK-PN). With fewer candidates than ``K`` (or ``K/2`` of
+        a sign) all of them count, each with weight ``1/K``: the optimum over ``sum p <= 1``,
+        which is Eq. 1's top-K set whenever it is feasible (``K <= n``).
+    gamma : float
+        KL temperature (> 0): ``gamma -> 0`` gives the maximal loss, ``gamma -> inf`` the mean.
+    rho : float
+        Chi-square radius (> 0).
+    margin, threshold, alpha, beta : float
+        The base loss's ``m``, ``lambda``, ``alpha``, ``beta``.
+    drop_zero : bool
+        Remove pairs with zero loss from the candidates (Sec. 3.2).
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Narrow the pairs (e.g. from a miner).
+
+    Returns
+    -------
+    Tensor
+        ``F``; 0 with gradient 0 when there is no candidate pair.
+
+    Notes
+    -----
+    DRO-TopK-PN is printed (Sec. 3.2) as a 0/1 programme whose value is the *sum* of the kept
+    losses; the paper's implementation averages them ("compute averaged gradient"), which is
+    the value here (``1/K`` times the printed one). Its LP relaxation over ``[0, 1/K]`` has the
+    same optimum (the constraint matrix is an interval matrix, totally unimodular).
+    """
+    hp = _H(uncertainty, base, K, gamma, rho, margin, threshold, alpha, beta, drop_zero=drop_zero)
+    if hp.uncertainty in ("topk", "topk_pn"):  # zero losses change neither value nor gradient
+        y = check_similarity(S, labels)
+        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        l = pair_losses(S, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
+        if hp.uncertainty == "topk":
+            return _topk_sum(l, pos | neg, hp.K) / hp.K
+        return (_topk_sum(l, pos, hp.K // 2) + _topk_sum(l, neg, hp.K // 2)) / hp.K
+    l, cand, pos, neg = dro_candidates(S, labels, hp, pos_mask, neg_mask)
+    zero = (S * 0).sum()
+    n = int(cand.sum())
+    if n == 0:
+        return zero
+    if hp.uncertainty == "kl":
+        z = torch.where(cand, l / hp.gamma, torch.full_like(l, -math.inf)).reshape(-1)
+        return hp.gamma * (torch.logsumexp(z, 0) - math.log(n))
+    if hp.uncertainty == "uniform":
+        return torch.where(cand, l, torch.zeros_like(l)).sum() / n
+    if hp.uncertainty == "simplex":
+        return torch.where(cand, l, torch.full_like(l, -math.inf)).amax()
+    p = torch.zeros_like(l)
+    p[cand] = chi2_weights(l[cand], hp.rho)
+    return (p * l).sum()
+
+
+def dro_kl_sampled_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    num_samples: int,
+    generator: torch.Generator,
+    base: str = _H.base,
+    gamma: float = _H.gamma,
+    margin: float = _H.margin,
+    threshold: float = _H.threshold,
+    alpha: float = _H.alpha,
+    beta: float = _H.beta,
+    *,
+    drop_zero: bool = _H.drop_zero,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """DRO-KL with pairs sampled from ``p*`` (Sec. 3.2): mean loss of ``num_samples`` draws.
+
+    The ``num_samples`` pairs are drawn with replacement from ``p* = softmax(l / gamma)`` (held
+    fixed) with ``generator``; the result's gradient is an unbiased estimate of
+    ``sum p*_ij grad l_ij``, the gradient of DRO-KL (Lemma 1). Its *value* is a sample mean of
+    losses, not ``F``. ``tests/losses/test_dro.py`` checks that the mean of the estimates
+    converges to the exact gradient.
+    """
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(f"num_samples must be a positive int, got {num_samples!r}.")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(
+            "generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)), so the "
+            f"draws are reproducible; got {type(generator).__name__}."
+        )
+    p = dro_weights(
+        S, labels, "kl", base, 2, gamma, 1.0, margin, threshold, alpha, beta,
+        drop_zero=drop_zero, pos_mask=pos_mask, neg_mask=neg_mask,
+    )  # fmt: skip
+    hp = _H("kl", base, 2, gamma, 1.0, margin, threshold, alpha, beta, drop_zero=drop_zero)
+    l, cand, _, _ = dro_candidates(S, labels, hp, pos_mask, neg_mask)
+    if not bool(cand.any()):
+        return (S * 0).sum()
+    flat = p.reshape(-1).to(device=generator.device)
+    idx = torch.multinomial(flat, num_samples, replacement=True, generator=generator)
+    return l.reshape(-1)[idx.to(l.device)].mean()
+
+
+class DROLoss(PairLoss):
+    """Module form of :func:`dro_loss` (Eq. 1); registered as ``"dro"``.
+
+    ``get_loss("dro", uncertainty="topk_pn", K=160)`` is DRO-TopK-PN_M of Table 1.
+    """
+
+    loss_function = staticmethod(dro_loss)
+    hyper = DROHyperParameters
+
+
+@dataclass(frozen=True)
+class DROSampledHyperParameters(HyperParameters):
+    """DRO-KL with sampling: ``num_samples`` draws per step, from a generator seeded ``seed``.
+
+    ``num_samples = 160`` matches the number of pairs top-K keeps at ``B = 80``; the paper does
+    not print its sample size (dmlbook's choice).
+    """
+
+    num_samples: int = 160
+    seed: int = 0
+    base: str = "margin"
+    gamma: float = 0.1
+    margin: float = 0.2
+    threshold: float = 0.5
+    alpha: float = 2.0
+    beta: float = 50.0
+    _: KW_ONLY
+    drop_zero: bool = True
+
+    def check(self) -> None:
+        if not isinstance(self.num_samples, int) or self.num_samples < 1:
+            raise ValueError(f"num_samples must be a positive int, got {self.num_samples!r}.")
+        if not isinstance(self.seed, int):
+            raise ValueError(f"seed must be an int, got {self.seed!r}.")
+        check_choice(self.base, BASE_LOSSES, "base")
+        self._positive("gamma", "alpha", "beta")
+
+
+class DROSampledLoss(PairLoss):
+    """Module form of :func:`dro_kl_sampled_loss`; registered as ``"dro_kl_sampled"``.
+
+    The module owns a ``torch.Generator`` (:attr:`generator`, on the CPU) seeded with ``seed``
+    when first used, so two modules built alike draw the same pairs.
+    """
+
+    hyper = DROSampledHyperParameters
+
+    @property
+    def generator(self) -> torch.Generator:
+        """The module's ``torch.Generator``, seeded with ``seed`` on first use."""
+        if "_generator" not in self.__dict__:
+            self.__dict__["_generator"] = torch.Generator().manual_seed(self.seed)
+        return self.__dict__["_generator"]
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return dro_kl_sampled_loss(
+            S, labels, self.num_samples, self.generator, self.base, self.gamma, self.margin,
+            self.threshold, self.alpha, self.beta, drop_zero=self.drop_zero,
+            pos_mask=pos_mask, neg_mask=neg_mask,
+        )  # fmt: skip

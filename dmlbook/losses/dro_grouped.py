@@ -1,0 +1,264 @@
+"""Grouped KL-DRO (DRO paper, Eq. 7, "DRO-KL-G"), its pseudo-pair variant, and HAP2S_E.
+
+Eq. 7 groups ``p`` per anchor and per sign and regularises each group towards its own uniform
+distribution:
+
+    F = max_p sum_i [ sum_{P_i u N_i} p_ij l_ij - gamma_i^+ KL(p_i^+ || 1/P_i) - gamma_i^- KL(p_i^- || 1/N_i) ]
+        s.t. sum_{P_i} p_ij = 1, sum_{N_i} p_ij = 1,
+
+whose closed form (supplement Eq. 15-18) is, per anchor,
+
+    F_i = gamma^+ log((1/P_i) sum_{P_i} e^{l_ij/gamma^+}) + gamma^- log((1/N_i) sum_{N_i} e^{l_ij/gamma^-})
+
+with ``p*`` the softmax of ``l/gamma`` inside each group. With the margin loss, every hinge open
+and ``gamma = 1`` its gradient is the lifted-structure loss's (Eq. 6, 22), but only where the
+LS hinge of Eq. 3 is open (an erratum, proved in :mod:`dmlbook.symbolic.dro`).
+
+Pseudo pairs (supplement 6.1.2, Eq. 23-25): each group gets one more element with a fixed loss
+``l_0`` (the paper takes ``l_0 = 0``). Its weight is ``e^{l_ij/gamma} / (e^{l_0/gamma} + sum
+e^{l_ik/gamma})``; with ``gamma^+ = 1/alpha``, ``gamma^- = 1/beta`` and open hinges these are the
+MS weights (Wang et al. 2019, Eq. 13-14) with the thresholds ``lambda + m - l_0`` on positives
+and ``lambda - m + l_0`` on negatives. The paper's ``l_0 = 0`` therefore needs ``m = 0`` to give MS
+with one ``lambda`` (erratum); ``l_0 = m`` (the loss of a pair at ``S = lambda``) gives MS's
+weights with ``lambda`` for every ``m``.
+
+HAP2S_E (Yu et al. 2018; supplement 6.1.3, Eq. 30-32): per anchor, the hinge of a triplet made
+of the softmax-weighted (weights held constant) positive and negative similarities.
+
+Chapter: ``book/12_dro.ipynb`` (12.5-12.6). Proofs: :mod:`dmlbook.symbolic.dro`. Reference
+loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro_grouped.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import KW_ONLY, dataclass
+
+import torch
+
+from ..pairs import REDUCTIONS, check_choice, check_similarity, reduce, resolve_masks
+from .base import HyperParameters, PairLoss
+from .pair_losses import BASE_LOSSES, pair_losses
+
+__all__ = [
+    "DROGroupedHyperParameters",
+    "DROGroupedLoss",
+    "HAP2SHyperParameters",
+    "HAP2SLoss",
+    "dro_kl_grouped_loss",
+    "dro_kl_grouped_weights",
+    "hap2s_e_loss",
+]
+
+
+@dataclass(frozen=True)
+class DROGroupedHyperParameters(HyperParameters):
+    """DRO-KL-G: ``gamma_pos``, ``gamma_neg`` (> 0), the base loss and the pseudo pairs.
+
+    Defaults: Table 2's ``m = 0.2``, ``lambda = 0.5``, zero-loss pairs removed (Sec. 4.2.1) and
+    ``gamma = 0.1`` (one of the swept values {1, 0.1, 0.01, 0.001}). ``pseudo_pairs=True`` with
+    ``pseudo_loss`` is the MS construction (supplement Eq. 23; the paper's ``pseudo_loss = 0``).
+    """
+
+    gamma_pos: float = 0.1
+    gamma_neg: float = 0.1
+    base: str = "margin"
+    margin: float = 0.2
+    threshold: float = 0.5
+    alpha: float = 2.0
+    beta: float = 50.0
+    _: KW_ONLY
+    pseudo_pairs: bool = False
+    pseudo_loss: float = 0.0
+    drop_zero: bool = True
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._positive("gamma_pos", "gamma_neg", "alpha", "beta")
+        check_choice(self.base, BASE_LOSSES, "base")
+        check_choice(self.reduction, REDUCTIONS, "reduction")
+        self._set("margin", float(self.margin))
+        self._set("threshold", float(self.threshold))
+        self._set("pseudo_loss", float(self.pseudo_loss))
+        self._set("pseudo_pairs", bool(self.pseudo_pairs))
+        self._set("drop_zero", bool(self.drop_zero))
+
+
+_G = DROGroupedHyperParameters
+
+
+def _groups(S, labels, hp, pos_mask, neg_mask):
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    l = pair_losses(S, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
+    if hp.drop_zero:
+        pos, neg = pos & (l.detach() > 0), neg & (l.detach() > 0)
+    return l, pos, neg
+
+
+def _group_value(l: torch.Tensor, mask: torch.Tensor, gamma: float, hp: _G) -> torch.Tensor:
+    """Per anchor ``gamma log((1/n_i) [e^{l_0/gamma}] + sum_{mask} e^{l/gamma})``; 0 if empty."""
+    count = mask.sum(dim=1).to(l.dtype)
+    z = torch.where(mask, l / gamma, torch.full_like(l, -math.inf))
+    if hp.pseudo_pairs:
+        z = torch.cat([z, torch.full_like(l[:, :1], hp.pseudo_loss / gamma)], dim=1)
+        count = count + 1
+    empty = count == 0
+    lse = torch.logsumexp(torch.where(empty[:, None], torch.zeros_like(z), z), dim=1)
+    return torch.where(empty, torch.zeros_like(lse), gamma * (lse - count.clamp_min(1).log()))
+
+
+def dro_kl_grouped_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    gamma_pos: float = _G.gamma_pos,
+    gamma_neg: float = _G.gamma_neg,
+    base: str = _G.base,
+    margin: float = _G.margin,
+    threshold: float = _G.threshold,
+    alpha: float = _G.alpha,
+    beta: float = _G.beta,
+    *,
+    pseudo_pairs: bool = _G.pseudo_pairs,
+    pseudo_loss: float = _G.pseudo_loss,
+    drop_zero: bool = _G.drop_zero,
+    reduction: str = _G.reduction,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """DRO-KL-G, the closed form of Eq. 7 (or Eq. 23 with ``pseudo_pairs``).
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+    labels : Tensor of shape (B,)
+    gamma_pos, gamma_neg : float
+        ``gamma_i^+`` and ``gamma_i^-`` (the same for every anchor), > 0.
+    base, margin, threshold, alpha, beta
+        The per-pair loss, as in :func:`dmlbook.losses.dro.dro_loss`.
+    pseudo_pairs : bool
+        Add one pseudo pair of loss ``pseudo_loss`` to every group (supplement Eq. 23).
+    pseudo_loss : float
+        ``l_0``; 0 in the paper, ``margin`` recovers MS's weights exactly (see module notes).
+    drop_zero : bool
+        Remove zero-loss pairs (Sec. 4.2.1).
+    reduction : {"mean", "sum", "none"}
+        ``"sum"`` is Eq. 7 as printed (a sum over anchors); ``"mean"`` averages over the anchors
+        with at least one real pair; ``"none"`` returns the (B,) anchor values.
+
+    Returns
+    -------
+    Tensor
+        An empty group contributes 0 (with pseudo pairs: ``l_0``, a constant).
+    """
+    hp = _G(
+        gamma_pos, gamma_neg, base, margin, threshold, alpha, beta, pseudo_pairs=pseudo_pairs,
+        pseudo_loss=pseudo_loss, drop_zero=drop_zero, reduction=reduction,
+    )  # fmt: skip
+    l, pos, neg = _groups(S, labels, hp, pos_mask, neg_mask)
+    per = _group_value(l, pos, hp.gamma_pos, hp) + _group_value(l, neg, hp.gamma_neg, hp)
+    return reduce(per, hp.reduction, pos.any(dim=1) | neg.any(dim=1))
+
+
+def dro_kl_grouped_weights(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    gamma_pos: float = _G.gamma_pos,
+    gamma_neg: float = _G.gamma_neg,
+    base: str = _G.base,
+    margin: float = _G.margin,
+    threshold: float = _G.threshold,
+    alpha: float = _G.alpha,
+    beta: float = _G.beta,
+    *,
+    pseudo_pairs: bool = _G.pseudo_pairs,
+    pseudo_loss: float = _G.pseudo_loss,
+    drop_zero: bool = _G.drop_zero,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``p*`` of Eq. 7 (supplement Eq. 19, or Eq. 25 with pseudo pairs), a detached (B, B) matrix.
+
+    ``p*_ij = e^{l_ij/gamma} / ([e^{l_0/gamma}] + sum_{k in group} e^{l_ik/gamma})``, computed
+    with the group maximum subtracted. The pseudo pair's own weight is not in the matrix.
+    """
+    hp = _G(
+        gamma_pos, gamma_neg, base, margin, threshold, alpha, beta, pseudo_pairs=pseudo_pairs,
+        pseudo_loss=pseudo_loss, drop_zero=drop_zero,
+    )  # fmt: skip
+    l, pos, neg = _groups(S, labels, hp, pos_mask, neg_mask)
+    l = l.detach()
+    out = torch.zeros_like(l)
+    for mask, gamma in ((pos, hp.gamma_pos), (neg, hp.gamma_neg)):
+        z = torch.where(mask, l / gamma, torch.full_like(l, -math.inf))
+        if hp.pseudo_pairs:
+            z = torch.cat([z, torch.full_like(l[:, :1], hp.pseudo_loss / gamma)], dim=1)
+        rows = mask.any(dim=1) | hp.pseudo_pairs
+        w = torch.softmax(torch.where(rows[:, None], z, torch.zeros_like(z)), dim=1)
+        out = torch.where(mask, w[:, : l.shape[1]], out)
+    return out
+
+
+@dataclass(frozen=True)
+class HAP2SHyperParameters(HyperParameters):
+    """HAP2S_E: triplet ``margin`` and the weights' temperature ``gamma``.
+
+    Yu et al. (2018) is not among the book's sources; ``margin = 0.2`` and ``gamma = 0.1`` are
+    dmlbook's choices (the DRO paper prints none).
+    """
+
+    margin: float = 0.2
+    gamma: float = 0.1
+    _: KW_ONLY
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._positive("gamma")
+        self._set("margin", float(self.margin))
+        check_choice(self.reduction, REDUCTIONS, "reduction")
+
+
+def hap2s_e_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float = HAP2SHyperParameters.margin,
+    gamma: float = HAP2SHyperParameters.gamma,
+    *,
+    reduction: str = HAP2SHyperParameters.reduction,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """HAP2S with exponential weights (supplement Eq. 30-32; Yu et al. 2018).
+
+    Per anchor with a positive and a negative: ``[S^-_i - S^+_i + m]_+`` where
+    ``S^+_i = sum_{P_i} q^+_ij S_ij / sum q^+`` with ``q^+ = e^{-S/gamma}`` and
+    ``S^-_i = sum_{N_i} q^-_ij S_ij / sum q^-`` with ``q^- = e^{S/gamma}``; the weights ``q`` are
+    constants for the gradient (the paper's remark below Eq. 32). ``reduction="mean"`` averages
+    over those anchors (Eq. 30's ``1/B`` when every anchor has both).
+    """
+    hp = HAP2SHyperParameters(margin, gamma, reduction=reduction)
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    valid = pos.any(dim=1) & neg.any(dim=1)
+    ninf = torch.full_like(S, -math.inf)
+    safe = valid[:, None]
+    qp = torch.softmax(torch.where(safe & pos, -S.detach() / hp.gamma, ninf).where(safe, 0), 1)
+    qn = torch.softmax(torch.where(safe & neg, S.detach() / hp.gamma, ninf).where(safe, 0), 1)
+    sp = (torch.where(pos, qp, 0) * S).sum(dim=1)
+    sn = (torch.where(neg, qn, 0) * S).sum(dim=1)
+    per = torch.relu(sn - sp + hp.margin)
+    return reduce(per, hp.reduction, valid)
+
+
+class DROGroupedLoss(PairLoss):
+    """Module form of :func:`dro_kl_grouped_loss` (Eq. 7); registered as ``"dro_kl_g"``."""
+
+    loss_function = staticmethod(dro_kl_grouped_loss)
+    hyper = DROGroupedHyperParameters
+
+
+class HAP2SLoss(PairLoss):
+    """Module form of :func:`hap2s_e_loss` (supplement Eq. 30-32); registered as ``"hap2s_e"``."""
+
+    loss_function = staticmethod(hap2s_e_loss)
+    hyper = HAP2SHyperParameters

@@ -1,0 +1,175 @@
+"""DRO loss of Eq. 1 (max, top-K, TopK-PN, KL, chi-square) and DRO-KL with sampling.
+
+Implementation: :mod:`dmlbook.losses.dro`; chapter: ``book/12_dro.ipynb``. Expected values come
+from the Python loops of :mod:`dmlbook.reference.dro` (bisection for chi-square) and from the
+closed-form slopes of the base losses, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import math
+
+import hypothesis.strategies as st
+import pytest
+import torch
+from hypothesis import given
+from loss_cases import FAST, batches, grad_of, masks, rand_S
+
+from dmlbook.losses import (
+    DROLoss,
+    describe_loss,
+    dro_kl_sampled_loss,
+    dro_loss,
+    dro_weights,
+    get_loss,
+)
+from dmlbook.losses.dro import chi2_weights
+from dmlbook.losses.pair_losses import base_loss_slope, pair_losses
+from dmlbook.reference.dro import chi2_value_reference, dro_loss_reference
+
+SETS = ("uniform", "simplex", "topk", "topk_pn", "kl", "chi2")
+
+
+def _ref(S, y, u, base, K, drop):
+    return dro_loss_reference(S.tolist(), y.tolist(), u, base, K=K, gamma=0.3, rho=0.7,
+                              drop_zero=drop)  # fmt: skip
+
+
+@FAST
+@given(batches(max_b=7), st.sampled_from(SETS), st.sampled_from(["margin", "binomial"]),
+       st.sampled_from([2, 4, 10]), st.booleans())  # fmt: skip
+def test_value_equals_paper_literal_loop(case, u, base, K, drop):
+    S, y = case
+    got = dro_loss(S, y, u, base, K, gamma=0.3, rho=0.7, drop_zero=drop)
+    assert float(got) == pytest.approx(_ref(S, y, u, base, K, drop), rel=1e-10, abs=1e-10)
+
+
+def _random_batch(B, classes, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, 6, generator=g, dtype=torch.float64)
+    x = x / x.norm(dim=1, keepdim=True)
+    y = torch.randint(0, classes, (B,), generator=g)
+    return x @ x.T, y
+
+
+@FAST
+@given(st.integers(1, 9), st.integers(1, 4), st.integers(0, 10**6), st.sampled_from(SETS),
+       st.sampled_from(["margin", "binomial"]), st.booleans())  # fmt: skip
+def test_autograd_equals_closed_form_weights(B, classes, seed, u, base, drop):
+    """Lemma 1: dF/dS_ij = p*_ij dl_ij/dS_ij, with p* from the closed forms, to 1e-10."""
+    S, y = _random_batch(B, classes, seed)
+    g = grad_of(lambda s: dro_loss(s, y, u, base, 4, gamma=0.3, rho=0.7, drop_zero=drop), S)
+    p = dro_weights(S, y, u, base, 4, gamma=0.3, rho=0.7, drop_zero=drop)
+    pos, neg = masks(y)
+    expected = p * base_loss_slope(S, pos, neg, base)
+    assert torch.allclose(g, expected, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("u", SETS)
+def test_weights_are_a_distribution_on_the_candidates(u):
+    S, y = _random_batch(30, 3, 1)
+    p = dro_weights(S, y, u, K=40)
+    pos, neg = masks(y)
+    l = pair_losses(S, pos, neg)
+    assert bool((p >= 0).all()) and bool((p[l == 0] == 0).all())
+    assert float(p.sum()) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_degenerate_batches_give_zero_with_zero_gradient():
+    for y in (
+        torch.tensor([0]),
+        torch.tensor([0, 0]),
+        torch.tensor([0, 1]),
+        torch.tensor([4, 4, 4]),
+    ):
+        S = rand_S(len(y), seed=2)
+        for u in SETS:
+            g = grad_of(lambda s, y=y, u=u: dro_loss(s, y, u, K=2, drop_zero=False), S)
+            assert torch.isfinite(g).all()
+    S = torch.eye(3, dtype=torch.float64)  # B = 3 singletons, all orthogonal: no violation of m=0.2
+    assert float(dro_loss(S, torch.tensor([0, 1, 2]), "kl", margin=0.2, threshold=0.5)) == 0.0
+
+
+def test_kl_limits_are_max_and_mean():
+    S, y = _random_batch(12, 3, 5)
+    top = float(dro_loss(S, y, "simplex"))
+    mean = (
+        float(dro_loss(S, y, "topk", K=10**6))
+        * 10**6
+        / int((dro_weights(S, y, "topk", K=10**6) > 0).sum())
+    )
+    assert float(dro_loss(S, y, "kl", gamma=1e-4)) == pytest.approx(top, abs=1e-3)
+    assert float(dro_loss(S, y, "kl", gamma=1e4)) == pytest.approx(mean, abs=1e-4)
+
+
+@FAST
+@given(st.lists(st.floats(0.01, 3.0), min_size=2, max_size=12), st.floats(0.01, 20.0))
+def test_chi2_solver_matches_bisection_and_the_papers_formula_where_it_holds(ls, rho):
+    l = torch.tensor(ls, dtype=torch.float64)
+    p = chi2_weights(l, rho)
+    n = len(ls)
+    assert float((p * l).sum()) == pytest.approx(chi2_value_reference(ls, rho), rel=1e-9, abs=1e-9)
+    assert float(n * (p * p).sum()) <= 1 + 2 * rho / n + 1e-9
+    mean, var = float(l.mean()), float(l.var(unbiased=False))
+    if min(ls) >= mean - math.sqrt(n * var / (2 * rho)):  # the condition of Sec. 3.1's formula
+        assert float((p * l).sum()) == pytest.approx(mean + math.sqrt(2 * rho * var / n), rel=1e-10)
+
+
+def test_chi2_formula_fails_without_its_condition():
+    ls = [1.0, 1.0, 1.0, 0.0]  # the ball is wider than the simplex around the small loss
+    rho, n = 5.0, 4
+    l = torch.tensor(ls, dtype=torch.float64)
+    mean, var = float(l.mean()), float(l.var(unbiased=False))
+    assert min(ls) < mean - math.sqrt(n * var / (2 * rho))
+    formula = mean + math.sqrt(2 * rho * var / n)
+    assert formula > max(ls)  # the printed value exceeds every loss: impossible for p in Delta
+    assert chi2_value_reference(ls, rho) <= max(ls)
+
+
+def test_sampled_estimator_mean_converges_to_the_exact_gradient():
+    S, y = _random_batch(16, 3, 7)
+    exact = grad_of(lambda s: dro_loss(s, y, "kl", gamma=0.2), S)
+    n = 200_000
+    gen = torch.Generator().manual_seed(0)
+    est = grad_of(lambda s: dro_kl_sampled_loss(s, y, n, gen, gamma=0.2), S)
+    p = dro_weights(S, y, "kl", gamma=0.2)
+    se = torch.sqrt(p * (1 - p) / n)  # per pair: |slope| = 1 for the margin loss
+    assert bool(((est - exact).abs() <= 5 * se + 1e-12).all())
+    # the same check rejects uniform sampling (what the test would see if p* were ignored)
+    cand = p > 0
+    uniform = torch.where(cand, exact / p.clamp_min(1e-300), 0) / cand.sum()
+    assert not bool(((uniform - exact).abs() <= 5 * se + 1e-12).all())
+
+
+def test_sampled_loss_is_reproducible_and_checks_its_inputs():
+    S, y = _random_batch(10, 2, 3)
+    a = dro_kl_sampled_loss(S, y, 50, torch.Generator().manual_seed(1))
+    b = dro_kl_sampled_loss(S, y, 50, torch.Generator().manual_seed(1))
+    assert float(a) == float(b)
+    with pytest.raises(TypeError, match="torch.Generator"):
+        dro_kl_sampled_loss(S, y, 50, 1)
+    with pytest.raises(ValueError, match="num_samples"):
+        dro_kl_sampled_loss(S, y, 0, torch.Generator())
+
+
+def test_bad_hyper_parameters_say_what_to_pass():
+    S, y = _random_batch(4, 2, 0)
+    with pytest.raises(ValueError, match="K must be even"):
+        dro_loss(S, y, "topk_pn", K=3)
+    with pytest.raises(ValueError, match="uncertainty"):
+        dro_loss(S, y, "wasserstein")
+    with pytest.raises(ValueError, match="base"):
+        dro_loss(S, y, "kl", "hinge")
+    with pytest.raises(ValueError, match="gamma"):
+        dro_loss(S, y, "kl", gamma=0.0)
+
+
+def test_registered_modules_round_trip_through_describe_loss():
+    for name, kw in [("dro", {"uncertainty": "topk_pn", "K": 20}), ("dro_kl_sampled", {"seed": 3}),
+                     ("dro_kl_g", {"pseudo_pairs": True}), ("hap2s_e", {"gamma": 0.5})]:  # fmt: skip
+        module = get_loss(name, **kw)
+        again = get_loss(*describe_loss(module)[:1], **describe_loss(module)[1])
+        x = torch.randn(12, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        y = torch.arange(3).repeat_interleave(4)
+        assert float(module(x, y)) == pytest.approx(float(again(x, y)), abs=1e-12)
+    assert isinstance(get_loss("dro"), DROLoss)

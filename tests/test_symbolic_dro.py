@@ -1,0 +1,71 @@
+"""Each SymPy proof of :mod:`dmlbook.symbolic.dro` (DRO paper) runs as a test.
+
+A proof entry is ``True`` only when ``prove_equal`` reduced a difference to exactly 0, so a
+wrong closed form fails here. Chapter: ``book/12_dro.ipynb``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sympy as sp
+import torch
+
+from dmlbook.losses import dro_loss
+from dmlbook.symbolic import dro
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        dro.kl_inner_max,
+        dro.topk_lp_value,
+        dro.chi2_inner_max,
+        dro.grouped_kkt,
+        dro.ls_recovery,
+        dro.ms_recovery,
+        dro.hap2s_recovery,
+    ],
+)
+def test_every_step_is_proved(proof):
+    results = proof()
+    assert results and all(v is True for v in results.values()), results
+
+
+def test_printed_pseudo_pairs_do_not_give_ms_with_one_lambda():
+    """Erratum (supplement Eq. 25): with l_0 = 0 and m > 0 the weights differ from MS(lambda)."""
+    a, lam, m, s1 = 2.0, 0.5, 0.2, 0.6  # one positive pair at S = 0.6, gamma^+ = 1/alpha
+    l = m + lam - s1
+    dro_pos = math.exp(a * l) / (math.exp(0.0) + math.exp(a * l))  # Eq. 25, l_0 = 0
+    ms_pos = 1 / (math.exp(a * (s1 - lam)) + 1)  # Eq. 27
+    corrected = math.exp(a * l) / (math.exp(a * m) + math.exp(a * l))  # l_0 = m
+    assert abs(dro_pos - ms_pos) > 0.09
+    assert corrected == pytest.approx(ms_pos, abs=1e-15)
+
+
+def test_lemma_1_symbolic_weights_match_autograd_of_the_loss():
+    """p* from the symbolic KKT solve, times the slope, equals autograd of DRO-KL (B = 3)."""
+    gamma = sp.Symbol("gamma", positive=True)
+    ls = sp.symbols("l_1:7", real=True)
+    p_star, _ = dro._kl_stationary_point(list(ls), gamma)
+    f = sp.lambdify([*ls, gamma], p_star)
+    S = torch.tensor(
+        [[1.0, 0.55, 0.45], [0.55, 1.0, 0.1], [0.45, 0.1, 1.0]],
+        dtype=torch.float64,
+        requires_grad=True,
+    )
+    y = torch.tensor([0, 0, 1])
+    (g,) = torch.autograd.grad(dro_loss(S, y, "kl", gamma=0.3, drop_zero=False), S)
+    pairs = [(i, j) for i in range(3) for j in range(3) if i != j]
+    pos = [bool(y[i] == y[j]) for i, j in pairs]
+    vals = [
+        max(0.0, 0.2 + (0.5 - float(S.detach()[i, j])))
+        if p
+        else max(0.0, 0.2 - (0.5 - float(S.detach()[i, j])))
+        for (i, j), p in zip(pairs, pos, strict=True)
+    ]
+    weights = f(*vals, 0.3)
+    for (i, j), p, w, v in zip(pairs, pos, weights, vals, strict=True):
+        slope = (-1.0 if p else 1.0) if v > 0 else 0.0
+        assert float(g[i, j]) == pytest.approx(slope * float(w), abs=1e-10)
