@@ -1,4 +1,4 @@
-"""Training throughput of the benchmark configs and backbones, and Recall@K at SOP scale (not a test).
+"""Training throughput of the benchmark configs and backbones; Recall@K at SOP scale (not a test).
 
 Three measurements, meant for a GPU:
 
@@ -288,7 +288,8 @@ def main() -> None:
         f"- Device: {device_name(device)}",
         f"- torch {torch.__version__}, Python {platform.python_version()}",
         f"- Settings: {args.size} px, channels-last "
-        f"{'on' if args.channels_last else 'off'}, torch.compile {'on' if args.compile else 'off'}, "
+        f"{'on' if args.channels_last else 'off'}, "
+        f"torch.compile {'on' if args.compile else 'off'}, "
         f"{args.warmup} warm-up + {args.iters} timed iterations; random inputs already on the "
         "device; MS head (max pool, Linear 512, L2) with frozen BN, MS loss, Adam",
         f"- Load average at the end: {load_average()}",

@@ -18,8 +18,9 @@ Why the gradients are exactly those of one process on the whole batch. Every pro
 the same loss :math:`L` on the gathered batch :math:`E = [E_0; \\dots; E_{N-1}]`. The backward
 of the differentiable all-gather (``torch.distributed._functional_collectives.all_gather_single``,
 which PyTorch 2.13 names as the successor of ``torch.distributed.nn.functional.all_gather``) is a
-reduce-scatter that sums, over the processes, the gradients each computed for the slice :math:`E_r`, so process :math:`r` receives
-:math:`N \\, \\partial L / \\partial E_r` and back-propagates it through its own images only.
+reduce-scatter that sums, over the processes, the gradients each computed for the slice
+:math:`E_r`, so process :math:`r` receives :math:`N \\, \\partial L / \\partial E_r` and
+back-propagates it through its own images only.
 DistributedDataParallel then averages the parameter gradients over the :math:`N` processes:
 :math:`\\frac{1}{N} \\sum_r N \\, \\frac{\\partial L}{\\partial E_r} \\frac{\\partial E_r}
 {\\partial \\theta} = \\frac{\\partial L}{\\partial \\theta}`, the gradient of one process

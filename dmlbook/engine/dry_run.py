@@ -22,7 +22,8 @@ see Chapter 14), gradient all-reduce time between GPUs, and kernel launch overhe
 changes neither the FLOPs nor the bytes and is not emulated.
 
 Tests: ``tests/engine/test_dry_run.py`` (every ``configs/*.yaml`` passes; a config too large
-for its GPU fails with the message); Chapter 14, Section 14.10; CLI ``dmlbook train --dry-run``.
+for its GPU fails with the message); Chapter 14, Section 14.11; CLI ``dmlbook train
+--dry-run``.
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ SPECS_FILE = Path(__file__).resolve().parents[1] / "data" / "gpu_specs.csv"
 USABLE_FRACTION = 0.9
 #: CUDA context and cuDNN/cuBLAS workspaces, added to every GPU's estimate (GiB).
 CUDA_OVERHEAD_GIB = 1.0
-#: Default utilisation of peak: NVIDIA's ResNet-50 training figure on one A100 with AMP (about
-#: 2,470 images/s, docs/benchmarks notes) is about 20 % of its dense BF16 peak (Chapter 14).
+#: Default utilisation of peak: NVIDIA's ResNet-50 training figures (about 2,470 images/s on one
+#: A100 with AMP; about 7,000 per H100 in MLPerf-class systems) are 19 % of this roofline at u = 1
+#: (Chapter 14, Section 14.11).
 DEFAULT_UTILIZATION = 0.2
 GIB = 2**30
 
@@ -404,12 +406,14 @@ def _too_large(r: DryRunReport) -> str:
     fitting = math.floor(
         (USABLE_FRACTION * r.capacity_gib - (r.memory_gib - r.activation_bytes / GIB)) / per_image
     )
+    on = r.gpu.name if r.capacity_gib == r.gpu.memory_gib else f"a {r.capacity_gib:.1f} GiB GPU"
     return (
-        f"config {r.name!r} does not fit on {r.gpu.name}: one training step needs about "
+        f"config {r.name!r} does not fit on {on}: one training step needs about "
         f"{r.memory_gib:.1f} GiB per GPU (activations {r.activation_bytes / GIB:.1f} GiB for "
         f"{r.local_batch} images of {r.crop} px, {per_image * 1024:.0f} MiB each), more than "
         f"{100 * USABLE_FRACTION:.0f} % of its {r.capacity_gib:.1f} GiB. Lower train.batch_size "
         f"(about {max(fitting, 0)} images fit per GPU), spread the batch over more GPUs "
         "(torchrun --nproc-per-node N: each GPU takes batch_size / N images, the loss still "
-        "sees the whole P x K batch), or set train.bf16=true."
+        "sees the whole P x K batch)"
+        + (", or set train.bf16=true." if r.precision == "fp32" else ".")
     )

@@ -315,7 +315,9 @@ def test_distributed_shares_are_the_global_batch_split_by_class(setup, world, ep
 
 def test_distributed_sampler_errors():
     labels = torch.arange(12).repeat_interleave(4)
-    with pytest.raises(ValueError, match=r"P=6 classes per batch, which do not split evenly over 4"):
+    with pytest.raises(
+        ValueError, match=r"P=6 classes per batch, which do not split evenly over 4"
+    ):
         DistributedPKSampler(labels, 24, 4, rank=0, world_size=4)
     with pytest.raises(ValueError, match=r"e.g. batch_size=16 or 32"):
         DistributedPKSampler(labels, 24, 4, rank=0, world_size=4)
