@@ -10,9 +10,11 @@
     ``dmlbook train`` reads with the default ``data.resize``, so training reuses it).
 ``dmlbook recall EMBEDDINGS.npy LABELS.npy [--ks 1 2 4 8] [--gallery G.npy --gallery-labels GL.npy]``
     Recall@K, MAP@R and R-precision of saved embeddings (one set, or query/gallery).
-``dmlbook train --config FILE [--data DIR] [--set key=value ...] [--resume [CHECKPOINT]]``
+``dmlbook train --config FILE [--data DIR] [--set key=value ...] [--resume [CHECKPOINT]] [--dry-run]``
     Train the run a config file describes (:mod:`dmlbook.engine`); ``--set optim.lr=1e-4``
-    overrides a key, ``--resume`` continues from ``<out_dir>/last.pt``.
+    overrides a key, ``--resume`` continues from ``<out_dir>/last.pt``. Under ``torchrun`` every
+    process trains its share of the batch (:mod:`dmlbook.engine.distributed`); ``--dry-run``
+    checks the config and predicts memory and speed (:mod:`dmlbook.engine.dry_run`).
 ``dmlbook evaluate CHECKPOINT [--data DIR] [--ks ...] [--device auto]``
     Recall@K and MAP@R of a trained checkpoint on its test split.
 
@@ -187,10 +189,17 @@ def _cmd_train(args: argparse.Namespace) -> None:
     from .engine import load_config, train
 
     cfg = load_config(args.config, args.set, data_dir=args.data)
-    if args.dry_run:
+    if args.dry_run:  # the checked config, then the dry run's report as YAML comments
         import yaml
 
+        from .engine.dry_run import dry_run
+
         print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
+        report = dry_run(
+            cfg, gpu=args.gpu, gpus=args.gpus, utilization=args.utilization,
+            memory_gib=args.gpu_memory,
+        )  # fmt: skip
+        print("\n".join(f"# {line}" for line in report.describe().splitlines()))
         return
     resume = True if args.resume == "" else (args.resume or False)
     result = train(cfg, resume=resume, progress=not args.quiet and None)
@@ -233,7 +242,9 @@ In-Shop has no direct download: extract it by hand under /data/InShop.""",
   dmlbook train --config my.yaml --set optim.lr=1e-4 --set train.iterations=2000
   dmlbook train --config my.yaml --set data.options.allow_partial=true   # a partial copy
   dmlbook train --config my.yaml --resume                                # from <out_dir>/last.pt
-  dmlbook train --config my.yaml --dry-run""",
+  dmlbook train --config my.yaml --dry-run          # memory, FLOPs, images/s on an H100
+  dmlbook train --config ms_sop_bninception --dry-run --gpus 4 --gpu a100_sxm_40gb
+  torchrun --nproc-per-node 4 -m dmlbook.cli train --config ms_sop_bninception --data /data""",
     "evaluate": """examples:
   dmlbook evaluate runs/ms_cub/best.pt --device cpu
   dmlbook evaluate runs/ms_cub/best.pt --data /new/place --ks 1 2 4 8""",
@@ -314,7 +325,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue from <out_dir>/last.pt, or from CHECKPOINT",
     )  # fmt: skip
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
-    tr.add_argument("--dry-run", action="store_true", help="print the checked config and stop")
+    tr.add_argument(
+        "--dry-run", action="store_true",
+        help="print the checked config, run one step on fake tensors (no data, no GPU) and "
+        "report memory per GPU, FLOPs per image and predicted images/s; fail if it cannot fit",
+    )  # fmt: skip
+    tr.add_argument("--gpu", default="h100_sxm", help="dry run: GPU of dmlbook/data/gpu_specs.csv")
+    tr.add_argument("--gpus", type=int, default=1, help="dry run: GPUs (processes) of the run")
+    tr.add_argument(
+        "--gpu-memory", type=float, metavar="GIB", help="dry run: GPU memory if not the datasheet's"
+    )
+    tr.add_argument(
+        "--utilization", type=float, default=0.2, help="dry run: stated fraction of peak (0.2)"
+    )
     tr.set_defaults(func=_cmd_train)
     ev = _sub(sub, "evaluate", "Recall@K of a trained checkpoint")
     ev.add_argument("checkpoint", help="a best.pt or last.pt written by dmlbook train")

@@ -5,6 +5,11 @@ uniformly from a data set with many classes holds almost none, so deep metric le
 batches of ``P`` classes times ``K`` images per class (``B = P K``; Hermans et al. 2017,
 "In Defense of the Triplet Loss", Sec. 3), which gives every anchor ``K - 1`` positives and
 ``(P - 1) K`` negatives.
+
+``DistributedPKSampler`` splits the same global batches over the processes of a multi-process
+run: each process takes ``P / N`` whole classes, so the loss, which gathers every process's
+embeddings (:func:`dmlbook.engine.distributed.gather_batch`), sees the very batch one process
+would. Tests: ``tests/data/test_sampler.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from torch.utils.data import Sampler
 
 from ..validation import as_labels
 
-__all__ = ["PKSampler"]
+__all__ = ["DistributedPKSampler", "PKSampler"]
 
 
 def _is_int(x: object) -> bool:
@@ -260,3 +265,75 @@ class PKSampler(Sampler[torch.Tensor]):
             return np.concatenate([rng.permutation(members), extra])
         queue = queues.setdefault(c, deque())
         return np.asarray(self._take_distinct(queue, self.k, lambda: rng.permutation(members)))
+
+
+class DistributedPKSampler(PKSampler):
+    """One process's share of :class:`PKSampler`'s global batches: ``P / world_size`` classes.
+
+    Every process builds the same global sequence of ``P x K`` batches (the same labels, seed
+    and epoch) and takes the ``rank``-th contiguous slice of ``batch_size / world_size``
+    indices; because the ``k`` indices of a class are consecutive, the slices hold whole,
+    distinct classes. Concatenated in rank order, the slices are exactly the batch of a
+    one-process :class:`PKSampler`, whatever the number of processes: a run may resume on another
+    number of processes and see the same batches.
+
+    Parameters
+    ----------
+    labels, batch_size, k, seed, batches_per_epoch, drop_singletons
+        As :class:`PKSampler`; ``batch_size`` is the *global* batch ``P x K``.
+    rank : int
+        This process, ``0 <= rank < world_size``.
+    world_size : int
+        Number of processes; must divide ``P = batch_size // k``.
+
+    Attributes
+    ----------
+    local_batch_size : int
+        Indices per process and batch, ``batch_size // world_size``.
+
+    Raises
+    ------
+    ValueError
+        As :class:`PKSampler`, and if ``world_size`` does not divide ``P`` or ``rank`` is out of
+        range.
+    """
+
+    def __init__(
+        self,
+        labels: torch.Tensor | np.ndarray | list[int],
+        batch_size: int,
+        k: int,
+        *,
+        rank: int,
+        world_size: int,
+        seed: int = 0,
+        batches_per_epoch: int | None = None,
+        drop_singletons: bool = False,
+    ) -> None:
+        super().__init__(
+            labels,
+            batch_size,
+            k,
+            seed=seed,
+            batches_per_epoch=batches_per_epoch,
+            drop_singletons=drop_singletons,
+        )
+        if not _is_int(world_size) or world_size < 1:
+            raise ValueError(f"world_size must be a positive int, got {world_size!r}.")
+        if not _is_int(rank) or not 0 <= rank < world_size:
+            raise ValueError(f"rank must be an int in [0, {world_size}), got {rank!r}.")
+        if self.p % world_size:
+            lower = max(self.p // world_size, 1) * world_size
+            raise ValueError(
+                f"batch_size={self.batch_size} with k={self.k} has P={self.p} classes per batch, "
+                f"which do not split evenly over {world_size} processes; use P a multiple of "
+                f"{world_size}, e.g. batch_size={lower * self.k} or "
+                f"{(lower + world_size) * self.k}."
+            )
+        self.rank, self.world_size = int(rank), int(world_size)
+        self.local_batch_size = self.batch_size // self.world_size
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        start = self.rank * self.local_batch_size
+        for batch in super().__iter__():
+            yield batch[start : start + self.local_batch_size]

@@ -123,9 +123,18 @@ class Source:
             x = self.augment(images, generator, regions=regions)
             yield x.contiguous(memory_format=self.memory_format), labels
 
-    def eval_batches(self, batch_size: int) -> Iterator[torch.Tensor]:
-        """All images in order, centre-cropped and normalised, ``batch_size`` at a time."""
-        for images, _, regions, *_ in self.images.batches(batch_size, device=self.device):
+    def eval_batches(
+        self, batch_size: int, bounds: tuple[int, int] | None = None
+    ) -> Iterator[torch.Tensor]:
+        """All images in order (or those in ``[start, end)``), centre-cropped and normalised,
+        ``batch_size`` at a time."""
+        order: int | Iterator[torch.Tensor] = batch_size
+        if bounds is not None:  # one process's shard of a multi-process evaluation
+            start, end = bounds
+            order = (
+                torch.arange(i, min(i + batch_size, end)) for i in range(start, end, batch_size)
+            )
+        for images, _, regions, *_ in self.images.batches(order, device=self.device):
             x = self.center(images, regions=regions)
             yield x.contiguous(memory_format=self.memory_format)
 

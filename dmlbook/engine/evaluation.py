@@ -3,7 +3,9 @@
 One set (CUB, Cars, SOP): every test image queries all the other test images. Query/gallery
 (In-Shop): the query split is ranked against the gallery split. The embeddings stay on the device
 and :func:`dmlbook.evaluate.retrieval_metrics` ranks them in chunks there (60,000 x 512 on a GPU in
-well under a second).
+well under a second). Under several processes (``ctx``), each embeds a contiguous shard of every
+split and the shards are gathered (:func:`dmlbook.engine.distributed.gather_rows`), so every
+process scores the same full embedding matrix.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .build import build_model, resolve_device
 from .checkpoint import load_checkpoint
 from .config import config_from_dict
 from .data import Splits, build_splits
+from .distributed import DistContext, gather_rows, shard_bounds
 
 __all__ = ["embed_source", "evaluate_model", "evaluate_checkpoint"]
 
@@ -29,23 +32,31 @@ def embed_source(
     batch_size: int = 256,
     bf16: bool = False,
     forward: nn.Module | None = None,
+    ctx: DistContext | None = None,
 ) -> torch.Tensor:
     """Embeddings (N, d), float32 on the source's device, of a source's eval batches, in order.
 
-    The model is put in eval mode for the pass and back into its previous mode afterwards.
+    The model is put in eval mode for the pass and back into its previous mode afterwards. With
+    a multi-process ``ctx`` each process embeds its shard (:func:`shard_bounds`) and every
+    process gets all N rows back (:func:`gather_rows`).
     """
     forward = model if forward is None else forward  # not `or`: a compiled module has no bool()
     device = source.device
     was_training = model.training
     model.eval()
+    sharded = ctx is not None and ctx.enabled
+    bounds = shard_bounds(len(source), ctx) if sharded else None
     chunks = []
     try:
         with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=bf16):
-            for x in source.eval_batches(batch_size):
+            for x in source.eval_batches(batch_size, bounds):
                 chunks.append(forward(x).float())
     finally:
         model.train(was_training)
-    return torch.cat(chunks)
+    if not sharded:
+        return torch.cat(chunks)
+    mine = torch.cat(chunks) if chunks else torch.empty(0, 0, device=device)
+    return gather_rows(mine, len(source), ctx)
 
 
 def evaluate_model(
@@ -56,12 +67,14 @@ def evaluate_model(
     batch_size: int = 256,
     bf16: bool = False,
     forward: nn.Module | None = None,
+    ctx: DistContext | None = None,
 ) -> dict[str, float]:
     """Recall@K (``"R@K"``), ``"MAP@R"`` and ``"RP"`` on the test split (queries vs gallery).
 
-    Values are fractions in [0, 1] (see :func:`dmlbook.evaluate.retrieval_metrics`).
+    Values are fractions in [0, 1] (see :func:`dmlbook.evaluate.retrieval_metrics`). ``ctx``:
+    shard the embedding over the processes of a run (every process gets the same metrics).
     """
-    kw = {"batch_size": batch_size, "bf16": bf16, "forward": forward}
+    kw = {"batch_size": batch_size, "bf16": bf16, "forward": forward, "ctx": ctx}
     queries = embed_source(model, splits.test, **kw)
     labels = splits.test.labels.to(queries.device)
     if splits.gallery is None:

@@ -8,7 +8,8 @@ Both training paths run it: :func:`dmlbook.train.fit` (the chapters, in-memory d
         epoch += 1
         for each batch (x, y) of the epoch:          (batches(epoch, skip) is the caller's)
             step(x, y): lr from the schedule -> embeddings (bf16 autocast if asked)
-                        -> loss (float32) -> backward -> clip -> optimiser step
+                        -> [gather across processes] -> loss (float32) -> backward
+                        -> clip -> optimiser step
             iteration += 1; on_step(loss)
         on_epoch_end(epoch)                          (evaluate, checkpoint: the caller's)
 
@@ -81,6 +82,10 @@ class Trainer:
         means instead (:class:`~dmlbook.engine.runtime.Mean`).
     lr_name : str
         How the learning rate is called in that error message (``"lr"``, ``"optim.lr"``).
+    gather : callable, optional
+        ``gather(embeddings, labels) -> (embeddings, labels)`` applied before the loss: under
+        several processes, :func:`dmlbook.engine.distributed.gather_batch` (the loss then sees
+        the global batch).
     """
 
     def __init__(
@@ -96,10 +101,13 @@ class Trainer:
         forward: Callable[[torch.Tensor], torch.Tensor] | None = None,
         check_finite: bool = False,
         lr_name: str = "lr",
+        gather: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+        | None = None,
     ) -> None:
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
         self.evaluator, self.lr_factor, self.grad_clip = evaluator, lr_factor, grad_clip
         self.bf16, self.check_finite, self.lr_name = bf16, check_finite, lr_name
+        self.gather = gather
         self.forward = model if forward is None else forward  # a compiled module has no bool()
         self.params = [p for g in optimizer.param_groups for p in g["params"]]
         for g in optimizer.param_groups:
@@ -127,7 +135,10 @@ class Trainer:
                 g["lr"] = g["base_lr"] * factor
         with torch.autocast(self.device.type, torch.bfloat16, enabled=self.bf16):
             emb = self.forward(x)
-        loss = self.loss_fn(emb.float(), y)  # the loss in float32, outside autocast
+        emb = emb.float()  # the loss in float32, outside autocast
+        if self.gather is not None:
+            emb, y = self.gather(emb, y)
+        loss = self.loss_fn(emb, y)
         self._check(loss)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

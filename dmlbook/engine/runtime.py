@@ -1,4 +1,7 @@
-"""Run-time helpers of the training loop: resumption checks, loss means, Ctrl-C, logging."""
+"""Run-time helpers of the training loop: resumption checks, loss means, Ctrl-C, logging.
+
+Tests: ``tests/test_engine.py``.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +16,18 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from .checkpoint import load_checkpoint
 from .config import Config, ConfigError
 
-__all__ = ["Mean", "check_resumable", "format_row", "graceful_interrupt", "tensorboard"]
+__all__ = [
+    "Mean",
+    "NothingToResume",
+    "check_resumable",
+    "format_row",
+    "graceful_interrupt",
+    "resume_state",
+    "tensorboard",
+]
 
 # Keys that may change between a run and its resumption (they do not alter what is learnt).
 _RESUMABLE = {
@@ -52,6 +64,31 @@ def check_resumable(saved: dict[str, Any], cfg: Config) -> None:
             f"cannot resume: the checkpoint was trained with another config ({listing}). Restore "
             "these values, or start a fresh run in another train.out_dir."
         )
+
+
+class NothingToResume(FileNotFoundError):
+    """``resume=True`` (``--resume``) but the run folder holds no ``last.pt``."""
+
+
+def resume_state(cfg: Config, resume: bool | str | Path) -> dict[str, Any] | None:
+    """The checkpoint to continue from, checked against ``cfg``; None for a fresh run.
+
+    ``resume`` as :func:`dmlbook.engine.train` takes it (True, ``"auto"``, a path, False).
+    """
+    if resume is False or resume is None:
+        return None
+    path = cfg.out_dir / "last.pt" if resume in (True, "auto") else Path(resume)
+    if resume == "auto" and not path.is_file():
+        return None
+    if resume is True and not path.is_file():
+        raise NothingToResume(
+            f"nothing to resume from: the run folder {cfg.out_dir} holds no last.pt (no run of "
+            f"{cfg.name!r} was checkpointed there; check train.out_dir). To start a fresh run, "
+            "drop --resume (in Python: resume=False)."
+        )
+    state = load_checkpoint(path)
+    check_resumable(state["config"], cfg)
+    return state
 
 
 class Mean:

@@ -16,6 +16,14 @@ with the checkpoint, so a resumed run replays exactly what an uninterrupted run 
 Every file is written atomically: ``kill -9`` loses at most the work since the last checkpoint,
 which by default is at most ``train.checkpoint_minutes`` (10) minutes old.
 
+Under ``torchrun`` (:mod:`dmlbook.engine.distributed`) the same function runs in every process:
+``train.batch_size`` is the global ``P x K`` batch, each process takes ``P / N`` of its classes,
+the loss sees the gathered global batch, evaluation is sharded and gathered, and rank 0 alone
+prints and writes files. An iteration is one global batch whatever ``N``, and checkpoints hold
+the bare model (no DistributedDataParallel prefix), so a run resumes on another number of
+processes with the same batches; only the augmentation draws of the epoch it resumes in differ
+then (each process has its own generator, and all of them are saved).
+
 Tests: ``tests/test_engine.py``; Chapter 14 runs it.
 """
 
@@ -33,16 +41,31 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from ..data import PKSampler
+from ..data.sampler import DistributedPKSampler
 from ..progress import progress_disabled
 from ..reproducibility import seed_everything
-from .build import build_loss, build_model, build_optimizer, lr_factor, milestones, resolve_device
-from .checkpoint import load_checkpoint, save_checkpoint, write_csv, write_json
+from .build import build_loss, build_model, build_optimizer, lr_factor, milestones
+from .checkpoint import save_checkpoint, write_csv, write_json
 from .config import Config, load_config
 from .data import build_splits
+from .distributed import (
+    DistContext,
+    agree,
+    distributed,
+    gather_batch,
+    gather_objects,
+    wrap_model,
+)
 from .evaluation import evaluate_model
 from .loop import Stop, Trainer
-from .runtime import Mean, check_resumable, format_row, graceful_interrupt, tensorboard
+from .runtime import (
+    Mean,
+    NothingToResume,
+    format_row,
+    graceful_interrupt,
+    resume_state,
+    tensorboard,
+)
 
 __all__ = ["NothingToResume", "RunResult", "train", "TEST_SELECTION_NOTE", "selection_note"]
 
@@ -52,10 +75,6 @@ TEST_SELECTION_NOTE = (
     "do; this is optimistic, not a held-out result. Compare last.pt for an honest number."
 )
 LOG_COLUMNS = ["iteration", "epoch", "loss", "lr", "images_per_s", "seconds"]
-
-
-class NothingToResume(FileNotFoundError):
-    """``resume=True`` (``--resume``) but the run folder holds no ``last.pt``."""
 
 
 def selection_note(checkpoint: dict[str, Any]) -> str | None:
@@ -95,31 +114,20 @@ class RunResult:
     config: Config
 
 
-def _resume_state(cfg: Config, resume: bool | str | Path) -> dict[str, Any] | None:
-    """The checkpoint to continue from, checked against ``cfg``; None for a fresh run."""
-    if resume is False or resume is None:
-        return None
-    path = cfg.out_dir / "last.pt" if resume in (True, "auto") else Path(resume)
-    if resume == "auto" and not path.is_file():
-        return None
-    if resume is True and not path.is_file():
-        raise NothingToResume(
-            f"nothing to resume from: the run folder {cfg.out_dir} holds no last.pt (no run of "
-            f"{cfg.name!r} was checkpointed there; check train.out_dir). To start a fresh run, "
-            "drop --resume (in Python: resume=False)."
-        )
-    state = load_checkpoint(path)
-    check_resumable(state["config"], cfg)
-    return state
-
-
 class _Run:
     """One engine run: a :class:`Trainer` plus its run folder, logs and best checkpoint."""
 
-    def __init__(self, cfg: Config, state: dict[str, Any] | None, verbose: bool) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        state: dict[str, Any] | None,
+        verbose: bool,
+        ctx: DistContext,
+        device: torch.device,
+    ) -> None:
         t, o = cfg.train, cfg.optim
-        self.cfg, self.verbose, self.out = cfg, verbose, cfg.out_dir
-        self.device = device = resolve_device(t.device)
+        self.cfg, self.verbose, self.out, self.ctx = cfg, verbose and ctx.is_main, cfg.out_dir, ctx
+        self.device = device
         loss_fn = build_loss(cfg)  # fails fast on a bad loss name or hyper-parameter
         seed_everything(t.seed)
         self.model = model = build_model(cfg, pretrained=state is None)
@@ -128,16 +136,19 @@ class _Run:
         loss_fn.to(device)
         if t.channels_last:
             model.to(memory_format=torch.channels_last)
-        self.sampler = PKSampler(
+        self.sampler = DistributedPKSampler(
             self.splits.train.labels,
             t.batch_size,
             t.k,
+            rank=ctx.rank,
+            world_size=ctx.world_size,
             seed=t.seed,
             batches_per_epoch=t.epoch_iters,
         )
         self.epoch_iters = len(self.sampler)
         self.total = t.iterations or t.epochs * self.epoch_iters
         steps = milestones(cfg, self.total)
+        ddp = wrap_model(model, ctx, device, find_unused=o.freeze_backbone_epochs > 0)
         self.trainer = Trainer(
             model,
             loss_fn,
@@ -146,9 +157,13 @@ class _Run:
             lr_factor=lambda i: lr_factor(i, steps, o.gamma, o.warmup_iters, o.warmup_factor),
             grad_clip=o.grad_clip,
             bf16=t.bf16,
-            forward=torch.compile(model) if t.compile else model,
+            forward=torch.compile(ddp) if t.compile else ddp,
             lr_name="optim.lr",
+            gather=gather_batch if ctx.enabled else None,
         )
+        # Evaluation runs the bare model: DistributedDataParallel syncs buffers at every forward,
+        # which would hang when the shards' numbers of batches differ.
+        self.eval_forward = model if ctx.enabled else self.trainer.forward
         self.epoch_loss = Mean(device)  # mean training loss of the current epoch
         self.window = Mean(device)  # mean training loss since the last log row
         self.log: list[dict[str, Any]] = []
@@ -156,15 +171,19 @@ class _Run:
         self.generator = torch.Generator()  # all augmentation randomness; seeded per epoch
         self.augment_state = self.generator.get_state()
         self.resume_augment = None
+        self.stop_now = False  # a Ctrl-C agreed by every process (see after_step)
+        self.stop_flag = {"requested": False}  # graceful_interrupt's flag, set by run()
         if state is not None:
             self.trainer.load_state_dict(state)
             self.log = state["log"]
             self.best = state.get("best_record", state.get("best"))
             self.epoch_loss.load(state["epoch_loss"])
             self.window.load(state["window"])
-            self.resume_augment = state["rng"]["augment"]
+            saved = state["rng"].get("augment_ranks", [state["rng"]["augment"]])
+            # Another number of processes: the batches are the same, the draws are re-seeded.
+            self.resume_augment = saved[ctx.rank] if len(saved) == ctx.world_size else None
             torch.set_rng_state(state["rng"]["torch"])
-        self.tb = tensorboard(cfg, self.out)
+        self.tb = tensorboard(cfg, self.out) if ctx.is_main else None
         self.bar: tqdm | None = None  # made by run()
         self.last_save = self.tick = time.perf_counter()
 
@@ -173,7 +192,8 @@ class _Run:
     def batches(self, epoch: int, skip: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The PK batches of ``epoch`` after the first ``skip``, augmented on the device."""
         self.sampler.set_epoch(epoch)
-        self.generator.manual_seed(self.cfg.train.seed * 1_000_003 + epoch)
+        rank_offset = 1_000_000_007 * self.ctx.rank  # rank 0 draws as a single process does
+        self.generator.manual_seed(self.cfg.train.seed * 1_000_003 + epoch + rank_offset)
         if skip and self.resume_augment is not None:  # resuming inside this epoch
             self.generator.set_state(self.resume_augment)
         self.resume_augment = None
@@ -194,6 +214,8 @@ class _Run:
             self.log_row(pos.epoch + 1)
         minutes = t.checkpoint_minutes
         due_by_time = minutes is not None and time.perf_counter() - self.last_save >= 60 * minutes
+        if self.ctx.enabled:  # every process must stop or checkpoint at the same iteration
+            due_by_time, self.stop_now = agree([due_by_time, self.stop_flag["requested"]], self.ctx)
         if due_by_time or (t.checkpoint_every and pos.iteration % t.checkpoint_every == 0):
             self.checkpoint()
 
@@ -220,8 +242,8 @@ class _Run:
 
     def _metrics(self) -> dict[str, float]:
         t = self.cfg.train
-        kw = {"batch_size": t.eval_batch_size, "bf16": t.bf16, "forward": self.trainer.forward}
-        return evaluate_model(self.model, self.splits, self.cfg.ks, **kw)
+        kw = {"batch_size": t.eval_batch_size, "bf16": t.bf16, "forward": self.eval_forward}
+        return evaluate_model(self.model, self.splits, self.cfg.ks, ctx=self.ctx, **kw)
 
     def evaluate(self, loss: float) -> None:
         """A metrics row; ``best.pt`` when R@1 rose (and ``train.save_best``)."""
@@ -235,17 +257,22 @@ class _Run:
             for r in self.trainer.history:
                 r["best"] = False
             row["best"] = True
-            self.best = {
+            self.best = {  # the same on every process: the metrics are computed by all
                 "iteration": row["iteration"],
                 "epoch": row["epoch"],
                 "metrics": metrics,
                 "selected_on": "query/gallery" if self.splits.gallery is not None else "test",
                 "note": TEST_SELECTION_NOTE,
             }
-            save_checkpoint(
-                self.out / "best.pt",
-                {"config": self.cfg.to_dict(), "model": self.model.state_dict(), "best": self.best},
-            )
+            if self.ctx.is_main:
+                save_checkpoint(
+                    self.out / "best.pt",
+                    {
+                        "config": self.cfg.to_dict(),
+                        "model": self.model.state_dict(),
+                        "best": self.best,
+                    },
+                )
         if self.tb is not None:
             for key, value in metrics.items():
                 self.tb.add_scalar(f"eval/{key}", value, row["iteration"])
@@ -253,7 +280,17 @@ class _Run:
             tqdm.write(format_row(row, self.cfg.ks))
 
     def checkpoint(self, interrupted: bool = False) -> None:
-        """``last.pt`` (the exact position), then the CSV files and ``run.json``."""
+        """``last.pt`` (the exact position), then the CSV files and ``run.json``; rank 0 writes.
+
+        Every process must call it (the augmentation states of all processes are gathered).
+        """
+        augment_ranks = gather_objects(self.augment_state, self.ctx)
+        self.last_save = time.perf_counter()
+        if not self.ctx.is_main:
+            return
+        rng = {"augment": self.augment_state, "torch": torch.get_rng_state()}
+        if self.ctx.enabled:
+            rng["augment_ranks"] = augment_ranks
         self.trainer.checkpoint(
             self.out / "last.pt",
             config=self.cfg.to_dict(),
@@ -261,7 +298,8 @@ class _Run:
             window=self.window.state(),
             log=self.log,
             best_record=self.best,
-            rng={"augment": self.augment_state, "torch": torch.get_rng_state()},
+            rng=rng,
+            world_size=self.ctx.world_size,
         )
         self.last_save = time.perf_counter()
         self.write_files(interrupted)
@@ -291,6 +329,11 @@ class _Run:
             + ("" if s.gallery is None else f" / {len(s.gallery):,} gallery")
             + f"; {cfg.model.backbone} -> {self.model.dim}-d, loss {cfg.loss.name}; "
             f"{self.total:,} iterations of {cfg.train.batch_size} ({self.epoch_iters} per epoch)"
+            + (
+                f"; {self.ctx.world_size} processes of {self.sampler.local_batch_size} images"
+                if self.ctx.enabled
+                else ""
+            )
             + (f"; resumed at iteration {it:,}" if resumed else "")
             + ("; already complete" if it >= self.total else "")
         )
@@ -300,30 +343,34 @@ class _Run:
         pos, out = self.trainer.pos, self.out
         self.bar = tqdm(
             total=self.total, initial=pos.iteration, desc=self.cfg.name, unit="it",
-            disable=progress_disabled(progress),
+            disable=progress_disabled(progress) or not self.ctx.is_main,
         )  # fmt: skip
         try:
             with graceful_interrupt() as stop:
+                self.stop_flag = stop
                 if pos.iteration == 0 and not self.trainer.history and self.cfg.train.eval_at_start:
                     self.evaluate(math.nan)
                 self.tick = time.perf_counter()
                 self.trainer.run(
                     self.total, self.batches, on_step=self.after_step,
-                    on_epoch_end=self.end_epoch, should_stop=lambda: stop["requested"],
+                    on_epoch_end=self.end_epoch,
+                    should_stop=lambda: self.stop_now if self.ctx.enabled else stop["requested"],
                 )  # fmt: skip
         except Stop:  # Ctrl-C once: stopped between two iterations, the exact position is saved
             self.checkpoint(interrupted=True)
-            tqdm.write(
-                f"stopped at iteration {pos.iteration}: the exact position is saved in "
-                f"{out / 'last.pt'}; train again with resume to continue."
-            )
+            if self.ctx.is_main:
+                tqdm.write(
+                    f"stopped at iteration {pos.iteration}: the exact position is saved in "
+                    f"{out / 'last.pt'}; train again with resume to continue."
+                )
             return True
         except KeyboardInterrupt:  # Ctrl-C twice: stopped inside an iteration, nothing saved
-            tqdm.write(
-                f"interrupted inside iteration {pos.iteration + 1}; {out / 'last.pt'} keeps the "
-                "last checkpointed position (epoch end, checkpoint_every or checkpoint_minutes); "
-                "train again with resume."
-            )
+            if self.ctx.is_main:
+                tqdm.write(
+                    f"interrupted inside iteration {pos.iteration + 1}; {out / 'last.pt'} keeps the "
+                    "last checkpointed position (epoch end, checkpoint_every or checkpoint_minutes); "
+                    "train again with resume."
+                )
             return True
         finally:
             self.bar.close()
@@ -373,13 +420,16 @@ def train(
     """
     cfg = config if isinstance(config, Config) else load_config(config)
     cfg.validate()
-    for stale in cfg.out_dir.glob(".*.tmp"):  # left by a process killed while writing
-        stale.unlink(missing_ok=True)
-    state = _resume_state(cfg, resume)
-    run = _Run(cfg, state, verbose)
-    if verbose:
-        tqdm.write(run.describe(resumed=state is not None))
-    interrupted = run.run(progress)
+    with distributed(cfg.train.device) as (ctx, device):
+        if ctx.is_main:
+            for stale in cfg.out_dir.glob(".*.tmp"):  # left by a process killed while writing
+                stale.unlink(missing_ok=True)
+        state = resume_state(cfg, resume)
+        run = _Run(cfg, state, verbose, ctx, device)
+        verbose = run.verbose  # rank 0 only
+        if verbose:
+            tqdm.write(run.describe(resumed=state is not None))
+        interrupted = run.run(progress)
     best, history = run.best, run.trainer.history
     if verbose and best is not None:
         line = f"best: iteration {best['iteration']}, R@1 {100 * best['metrics']['R@1']:.1f}"

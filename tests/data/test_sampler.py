@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader, TensorDataset
 
 from dmlbook.data import EmbeddedDataset, PKSampler
+from dmlbook.data.sampler import DistributedPKSampler
 
 SETTINGS = settings(max_examples=60, deadline=None)
 
@@ -279,3 +280,48 @@ def test_set_epoch_checks():
         sampler.set_epoch(-1)
     with pytest.raises(ValueError, match="epoch must be a non-negative int"):
         sampler.set_epoch(1.0)
+
+
+# ------------------------------------------------------------------------------------------
+# DistributedPKSampler: each process's share of the global batch (issue 16)
+# ------------------------------------------------------------------------------------------
+
+
+@given(pk_setups(), st.integers(1, 4), st.integers(0, 5))
+@SETTINGS
+def test_distributed_shares_are_the_global_batch_split_by_class(setup, world, epoch):
+    labels, batch_size, k, seed, bpe = setup
+    p = batch_size // k
+    world = math.gcd(world, p)  # a world size that divides P
+    kw = {"seed": seed, "batches_per_epoch": bpe}
+    whole = PKSampler(labels, batch_size, k, **kw)
+    shares = [
+        DistributedPKSampler(labels, batch_size, k, rank=r, world_size=world, **kw)
+        for r in range(world)
+    ]
+    for s in [whole, *shares]:
+        s.set_epoch(epoch)
+    assert all(len(s) == len(whole) for s in shares)
+    for batch, *parts in zip(whole, *shares, strict=True):
+        # Concatenated in rank order, the shares are the one-process batch.
+        assert torch.equal(torch.cat(parts), batch)
+        classes = [set(labels[part].tolist()) for part in parts]
+        for part, cls in zip(parts, classes, strict=True):
+            assert part.numel() == batch_size // world and len(cls) == p // world
+            assert Counter(labels[part].tolist()) == dict.fromkeys(cls, k)
+        # Distinct classes on every process.
+        assert sum(len(c) for c in classes) == len(set().union(*classes)) == p
+
+
+def test_distributed_sampler_errors():
+    labels = torch.arange(12).repeat_interleave(4)
+    with pytest.raises(
+        ValueError, match=r"P=6 classes per batch, which do not split evenly over 4"
+    ):
+        DistributedPKSampler(labels, 24, 4, rank=0, world_size=4)
+    with pytest.raises(ValueError, match=r"e.g. batch_size=16 or 32"):
+        DistributedPKSampler(labels, 24, 4, rank=0, world_size=4)
+    with pytest.raises(ValueError, match=r"rank must be an int in \[0, 2\)"):
+        DistributedPKSampler(labels, 24, 4, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="world_size must be a positive int"):
+        DistributedPKSampler(labels, 24, 4, rank=0, world_size=0)
