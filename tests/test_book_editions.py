@@ -90,11 +90,13 @@ def test_student_edition_never_edits_the_sources(tmp_path):
     book.mkdir()
     (book / "_config.yml").write_text((ROOT / "book" / "_config.yml").read_text())
     nbformat.write(chapter_with_exercise(), book / "01_demo.ipynb")
+    site = tmp_path / "site"
+    site.mkdir()
     with pytest.raises(ValueError, match="executed copies"):
-        book_tool.prepare(book, tmp_path, [book / "01_demo.ipynb"], None, "student")
+        book_tool.prepare(book, site, [book / "01_demo.ipynb"], None, "student")
     assert "quokka" in (book / "01_demo.ipynb").read_text()
     with pytest.raises(ValueError, match="edition"):
-        book_tool.prepare(book, tmp_path, [], None, "teacher")
+        book_tool.prepare(book, site, [], None, "teacher")
 
 
 def test_remove_answers_counts_and_keeps_everything_else(tmp_path):

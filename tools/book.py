@@ -264,8 +264,10 @@ def prepare(
         raise ValueError(f"edition must be one of {EDITIONS}, got {edition!r}")
     if edition == "student":
         for path in paths:
-            if path.is_relative_to(book):
-                raise ValueError(f"{path} is a source chapter: prepare works on executed copies")
+            if not path.resolve().is_relative_to(out.resolve()):
+                raise ValueError(
+                    f"{path} is not under {out}: prepare removes answers from executed copies only"
+                )
             remove_answers(path)
     config = yaml.safe_load((book / "_config.yml").read_text())
     if edition == "instructor":
