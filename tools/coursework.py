@@ -33,6 +33,7 @@ import contextlib
 import csv
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -59,6 +60,12 @@ class TestResult:
     hidden: bool
     passed: bool
     message: str
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's waited-for descendants (otter and kernels)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def assignments(selected: list[str] | None = None, root: Path = COURSEWORK) -> list[str]:
@@ -150,21 +157,18 @@ def _solution_comment_lines(source: str) -> list[str]:
     return out
 
 
-def secret_lines(master_nb: Path, student_nb: Path) -> set[str]:
-    """Lines of the master's solutions and hidden tests that the student notebook must not hold.
+def secret_lines(master_nb: Path) -> set[str]:
+    """Lines of the master's solutions and hidden tests, which no released file may hold.
 
-    A solution line is a line of a code cell between ``# BEGIN SOLUTION`` and ``# END SOLUTION``
-    raw cells, or between those comments inside a code cell, that is not also in the student
-    notebook's prompt code (a signature or docstring the student is meant to see). A hidden-test
-    line is a line of a test cell whose configuration says ``hidden: true`` and that no public
-    test has (public tests ship with the student notebook, so their lines may appear).
+    A solution line is a line that otter replaces in the student notebook: between
+    ``# BEGIN SOLUTION`` and ``# END SOLUTION`` comments, or ending in ``# SOLUTION``, in any code
+    cell (wherever the cell is: otter strips the markers only inside a solution block, so a
+    marked line elsewhere ships unless this scan catches it), and every line of a written
+    (markdown) answer in a solution block. A hidden-test line is a line of a test cell whose
+    configuration says ``hidden: true`` and that no public test has (public tests ship with the
+    student notebook, so their lines may appear).
     """
     nb = nbformat.read(master_nb, as_version=4)
-    student = nbformat.read(student_nb, as_version=4)
-    prompt = set()
-    for cell in student.cells:
-        if cell.cell_type == "code":
-            prompt |= _lines(cell.source)
     secrets, hidden, public = set(), set(), set()
     in_solution = in_tests = False
     for cell in nb.cells:
@@ -172,26 +176,20 @@ def secret_lines(master_nb: Path, student_nb: Path) -> set[str]:
         if cell.cell_type == "raw":
             in_solution = {"# BEGIN SOLUTION": True, "# END SOLUTION": False}.get(text, in_solution)
             in_tests = {"# BEGIN TESTS": True, "# END TESTS": False}.get(text, in_tests)
-            continue
-        if cell.cell_type == "markdown" and in_solution:  # a written answer (manual question)
+        elif cell.cell_type == "markdown" and in_solution:
             secrets |= _lines(cell.source)
-        if cell.cell_type != "code":
-            continue
-        if in_solution:
-            secrets |= _lines(cell.source) - prompt
-        else:
-            secrets |= _lines("\n".join(_solution_comment_lines(cell.source))) - prompt
-        if in_tests:
-            body = _lines(cell.source.split("# END TEST CONFIG", 1)[-1])
-            (hidden if "hidden: true" in cell.source else public).update(body)
+        elif cell.cell_type == "code":
+            secrets |= _lines("\n".join(_solution_comment_lines(cell.source)))
+            if in_tests:
+                body = _lines(cell.source.split("# END TEST CONFIG", 1)[-1])
+                (hidden if "hidden: true" in cell.source else public).update(body)
     return secrets | (hidden - public)
 
 
 def leaks(master_nb: Path, release: Path) -> list[str]:
     """Solution or hidden-test lines found in anything under ``release`` (empty: no leak)."""
     text = released_text(release)
-    student_nb = release / master_nb.name
-    return sorted(line for line in secret_lines(master_nb, student_nb) if line in text)
+    return sorted(line for line in secret_lines(master_nb) if line in text)
 
 
 def _zip_folder(folder: Path, target: Path) -> None:
@@ -201,10 +199,13 @@ def _zip_folder(folder: Path, target: Path) -> None:
             zf.write(path, path.relative_to(folder).as_posix())
 
 
-def build_one(name: str, out: Path = BUILD, root: Path = COURSEWORK) -> list[TestResult]:
+def build_one(
+    name: str, out: Path = BUILD, root: Path = COURSEWORK
+) -> tuple[list[TestResult], float]:
     """Build assignment ``name`` into ``out``; raise ``RuntimeError`` (nothing released) on failure.
 
-    Returns the reference solution's per-test results (all passed).
+    Returns the reference solution's per-test results (all passed) and the CPU seconds its
+    grading took (``otter run`` and the kernel it starts; the budget is 60 s on two cores).
     """
     for stale in (out / "release" / name, out / "release" / f"{name}.zip"):
         shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(
@@ -225,7 +226,9 @@ def build_one(name: str, out: Path = BUILD, root: Path = COURSEWORK) -> list[Tes
             )
         zips = list((dist / "autograder").glob("*.zip"))
         solution = dist / "autograder" / f"{name}.ipynb"
+        cpu = children_cpu_seconds()
         results = grade_one(solution, zips[0])
+        cpu = children_cpu_seconds() - cpu
         failed = [r.name for r in results if not r.passed]
         if failed:
             raise RuntimeError(f"{name}: the reference solution fails {', '.join(failed)}")
@@ -238,9 +241,10 @@ def build_one(name: str, out: Path = BUILD, root: Path = COURSEWORK) -> list[Tes
         _zip_folder(out / "release" / name, out / "release" / f"{name}.zip")
     (out / "reference").mkdir(parents=True, exist_ok=True)
     (out / "reference" / f"{name}.json").write_text(
-        json.dumps([r.__dict__ for r in results], indent=1) + "\n"
+        json.dumps({"grading_cpu_seconds": cpu, "tests": [r.__dict__ for r in results]}, indent=1)
+        + "\n"
     )
-    return results
+    return results, cpu
 
 
 def build(names: list[str], out: Path = BUILD) -> int:
@@ -250,14 +254,18 @@ def build(names: list[str], out: Path = BUILD) -> int:
         start = time.perf_counter()
         print(f"{name} ...", end=" ", flush=True)
         try:
-            results = build_one(name, out)
+            results, cpu = build_one(name, out)
         except RuntimeError as err:
             failures += 1
             print("REFUSED")
             print(str(err), file=sys.stderr)
             continue
         got, possible = score(results)
-        print(f"reference {got:g}/{possible:g}, {time.perf_counter() - start:.1f} s", flush=True)
+        print(
+            f"reference {got:g}/{possible:g} (graded in {cpu:.1f} s CPU), "
+            f"built in {time.perf_counter() - start:.1f} s",
+            flush=True,
+        )
     if not failures:
         print(
             f"student releases: {out / 'release'}\nautograders (keep private): {out / 'autograder'}"
