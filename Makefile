@@ -18,7 +18,8 @@ JOBS   ?= 2
 # Idle OpenMP threads sleep instead of spinning (two test workers share two cores).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: help install book check-book test test-unit test-book refresh lab lint format bench verify-backbones clean
+.PHONY: help install book check-book test test-unit test-book refresh lab lint format bench verify-backbones clean \
+	coursework grade
 
 help:
 	@echo "make book     install (if needed), execute every chapter into build/book/ and render HTML"
@@ -29,6 +30,9 @@ help:
 	@echo "make lint     ruff check and format check"
 	@echo "make bench    CPU benchmarks, results under bench/results/"
 	@echo "make verify-backbones  ResNet/BN-Inception against torchvision and the port (downloads them)"
+	@echo "make book EDITION=instructor  the book with the exercises' answers shown (default: student)"
+	@echo "make coursework  student releases + autograders of every assignment, build/coursework/"
+	@echo "make grade SUBMISSIONS=dir  grade a folder of submitted notebooks into CSV (per test)"
 
 # One line per package pip collects, so that the first install (minutes) is not silent.
 $(STAMP): pyproject.toml constraints.txt
@@ -49,8 +53,10 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# EDITION=student (default: answers removed, build/book/) or instructor (build/book-instructor/)
+EDITION ?= student
 book: $(STAMP)
-	$(BIN)/python tools/book.py build
+	$(BIN)/python tools/book.py build --edition $(EDITION)
 
 # The rendered book opened in headless Chromium with the network cut off (after `make book`).
 check-book: $(STAMP)
@@ -93,6 +99,16 @@ verify-backbones: $(STAMP)
 	@test -d $(REFS)/pretrainedmodels || $(BIN)/python -m pip install --quiet --disable-pip-version-check \
 		--no-deps --target $(REFS) torchvision==0.28.0 pretrainedmodels==0.7.4
 	PYTHONPATH=$(REFS) $(BIN)/python bench/verify_backbones.py
+
+# Coursework (book/91_instructors): otter assign builds each assignment's student release and
+# autograder (refused when the reference solution fails a test or the release leaks a solution);
+# otter run grades submissions offline, no Docker. ASSIGNMENTS=... builds some.
+coursework: $(STAMP)
+	$(BIN)/python tools/coursework.py build $(ASSIGNMENTS)
+
+grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks"; exit 2; }
+	$(BIN)/python tools/coursework.py grade $(SUBMISSIONS)
 
 clean:
 	rm -rf build book/_build .pytest_cache .hypothesis

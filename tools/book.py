@@ -4,6 +4,7 @@ Usage (through the Makefile, which installs the environment first)::
 
     python tools/book.py refresh [CHAPTER ...]   # maintainers: re-execute and store outputs in book/
     python tools/book.py build                    # readers: execute into build/book/ and render HTML
+    python tools/book.py build --edition instructor   # the same with the exercises' answers shown
     python tools/book.py list                     # the chapters in reading order
 
 Every chapter is executed top to bottom in a fresh kernel with ``TQDM_DISABLE=1`` (no progress
@@ -21,6 +22,13 @@ also bounds what a reader waits. Both times are printed for every chapter.
 - ``build`` (readers) always renders what it executed: a slow chapter is a warning with its
   measured times; a failing chapter is rendered with its error shown, and the command exits
   non-zero after rendering so the failure is not missed.
+
+Editions. Every chapter ends with exercises; each answer is a markdown cell tagged ``answer``
+(a MyST dropdown). The **student** edition (the default, ``build/book/``) removes every answer
+cell from the executed copies before rendering, so neither the pages nor the notebooks they
+offer for download hold an answer; the **instructor** edition (``build/book-instructor/``) keeps
+them, behind a dropdown. The chapters in ``book/`` always hold the answers: publish the student
+build, not the repository, where answers must stay private.
 
 Rendering (``prepare`` + ``render``): the errata page is generated from the chapters' erratum
 cells (``dmlbook/errata.py``), the Binder/Colab links get the repository when it is on GitHub,
@@ -57,6 +65,9 @@ BOOK = ROOT / "book"
 BUILD = ROOT / "build" / "book"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 IGNORE_MARK = "# NBVAL_IGNORE_OUTPUT"
+EDITIONS = ("student", "instructor")
+ANSWER_TAG = "answer"
+OUTPUTS = {"student": BUILD, "instructor": ROOT / "build" / "book-instructor"}
 
 
 def chapters(selected: list[str] | None = None, book: Path = BOOK) -> list[Path]:
@@ -227,14 +238,40 @@ def repository_url(root: Path = ROOT) -> str | None:
     return f"https://github.com/{match.group(1)}" if match else None
 
 
-def prepare(book: Path, out: Path, paths: list[Path], repository: str | None) -> None:
+def remove_answers(path: Path) -> int:
+    """Delete every cell tagged ``answer`` from the notebook at ``path``; returns how many."""
+    nb = nbformat.read(path, as_version=4)
+    kept = [c for c in nb.cells if ANSWER_TAG not in c.metadata.get("tags", [])]
+    removed = len(nb.cells) - len(kept)
+    if removed:
+        nb.cells = kept
+        nbformat.write(nb, path)
+    return removed
+
+
+def prepare(
+    book: Path, out: Path, paths: list[Path], repository: str | None, edition: str = "student"
+) -> None:
     """Write the Jupyter Book sources beside the executed chapters in ``out``.
 
     The configuration (with the repository filled in for the launch links), the intro page,
     ``_static/`` (the book's CSS), the errata page collected from the chapters, and the table of
-    contents listing ``paths`` (chapters under ``out``) in reading order.
+    contents listing ``paths`` (chapters under ``out``) in reading order. The ``student``
+    edition deletes the answer cells from ``paths`` (copies under ``out``, never ``book/``); the
+    ``instructor`` edition keeps them and says so in the title.
     """
+    if edition not in EDITIONS:
+        raise ValueError(f"edition must be one of {EDITIONS}, got {edition!r}")
+    if edition == "student":
+        for path in paths:
+            if not path.resolve().is_relative_to(out.resolve()):
+                raise ValueError(
+                    f"{path} is not under {out}: prepare removes answers from executed copies only"
+                )
+            remove_answers(path)
     config = yaml.safe_load((book / "_config.yml").read_text())
+    if edition == "instructor":
+        config["title"] = f"{config.get('title', '')} (instructor edition)".strip()
     if repository:
         config.setdefault("repository", {})["url"] = repository
     (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -263,12 +300,21 @@ def render(out: Path) -> int:
     return 0
 
 
-def build(cell_timeout: int, max_cpu_seconds: float, book: Path = BOOK, out: Path = BUILD) -> int:
+def build(
+    cell_timeout: int,
+    max_cpu_seconds: float,
+    book: Path = BOOK,
+    out: Path | None = None,
+    edition: str = "student",
+) -> int:
     """Execute every chapter of ``book`` into ``out`` and render the HTML book there.
+
+    ``out`` defaults to the edition's folder (``build/book/``, ``build/book-instructor/``).
 
     Renders whatever was executed, failed chapters included (their error is on the page); slow
     chapters are a warning. Returns non-zero when a chapter failed or rendering failed.
     """
+    out = OUTPUTS[edition] if out is None else out
     paths = chapters(book=book)
     if out.exists():
         shutil.rmtree(out)
@@ -288,7 +334,7 @@ def build(cell_timeout: int, max_cpu_seconds: float, book: Path = BOOK, out: Pat
             file=sys.stderr,
         )
     executed = [out / p.relative_to(book) for p in paths if (out / p.relative_to(book)).exists()]
-    prepare(book, out, executed, repository_url())
+    prepare(book, out, executed, repository_url(), edition)
     code = render(out)
     if code:
         return code
@@ -308,6 +354,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("chapters", nargs="*", help="chapters for refresh (default: all)")
     parser.add_argument("--cell-timeout", type=int, default=300, help="seconds per cell")
     parser.add_argument(
+        "--edition",
+        choices=EDITIONS,
+        default="student",
+        help="build: student (answers removed, build/book/) or instructor (answers shown, "
+        "build/book-instructor/)",
+    )
+    parser.add_argument(
         "--max-cpu-seconds",
         type=float,
         default=60.0,
@@ -322,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         if args.chapters:
             parser.error("build always executes the whole book")
-        return build(args.cell_timeout, args.max_cpu_seconds)
+        return build(args.cell_timeout, args.max_cpu_seconds, edition=args.edition)
     failures, _ = run_all(
         chapters(args.chapters), lambda p: p, args.cell_timeout, args.max_cpu_seconds
     )

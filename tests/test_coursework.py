@@ -1,0 +1,174 @@
+"""The coursework (issue 15): what CI must prove for every assignment under ``coursework/``.
+
+For each assignment, built once with ``tools/coursework.py`` into a temporary folder:
+
+* the reference solution scores full marks (``otter assign`` then ``otter run``), in at most
+  60 s of CPU;
+* the released student notebook, stubs untouched, scores zero, and nothing a student receives
+  (the release folder and its zip) holds a line of a solution or of a hidden test;
+* each committed wrong submission (``coursework/<name>/mistakes/``, a typical mistake each) loses
+  exactly the points of the hidden tests that ``expected.json`` says target it, graded through
+  the instructor's ``grade`` command into its CSV.
+
+Also: a master whose solution fails is refused, the leak scan finds a leaked line, and the
+public tests run in a notebook kernel through ``otter.Notebook().check`` as a student would.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import coursework as cw  # noqa: E402  (tools/ is not a package)
+
+NAMES = cw.assignments()
+BUDGET_CPU_SECONDS = 60.0
+
+
+def test_one_assignment_per_part_of_the_book():
+    assert NAMES == [
+        "a1_gpw_classic",
+        "a2_ms_liu",
+        "a3_dro",
+        "a4_gradient_surgery",
+        "a5_training_evaluation",
+    ]
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("coursework")
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def built(request, out) -> dict:
+    """Build one assignment; grade its untouched release and its wrong submissions into CSV."""
+    name = request.param
+    reference, cpu = cw.build_one(name, out)
+    subs = out / "submissions" / name
+    (subs / "untouched").mkdir(parents=True)
+    shutil.copy2(out / "release" / name / f"{name}.ipynb", subs / "untouched")
+    for wrong in (cw.COURSEWORK / name / "mistakes").glob("*.ipynb"):
+        shutil.copy2(wrong, subs)
+    assert cw.grade(subs, out / "grades" / name, out / "autograder") == 0
+    with open(out / "grades" / name / f"{name}.csv") as f:
+        rows = {row["student"]: row for row in csv.DictReader(f)}
+    return {"name": name, "reference": reference, "cpu": cpu, "rows": rows}
+
+
+def test_reference_scores_full_marks_within_budget(built):
+    reference = built["reference"]
+    assert reference and all(r.passed for r in reference)
+    assert any(r.hidden for r in reference) and any(not r.hidden for r in reference)
+    assert built["cpu"] <= BUDGET_CPU_SECONDS, (
+        f"{built['name']}: graded in {built['cpu']:.1f} s CPU"
+    )
+
+
+def test_untouched_release_scores_zero(built):
+    row = built["rows"]["untouched"]
+    assert float(row["possible"]) == sum(r.points for r in built["reference"])
+    tests = [r.name for r in built["reference"]]
+    assert float(row["total"]) == 0 and all(float(row[t]) == 0 for t in tests)
+
+
+def test_release_holds_no_solution_and_no_hidden_test(built, out):
+    name = built["name"]
+    release = out / "release"
+    assert (release / f"{name}.zip").is_file()
+    secrets = cw.secret_lines(cw.master(name))
+    assert len(secrets) >= 10, "the scan must have something to look for"
+    text = cw.released_text(release / name) + cw.released_text(release)
+    assert [line for line in secrets if line in text] == []
+    student = nbformat.read(release / name / f"{name}.ipynb", as_version=4)
+    cases = [
+        case
+        for test in student.metadata["otter"]["tests"].values()
+        for suite in test["suites"]
+        for case in suite["cases"]
+    ]
+    assert cases and not any(case["hidden"] for case in cases), "public tests only"
+
+
+def test_wrong_submission_loses_exactly_the_targeted_hidden_test(built):
+    name = built["name"]
+    expected = json.loads((cw.COURSEWORK / name / "mistakes" / "expected.json").read_text())
+    points = {r.name: r.points for r in built["reference"]}
+    hidden = {r.name for r in built["reference"] if r.hidden}
+    assert expected
+    for file, spec in expected.items():
+        row = built["rows"][Path(file).stem]
+        lost = {t for t in points if float(row[t]) == 0}
+        assert lost == set(spec["fails"]), f"{file} ({spec['mistake']})"
+        assert lost <= hidden, "the mistake must pass every public test"
+        assert float(row["total"]) == sum(points.values()) - sum(points[t] for t in lost)
+
+
+def test_build_refuses_a_failing_solution(tmp_path):
+    name = "a1_gpw_classic"
+    root = tmp_path / "coursework"
+    shutil.copytree(cw.COURSEWORK / name, root / name)
+    nb_path = cw.master(name, root)
+    nb = nbformat.read(nb_path, as_version=4)
+    right = "return per_anchor[has_pair].mean()"
+    broken = [c for c in nb.cells if right in c.source]
+    assert len(broken) == 1
+    broken[0].source = broken[0].source.replace(right, "return per_anchor.sum()")
+    nbformat.write(nb, nb_path)
+    with pytest.raises(RuntimeError, match="refused|fails"):
+        cw.build_one(name, tmp_path / "out", root)
+    assert not (tmp_path / "out" / "release" / name).exists()
+    assert not (tmp_path / "out" / "autograder" / f"{name}.zip").exists()
+
+
+def test_leak_scan_finds_a_solution_left_in_a_release(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_raw_cell("# BEGIN SOLUTION"),
+        nbformat.v4.new_code_cell("def f(x):\n    # BEGIN SOLUTION\n    return x * x + 1\n"),
+        nbformat.v4.new_raw_cell("# END SOLUTION"),
+        nbformat.v4.new_raw_cell("# BEGIN TESTS"),
+        nbformat.v4.new_code_cell(
+            '""" # BEGIN TEST CONFIG\nhidden: true\n""" # END TEST CONFIG\n'
+            "assert f(12345) == 152399026"
+        ),
+        nbformat.v4.new_raw_cell("# END TESTS"),
+    ]
+    nbformat.write(nb, tmp_path / "a.ipynb")
+    release = tmp_path / "release"
+    release.mkdir()
+    student = nbformat.v4.new_notebook()
+    student.cells = [nbformat.v4.new_code_cell("def f(x):\n    ...")]
+    nbformat.write(student, release / "a.ipynb")
+    assert cw.leaks(tmp_path / "a.ipynb", release) == []
+    student.cells[0].source = "def f(x):\n    return x * x + 1"
+    nbformat.write(student, release / "a.ipynb")
+    assert cw.leaks(tmp_path / "a.ipynb", release) == ["return x * x + 1"]
+    with open(release / "notes.txt", "w") as f:
+        f.write("assert f(12345) == 152399026\n")
+    assert "assert f(12345) == 152399026" in cw.leaks(tmp_path / "a.ipynb", release)
+
+
+def test_public_tests_run_in_a_kernel_with_otter_notebook_check(tmp_path, monkeypatch):
+    """A student's filled-in notebook, run top to bottom: every ``grader.check`` cell passes."""
+    name = "a1_gpw_classic"
+    wrong = next((cw.COURSEWORK / name / "mistakes").glob("*.ipynb"))
+    shutil.copy2(wrong, tmp_path / f"{name}.ipynb")
+    nb = nbformat.read(tmp_path / f"{name}.ipynb", as_version=4)
+    for key, value in cw.grader_env().items():
+        monkeypatch.setenv(key, value)
+    NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    checks = [c for c in nb.cells if c.cell_type == "code" and "grader.check(" in c.source]
+    assert len(checks) == 3
+    for cell in checks:
+        shown = json.dumps(cell.outputs)
+        assert "passed" in shown and "failed" not in shown.lower(), shown[:500]
