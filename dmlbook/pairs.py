@@ -2,7 +2,8 @@
 (:mod:`dmlbook.losses`) are both written with. It imports nothing of dmlbook but
 :mod:`dmlbook.similarity` (forms and pair masks) and :mod:`dmlbook.validation` (input checks).
 
-* **Inputs.** :func:`prepare_batch` turns ``(embeddings, labels)`` into ``(S, labels)``;
+* **Inputs.** :func:`prepare_batch` turns ``(embeddings, labels)`` into ``(S, labels)``
+  (:func:`check_batch` validates them without forming ``S``);
   :func:`check_similarity` is the prologue of every pure function of ``S``;
   :func:`resolve_masks` combines the label masks with a miner's masks (which only narrow them);
   :func:`check_choice`, :func:`check_positive`, :func:`check_nonnegative` check hyper-parameters.
@@ -27,6 +28,7 @@ from .validation import as_embeddings, as_labels, check_same_length
 
 __all__ = [
     "FORMS",
+    "check_batch",
     "REDUCTIONS",
     "Form",
     "check_choice",
@@ -103,6 +105,24 @@ def _fast_ok(x: torch.Tensor, labels: torch.Tensor, square: bool) -> bool:
     )
 
 
+def check_batch(
+    embeddings: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate a batch and return its embeddings and its labels (long, on the same device).
+
+    Raises
+    ------
+    ValueError
+        For non-2-D or non-finite embeddings, or a label count that does not match.
+    """
+    if _fast_ok(embeddings, labels, square=False):
+        return embeddings, labels.to(device=embeddings.device, dtype=torch.long)
+    x = as_embeddings(embeddings)
+    y = as_labels(labels).to(x.device)
+    check_same_length(x, y)
+    return x, y
+
+
 def prepare_batch(
     embeddings: torch.Tensor, labels: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,12 +133,7 @@ def prepare_batch(
     ValueError
         For non-2-D or non-finite embeddings, or a label count that does not match.
     """
-    if _fast_ok(embeddings, labels, square=False):
-        y = labels.to(device=embeddings.device, dtype=torch.long)
-        return cosine_similarity(embeddings), y
-    x = as_embeddings(embeddings)
-    y = as_labels(labels).to(x.device)
-    check_same_length(x, y)
+    x, y = check_batch(embeddings, labels)
     return cosine_similarity(x), y
 
 
