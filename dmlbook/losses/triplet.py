@@ -145,19 +145,19 @@ def triplet_loss(
     y = check_similarity(S, labels)
     B = S.shape[0]
     pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
-    d = dissimilarity(S, form)
     zero = torch.zeros((), dtype=S.dtype, device=S.device)
 
     if triplet_mask is None and reduction != "none":
         if not (_at_most_one_per_row(pos) and _at_most_one_per_row(neg)):
             # Every valid triplet, a block of positive pairs at a time: O(B^2) memory.
-            return AllTriplets.apply(d, pos, neg, margin, reduction)
-        # One triplet per anchor at most: gather d_ap and d_an row by row in O(B^2).
+            return AllTriplets.apply(dissimilarity(S, form), pos, neg, margin, reduction)
+        # One triplet per anchor at most: gather S_ap and S_an row by row, then d of those.
         valid = pos.any(dim=1) & neg.any(dim=1)
-        d_ap = torch.where(pos, d, zero).sum(dim=1)
-        d_an = torch.where(neg, d, zero).sum(dim=1)
+        d_ap = dissimilarity(torch.where(pos, S, zero).sum(dim=1), form)
+        d_an = dissimilarity(torch.where(neg, S, zero).sum(dim=1), form)
         per = torch.where(valid, torch.relu(d_ap - d_an + margin), zero)
     else:
+        d = dissimilarity(S, form)
         valid = pos[:, :, None] & neg[:, None, :]
         if triplet_mask is not None:
             if triplet_mask.shape != (B, B, B) or triplet_mask.dtype != torch.bool:
