@@ -30,7 +30,6 @@ from dmlbook.losses import (
     get_loss,
     table_2_names,
 )
-from dmlbook.losses.registry import _REGISTRY
 from dmlbook.similarity import pair_masks
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -192,6 +191,7 @@ def registry_entries(
         except Exception as err:  # noqa: BLE001 (a loss that needs more than a default batch)
             print(f"registry loss {name!r} left out: {type(err).__name__}: {err}")
             continue
-        factory = _REGISTRY[name]
-        out.append(Entry(f"{name} (registry defaults)", lambda f=factory: f(), registry=(name,)))
+        out.append(
+            Entry(f"{name} (registry defaults)", lambda n=name: get_loss(n), registry=(name,))
+        )
     return out
