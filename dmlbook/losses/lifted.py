@@ -227,9 +227,8 @@ def lifted_structure_loss(
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, form)
     r, has_neg = masked_logsumexp(margin - d, neg, dim=1)  # r_i = log sum_{N_i} e^{m - d_ik}
-    i, j = pos.nonzero(as_tuple=True)  # the ordered positive pairs, as index lists
-    r_i, r_j = r[i], r[j]
-    h_i, h_j = has_neg[i], has_neg[j]
+    r_i, r_j = r[:, None], r[None, :]
+    h_i, h_j = has_neg[:, None], has_neg[None, :]
     if joint_negatives:
         has_terms = h_i | h_j
         # An end without negatives enters as log 0 = -inf; where neither end has any, both enter
@@ -239,17 +238,15 @@ def lifted_structure_loss(
         a = torch.where(h_i, r_i, torch.where(has_terms, neg_inf, zero))
         b = torch.where(h_j, r_j, torch.where(has_terms, neg_inf, zero))
         both = torch.logaddexp(a, b)
-        neg_term = torch.where(has_terms, both, torch.zeros_like(both))
+        neg_term = torch.where(has_terms, both, torch.zeros_like(d))
     else:
         has_terms = h_i & h_j
         neg_term = r_i + r_j
-    J = d[i, j] + neg_term
+    J = d + neg_term
     per = torch.relu(J)
     if squared_hinge:
         per = per.square() / 2
-    if reduction == "none":  # the (B, B) matrix of pair terms
-        return torch.zeros_like(d).index_put((i, j), reduce(per, "none", has_terms))
-    return reduce(per, reduction, has_terms)
+    return reduce(per, reduction, pos & has_terms)
 
 
 def lifted_star_loss(
