@@ -201,7 +201,7 @@ def _all_entries(only: str = "") -> list[Entry]:
 
 
 def render(args, before: str, rows, floors, recall, memory, profiles) -> str:
-    sizes = args.sizes
+    sizes = [B for B in args.sizes if B in floors]
     lines = [
         "# Every loss against the matrix-product floor and pytorch-metric-learning (CPU)",
         "",
@@ -284,6 +284,7 @@ def main() -> None:
     p.add_argument("--recall-n", type=int, nargs="*", default=[60_000])
     p.add_argument("--recall-rounds", type=int, default=3)
     p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--no-losses", action="store_true", help="only the Recall@K table")
     p.add_argument("--no-profiles", action="store_true")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument(
@@ -296,10 +297,10 @@ def main() -> None:
         memory_probe(which, name, int(B))
         return
     before = load_average()
-    entries = _all_entries(args.only)
+    entries = [] if args.no_losses else _all_entries(args.only)
     rows = [Row(e, {}, {}, {}) for e in entries]
     floors: dict[int, float] = {}
-    for B in args.sizes:
+    for B in [] if args.no_losses else args.sizes:
         fit = [r for r in rows if B <= r.entry.max_batch]
         floors[B], ours, pml, values = time_size(B, [r.entry for r in fit], args.rounds)
         for r in fit:
