@@ -88,6 +88,7 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 bench: $(STAMP)
+	$(BIN)/python bench/bench_floor.py
 	$(BIN)/python bench/bench_recall.py
 	$(BIN)/python bench/bench_ms.py
 	$(BIN)/python bench/bench_input_pipeline.py

@@ -51,6 +51,8 @@ __all__ = [
     "ms_distance_mining_masks",
     "ms_mining_masks",
     "npair_masks",
+    "npair_negatives",
+    "npair_pairs",
     "threshold_pair_masks",
     "semihard_triplet_mask",
 ]
@@ -227,27 +229,46 @@ def npair_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """
     y = as_labels(labels)
     B = y.shape[0]
+    anchors, positives = npair_pairs(y)
     pos = torch.zeros(B, B, dtype=torch.bool, device=y.device)
-    neg = torch.zeros_like(pos)
-    if B < 2:
-        return pos, neg
-    order = torch.sort(y, stable=True).indices
-    ys = y[order]
-    starts = torch.ones(B, dtype=torch.bool, device=y.device)
-    starts[1:] = ys[1:] != ys[:-1]
-    idx = torch.arange(B, device=y.device)
-    start_of = torch.cummax(torch.where(starts, idx, torch.zeros_like(idx)), dim=0).values
-    rank = idx - start_of  # position of each sorted sample within its class
-    second = rank == 1
-    anchors = order[torch.nonzero(second).flatten() - 1]
-    positives = order[second]
     pos[anchors, positives] = True
-    chosen = torch.zeros(B, dtype=torch.bool, device=y.device)
-    chosen[positives] = True
-    is_anchor = torch.zeros(B, dtype=torch.bool, device=y.device)
-    is_anchor[anchors] = True
-    neg = is_anchor[:, None] & chosen[None, :] & (y[:, None] != y[None, :])
+    neg = torch.zeros_like(pos)
+    neg[anchors] = npair_negatives(y, anchors, positives)
     return pos, neg
+
+
+def npair_pairs(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The N-pair construction as index lists: the anchor and the positive of every class.
+
+    ``anchors[c]`` is the first sample (lowest index) of the c-th class with at least two samples
+    (classes in increasing label order), ``positives[c]`` its second sample; see
+    :func:`npair_masks`, whose pairs these are.
+    """
+    B = labels.shape[0]
+    dev = labels.device
+    if B < 2:
+        empty = torch.zeros(0, dtype=torch.long, device=dev)
+        return empty, empty
+    order = torch.sort(labels, stable=True).indices
+    ys = labels[order]
+    starts = torch.ones(B, dtype=torch.bool, device=dev)
+    starts[1:] = ys[1:] != ys[:-1]
+    idx = torch.arange(B, device=dev)
+    start_of = torch.cummax(torch.where(starts, idx, torch.zeros_like(idx)), dim=0).values
+    second = (idx - start_of) == 1  # position of each sorted sample within its class
+    return order[torch.nonzero(second).flatten() - 1], order[second]
+
+
+def npair_negatives(
+    labels: torch.Tensor, anchors: torch.Tensor, positives: torch.Tensor
+) -> torch.Tensor:
+    """The rows of :func:`npair_masks`' negative mask at ``anchors``: the other classes' positives.
+
+    Returns a bool Tensor of shape ``(len(anchors), B)``.
+    """
+    chosen = torch.zeros(labels.shape[0], dtype=torch.bool, device=labels.device)
+    chosen[positives] = True
+    return chosen[None, :] & (labels[anchors, None] != labels[None, :])
 
 
 # ----------------------------------------------------------------------------- MS mining

@@ -2,7 +2,8 @@
 (:mod:`dmlbook.losses`) are both written with. It imports nothing of dmlbook but
 :mod:`dmlbook.similarity` (forms and pair masks) and :mod:`dmlbook.validation` (input checks).
 
-* **Inputs.** :func:`prepare_batch` turns ``(embeddings, labels)`` into ``(S, labels)``;
+* **Inputs.** :func:`prepare_batch` turns ``(embeddings, labels)`` into ``(S, labels)``
+  (:func:`check_batch` validates them without forming ``S``);
   :func:`check_similarity` is the prologue of every pure function of ``S``;
   :func:`resolve_masks` combines the label masks with a miner's masks (which only narrow them);
   :func:`check_choice`, :func:`check_positive`, :func:`check_nonnegative` check hyper-parameters.
@@ -27,6 +28,7 @@ from .validation import as_embeddings, as_labels, check_same_length
 
 __all__ = [
     "FORMS",
+    "check_batch",
     "REDUCTIONS",
     "Form",
     "check_choice",
@@ -103,6 +105,24 @@ def _fast_ok(x: torch.Tensor, labels: torch.Tensor, square: bool) -> bool:
     )
 
 
+def check_batch(
+    embeddings: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate a batch and return its embeddings and its labels (long, on the same device).
+
+    Raises
+    ------
+    ValueError
+        For non-2-D or non-finite embeddings, or a label count that does not match.
+    """
+    if _fast_ok(embeddings, labels, square=False):
+        return embeddings, labels.to(device=embeddings.device, dtype=torch.long)
+    x = as_embeddings(embeddings)
+    y = as_labels(labels).to(x.device)
+    check_same_length(x, y)
+    return x, y
+
+
 def prepare_batch(
     embeddings: torch.Tensor, labels: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,12 +133,7 @@ def prepare_batch(
     ValueError
         For non-2-D or non-finite embeddings, or a label count that does not match.
     """
-    if _fast_ok(embeddings, labels, square=False):
-        y = labels.to(device=embeddings.device, dtype=torch.long)
-        return cosine_similarity(embeddings), y
-    x = as_embeddings(embeddings)
-    y = as_labels(labels).to(x.device)
-    check_same_length(x, y)
+    x, y = check_batch(embeddings, labels)
     return cosine_similarity(x), y
 
 
@@ -174,7 +189,7 @@ def resolve_masks(
     A mask passed in (from a miner) can only *remove* pairs: it is combined with the label masks
     by logical and, so a miner can never turn a negative pair into a positive one.
     """
-    pos, neg = pair_masks(labels)
+    pos, neg = _label_masks(labels)
     for name, given in (("pos_mask", pos_mask), ("neg_mask", neg_mask)):
         if given is None:
             continue
@@ -184,10 +199,21 @@ def resolve_masks(
                 f"got dtype {given.dtype} and shape {tuple(given.shape)}."
             )
     if pos_mask is not None:
-        pos = pos & pos_mask.to(pos.device)
+        pos.logical_and_(pos_mask.to(pos.device))
     if neg_mask is not None:
-        neg = neg & neg_mask.to(neg.device)
+        neg.logical_and_(neg_mask.to(neg.device))
     return pos, neg
+
+
+def _label_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`~dmlbook.similarity.pair_masks` of one batch in two ``B x B`` kernels (fresh tensors).
+
+    The diagonal is cleared in place instead of and-ing with a ``~eye`` mask (two more kernels and
+    two more ``B x B`` temporaries): the per-call overhead that dominates small batches.
+    """
+    same = labels[:, None] == labels[None, :]
+    neg = labels[:, None] != labels[None, :]
+    return same.fill_diagonal_(False), neg
 
 
 # ----------------------------------------------------------------------------- forms
@@ -198,14 +224,12 @@ def safe_distance(squared: torch.Tensor) -> torch.Tensor:
 
     Entries at or below the dtype's machine epsilon (coincident points, ``S = 1`` up to rounding)
     are returned as exactly 0 with gradient 0; every other entry is the exact square root.
-    Both branches of the ``where`` are finite, so no NaN reaches the backward pass.
+    The root is taken of ``max(squared, eps)`` (finite, with a finite derivative) and the small
+    entries are then set to 0, which also zeroes their gradient: no NaN reaches the backward pass.
     """
-    sq = squared.clamp_min(0.0)
-    tiny = torch.finfo(sq.dtype).eps
-    keep = sq > tiny
-    return torch.where(
-        keep, torch.where(keep, sq, torch.ones_like(sq)).sqrt(), torch.zeros_like(sq)
-    )
+    tiny = torch.finfo(squared.dtype).eps
+    keep = squared > tiny
+    return squared.clamp_min(tiny).sqrt().masked_fill(keep.logical_not_(), 0.0)
 
 
 def dissimilarity(S: torch.Tensor, form: str) -> torch.Tensor:
@@ -288,26 +312,26 @@ def masked_logsumexp(
     -----
     The maximum is subtracted before exponentiating, so no ``exp`` argument exceeds 0 (``1`` with
     ``add_one``, where the max also includes the implicit 0). Masked-out entries are replaced by
-    the max before ``exp`` and multiplied by 0 after it, so their values (however large) never
-    reach the result or its gradient; every branch is finite, so the gradient is never NaN.
+    ``-inf`` before ``exp`` (``e^{-inf} = 0``) and their gradient is zeroed by the fill, so their
+    values (however large) never reach the result or its gradient, which is never NaN.
     """
     mask = mask.expand_as(x)
-    nonempty = mask.any(dim=dim)
-    neg_inf = torch.tensor(float("-inf"), dtype=x.dtype, device=x.device)
-    m = torch.where(mask, x, neg_inf).amax(dim=dim, keepdim=True)
+    outside = mask.logical_not()
+    m = x.detach().masked_fill(outside, float("-inf")).amax(dim=dim, keepdim=True)
     if add_one:
         m = m.clamp_min(0.0)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m)).detach()
-    shifted = torch.where(mask, x - m, torch.zeros_like(x))
-    total = (shifted.exp() * mask.to(x.dtype)).sum(dim=dim, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    # exp(-inf) = 0 outside the mask, and masked_fill's backward zeroes the gradient there
+    total = (x - m).masked_fill_(outside, float("-inf")).exp().sum(dim=dim, keepdim=True)
+    nonempty = mask.any(dim=dim, keepdim=True)
     if add_one:
         total = total + torch.exp(-m)
     else:
-        total = torch.where(mask.any(dim=dim, keepdim=True), total, torch.ones_like(total))
-    value = (m + total.log()).squeeze(dim)
+        total = torch.where(nonempty, total, torch.ones_like(total))
+    value = m + total.log()
     if not add_one:
         value = torch.where(nonempty, value, torch.zeros_like(value))
-    return value, nonempty
+    return value.squeeze(dim), nonempty.squeeze(dim)
 
 
 def masked_mean(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

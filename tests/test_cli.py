@@ -318,3 +318,35 @@ def test_omniglot_full_offline_says_how_in_cli_terms(capsys, tmp_path, monkeypat
     )
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert "Could not download" in err and "Offline? Download images_background.zip by hand" in err
+
+
+_MODULES_AFTER_RUN = """
+import runpy, sys
+sys.argv = ["dmlbook"] + sys.argv[1:]
+try:
+    runpy.run_module("dmlbook", run_name="__main__")
+except SystemExit as stop:
+    code = stop.code
+print(code, sorted(m for m in ("torch", "numpy", "PIL") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv, status, stream, text",
+    [
+        (["--help"], "0", "stdout", "usage: dmlbook"),
+        (["prepare", "nope"], "2", "stderr", "invalid choice: 'nope'"),
+        (["recall"], "2", "stderr", "the following arguments are required"),
+    ],
+)
+def test_python_m_dmlbook_answers_without_torch(argv, status, stream, text):
+    """``python -m dmlbook`` (the ``__main__`` module) parses, helps and rejects without torch."""
+    out = subprocess.run(
+        [sys.executable, "-c", _MODULES_AFTER_RUN, *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == f"{status} []"
+    assert text in getattr(out, stream)

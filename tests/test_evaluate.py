@@ -480,6 +480,25 @@ def test_large_input_is_processed_in_chunks():
     assert got["R@1"] > 0.95 and got["MAP@R"] > 0.9
 
 
+def test_one_set_recall_uses_symmetric_tiles_and_agrees_with_full_rows():
+    """Recall@K of one set (tiles of S above the diagonal, counted both ways) equals the R@K of
+    the full-row pass; its largest tensor is the embeddings or one chunk x chunk tile. (The two
+    passes round dot products in different kernels, so a near-tie within one rounding error may
+    flip one query on another BLAS: at most one query's difference is allowed.)"""
+    n, d, chunk = 6_000, 32, 256
+    gen = torch.Generator().manual_seed(5)
+    centers = torch.randn(1_000, d, generator=gen)
+    y = torch.randint(0, 1_000, (n,), generator=gen)  # classes of 0 to 15 items, unsorted
+    x = centers[y] + 0.8 * torch.randn(n, d, generator=gen)
+    ks = (1, 2, 4, 8, 16)
+    with LargestTensor() as probe:
+        rec = recall_at_k(x, y, ks, chunk_size=chunk)
+    assert probe.largest <= max(n * d, chunk * chunk)
+    full = retrieval_metrics(x, y, ks, chunk_size=chunk)  # MAP@R too: the full-row pass
+    assert rec == pytest.approx({k: full[f"R@{k}"] for k in ks}, abs=1.01 / n)
+    assert 0.2 < rec[1] < rec[16] < 1.0
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_matches_cpu():
     gen = torch.Generator().manual_seed(4)

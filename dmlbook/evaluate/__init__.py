@@ -39,7 +39,11 @@ top-m search over the negatives (a max over blocks of columns, then ``topk`` wit
 blocks; see ``_top_values``); no full sort and no N x M mask. Only counts below ``max(ks)``
 (Recall@K) or below ``R`` (MAP@R, R-precision) matter, so the top ``m = max(max(ks), R_max)``
 negatives of each query suffice: a count that reaches ``m`` is already too large to matter.
-The memory is ``O(chunk_size * (M + R_max))`` (one chunk of scores, 245 MB for 1024 x 60,000
+Recall@K and Precision@1 of one set (no gallery) need only the number of negatives above each
+query's best positive, and ``S`` is then symmetric: each ``chunk_size x chunk_size`` tile above
+the diagonal is computed once and counted along its rows and its columns, which halves the
+products (``bench/bench_floor.py`` times it against the full product plus top-k). The memory is
+``O(chunk_size * (M + R_max))`` (one chunk of scores, 245 MB for 1024 x 60,000
 in float32), and the time is dominated by the matrix product. Scores are computed in float32
 (float64 if an input is float64).
 

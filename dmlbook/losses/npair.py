@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..mining import npair_masks
-from ..pairs import REDUCTIONS, softplus
+from ..mining import npair_negatives, npair_pairs
+from ..pairs import REDUCTIONS, check_batch, softplus
+from ..similarity import cosine_similarity
 from .base import (
     FORMS,
     HyperParameters,
@@ -106,14 +107,38 @@ def npair_loss(
     _N(form=form, sampling=sampling, reduction=reduction)
     y = check_similarity(S, labels)
     B = S.shape[0]
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
-    if sampling == "npair":
-        sp, sn = npair_masks(y)
-        pos, neg = pos & sp, neg & sn
-    d = dissimilarity(S, form)
+    if sampling == "npair":  # only the anchors' rows hold pairs: compute on those alone
+        rows, pos, neg = _npair_rows(y, pos_mask, neg_mask)
+        d = dissimilarity(S[rows], form)
+    else:
+        rows = None
+        pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
+        d = dissimilarity(S, form)
     r, has_neg = masked_logsumexp(-d, neg, dim=1)  # r_i = log sum_{N_i} e^{-d_ik}
     per = torch.where(has_neg[:, None], softplus(d + r[:, None]), torch.zeros_like(d))
+    if rows is not None and reduction == "none":
+        return S.new_zeros(B, B).index_copy(0, rows, reduce(per, "none", pos))
     return reduce(per, reduction, pos)
+
+
+def _npair_rows(
+    y: torch.Tensor, pos_mask: torch.Tensor | None, neg_mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The anchors of the N-pair construction and their rows of the (narrowed) pair masks.
+
+    Every pair of :func:`dmlbook.mining.npair_masks` has an anchor as its first index, so the
+    loss needs only those ``C`` rows: ``(C, B)`` masks instead of ``(B, B)``.
+    """
+    anchors, positives = npair_pairs(y)
+    pos = torch.zeros(anchors.shape[0], y.shape[0], dtype=torch.bool, device=y.device)
+    pos[torch.arange(anchors.shape[0], device=y.device), positives] = True
+    neg = npair_negatives(y, anchors, positives)
+    if pos_mask is not None or neg_mask is not None:
+        B = y.shape[0]
+        pos_all, neg_all = resolve_masks(y, pos_mask, neg_mask, (B, B))
+        pos &= pos_all[anchors]
+        neg &= neg_all[anchors]
+    return anchors, pos, neg
 
 
 class NPairLoss(PairLoss):
@@ -125,3 +150,27 @@ class NPairLoss(PairLoss):
 
     loss_function = staticmethod(npair_loss)
     hyper = NPairHyperParameters
+
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The loss of a batch; with the N-pair sampling, ``S`` of the pairs' samples only.
+
+        Every pair of the N-pair construction is between an anchor and a positive (one of each
+        per class), so ``S`` of those ``2C`` samples (anchors first) is all the loss reads: it
+        has the same pairs and the same value as ``S`` of the whole batch, at a fraction of the
+        matrix product. With masks, or ``sampling="all"``, the whole ``S`` is formed.
+        """
+        if self.sampling != "npair" or pos_mask is not None or neg_mask is not None:
+            return super().forward(embeddings, labels, pos_mask=pos_mask, neg_mask=neg_mask)
+        x, y = check_batch(embeddings, labels)
+        anchors, positives = npair_pairs(y)
+        if anchors.numel() == 0:
+            return super().forward(embeddings, labels)
+        keep = torch.cat([anchors, positives])
+        return self.loss_on_similarity(cosine_similarity(x[keep]), y[keep])

@@ -44,6 +44,8 @@ from .base import (
 )
 
 __all__ = [
+    "AllTriplets",
+    "TRIPLET_BLOCK",
     "TripletHyperParameters",
     "triplet_loss",
     "TripletLoss",
@@ -134,29 +136,28 @@ def triplet_loss(
     triplet (a, p, n) is selected and violated}`` with ``c`` the reduction's ``1/count``: every
     violated triplet counts equally, as Wang et al. note below Eq. 5.
 
-    Memory is ``O(B^3)`` unless the pair masks keep at most one positive and one negative per
-    anchor (batch-hard), in which case the single triplet of each anchor is computed in
-    ``O(B^2)``.
+    Memory is ``O(B^2)`` (:class:`AllTriplets`: the valid triplets, a block of positive pairs at
+    a time, within a fixed budget) unless a ``triplet_mask`` or ``reduction="none"`` asks for the
+    ``(B, B, B)`` tensor itself. When the pair masks keep at most one positive and one negative
+    per anchor (batch-hard), the single triplet of each anchor is gathered row by row.
     """
     _T(margin, form=form, reduction=reduction)
     y = check_similarity(S, labels)
     B = S.shape[0]
     pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
-    d = dissimilarity(S, form)
     zero = torch.zeros((), dtype=S.dtype, device=S.device)
 
-    if (
-        triplet_mask is None
-        and reduction != "none"
-        and _at_most_one_per_row(pos)
-        and _at_most_one_per_row(neg)
-    ):
-        # One triplet per anchor at most: gather d_ap and d_an row by row in O(B^2).
+    if triplet_mask is None and reduction != "none":
+        if not (_at_most_one_per_row(pos) and _at_most_one_per_row(neg)):
+            # Every valid triplet, a block of positive pairs at a time: O(B^2) memory.
+            return AllTriplets.apply(dissimilarity(S, form), pos, neg, margin, reduction)
+        # One triplet per anchor at most: gather S_ap and S_an row by row, then d of those.
         valid = pos.any(dim=1) & neg.any(dim=1)
-        d_ap = torch.where(pos, d, zero).sum(dim=1)
-        d_an = torch.where(neg, d, zero).sum(dim=1)
+        d_ap = dissimilarity(torch.where(pos, S, zero).sum(dim=1), form)
+        d_an = dissimilarity(torch.where(neg, S, zero).sum(dim=1), form)
         per = torch.where(valid, torch.relu(d_ap - d_an + margin), zero)
     else:
+        d = dissimilarity(S, form)
         valid = pos[:, :, None] & neg[:, None, :]
         if triplet_mask is not None:
             if triplet_mask.shape != (B, B, B) or triplet_mask.dtype != torch.bool:
@@ -167,6 +168,65 @@ def triplet_loss(
             valid = valid & triplet_mask.to(valid.device)
         per = torch.where(valid, torch.relu(d[:, :, None] - d[:, None, :] + margin), zero)
     return reduce(per, reduction, valid)
+
+
+#: Entries of the (positive pairs x B) block that :class:`AllTriplets` evaluates at once (8 MB in
+#: float32): its memory is ``O(B^2)`` plus this fixed budget, whatever the batch.
+TRIPLET_BLOCK = 1 << 21
+
+
+class AllTriplets(torch.autograd.Function):
+    """The triplet loss over every valid triplet, ``O(B^2)`` memory, gradient in closed form.
+
+    A valid triplet is a positive pair ``(a, p)`` (``pos[a, p]``) with a negative ``n`` of the
+    same anchor (``neg[a, n]``): the positive pairs are listed once (``K - 1`` per anchor in a
+    P x K batch), and for a block of them the hinges of all their negatives, ``t = d_ap - d_an +
+    margin`` (the arithmetic of the ``(B, B, B)`` form, in the same order), are evaluated at once.
+    The gradient is counted in the same pass: ``dL/dd_ap = #{n : t > 0} / c`` and ``dL/dd_an =
+    -#{p : t > 0} / c``, with ``c`` the reduction's count (1 for ``"sum"``, the valid triplets for
+    ``"mean"``, the active ones for ``"mean_nonzero"``), exactly the derivative of the hinge (0 at
+    ``t = 0``, as ``relu``'s). It is piecewise constant, so a second derivative is 0.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        d: torch.Tensor,
+        pos: torch.Tensor,
+        neg: torch.Tensor,
+        margin: float,
+        reduction: str,
+    ) -> torch.Tensor:
+        dd = d.detach()
+        rows, cols = pos.nonzero(as_tuple=True)
+        d_ap = dd[rows, cols]
+        W = torch.zeros_like(dd)
+        total = dd.new_zeros(())
+        n_active = torch.zeros((), dtype=torch.long, device=dd.device)
+        step = max(1, TRIPLET_BLOCK // max(dd.shape[0], 1))
+        for lo in range(0, rows.shape[0], step):
+            r, c = rows[lo : lo + step], cols[lo : lo + step]
+            t = d_ap[lo : lo + step, None] - dd[r] + margin  # t[k, n] for pair k = (r_k, c_k)
+            active = (t > 0).logical_and_(neg[r])
+            n_active += active.sum()
+            weight = active.to(dd.dtype)
+            total += t.mul_(weight).sum()
+            W.index_put_((r, c), weight.sum(dim=1), accumulate=True)  # dL/dd_ap: active n
+            W.index_add_(0, r, weight, alpha=-1)  # dL/dd_an: minus the active p
+        if reduction == "sum":
+            count = torch.ones((), dtype=dd.dtype, device=dd.device)
+        else:
+            n = n_active if reduction == "mean_nonzero" else neg.sum(dim=1)[rows].sum()
+            count = n.clamp_min(1).to(dd.dtype)
+        ctx.save_for_backward(W.div_(count))
+        return total / count
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        (W,) = ctx.saved_tensors
+        return W * grad, None, None, None, None
 
 
 class TripletLoss(PairLoss):

@@ -18,9 +18,11 @@ from loss_cases import (
 )
 
 from dmlbook.losses import (
+    NPairLoss,
     npair_loss,
 )
 from dmlbook.reference.classic import npair_loss_reference as ref_npair
+from dmlbook.similarity import cosine_similarity
 
 
 @FAST
@@ -40,3 +42,30 @@ def test_npair_negative_weight_has_the_positive_in_its_denominator():
     assert float(g[a, p]) == pytest.approx(-float(S[a, negs].exp().sum() / denom), rel=1e-10)
     # the anchors' own negatives that are not other classes' positives get no weight
     assert float(g[a, [2, 4, 6]].abs().sum()) == 0.0
+
+
+@FAST
+@given(
+    st.lists(st.integers(0, 5), min_size=1, max_size=14),
+    st.sampled_from(FORMS),
+    st.sampled_from(["mean", "sum"]),
+    st.integers(0, 2**16),
+)
+def test_module_on_the_pairs_samples_equals_the_loss_on_the_whole_s(labels, form, red, seed):
+    """NPairLoss forms S of the anchors and positives only: same value as the loop on the whole
+    batch's S, and the same gradient (w.r.t. the raw features) as npair_loss on the whole S."""
+    y = torch.tensor(labels)
+    x = torch.randn(len(labels), 4, generator=torch.Generator().manual_seed(seed)).double()
+    x.requires_grad_(True)
+    got = NPairLoss(form=form, reduction=red)(x, y)
+    (g,) = torch.autograd.grad(got, x, allow_unused=True)
+    S_full = cosine_similarity(x)
+    n_pairs = sum(labels.count(c) >= 2 for c in set(labels))
+    want = ref_npair(S_full.tolist(), labels, form, "npair") * (n_pairs if red == "sum" else 1)
+    assert float(got.detach()) == pytest.approx(want, rel=1e-12, abs=1e-12)
+    full = npair_loss(S_full, y, form=form, reduction=red)
+    (g_full,) = torch.autograd.grad(full, x, allow_unused=True)
+    zero = torch.zeros_like(x)
+    torch.testing.assert_close(
+        zero if g is None else g, zero if g_full is None else g_full, rtol=1e-10, atol=1e-12
+    )

@@ -1,0 +1,351 @@
+"""Every pair-based loss of dmlbook against the matrix-product floor and pytorch-metric-learning.
+
+One run times, side by side and interleaved round by round (a busy spell on a shared machine then
+hits every contender alike), the median forward + backward of:
+
+* ``floor``: ``normalize(X)``, ``S = X X^T``, ``S.sum().backward()`` on the same batch: what every
+  loss on ``S`` has to do, so that no loss can be cheaper;
+* every loss of :data:`ENTRIES` (the classic losses, MS with its mining, the Table 2 ablation
+  family) and every other loss in the registry (:func:`dmlbook.losses.available_losses`, built
+  with its defaults) that runs on a default batch: new loss families join the table by
+  registering, or by adding an :class:`Entry` here;
+* pytorch-metric-learning's equivalent where it has one (:attr:`Entry.pml`), with the parameter
+  mapping stated in the table and the two values checked to agree on the benchmark's batch.
+
+Batches: B random raw features (d = 512, float32, 5 samples per class as in the MS paper), B =
+80, 320, 1000. Recall@K (ks 1, 2, 4, 8, self excluded) of N random unit vectors (d = 512, 5 items
+per class) is timed against its floor: the full chunked matrix product plus a top-k per row.
+For the all-triplets loss the peak memory is measured too (a fresh process per contender).
+Losses above 1.5x the floor get a ``torch.profiler`` table of their top operators.
+
+Writes ``bench/results/floor_cpu.md`` (machine, threads, load average before and after).
+
+Usage::
+
+    python bench/bench_floor.py                      # the full table (about 10 minutes)
+    python bench/bench_floor.py --sizes 80 320 --recall-n 0 --out /tmp/floor.md
+    python bench/bench_floor.py --only triplet --sizes 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from floor_entries import ENTRIES, Entry, registry_entries  # noqa: E402
+from machine import cpu_model, load_average  # noqa: E402
+from pytorch_metric_learning import __version__ as pml_version  # noqa: E402
+
+from dmlbook.evaluate import recall_at_k  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "floor_cpu.md"
+DIM = 512
+PER_CLASS = 5
+TARGET = 1.5
+
+Step = Callable[[], float]
+
+PROFILE_NOTE = """\
+Why the rows above the target stay there: in every profile below the matrix products
+(`aten::mm`, forward and backward) are a quarter to a half of the time, the normalisation
+(`div`, `linalg_vector_norm`) another share that the floor pays too, and the rest is one
+B x B element-wise kernel after another (`where`, `masked_fill_`, `mul`, `exp`, `softplus`,
+`sum`, comparisons and their autograd backward), each about 40-100 us at B = 320 and 0.3-1 ms at
+B = 1000 on these two cores. A loss written with autograd on masks needs 20-40 of them forward
+and backward; the floor needs none. Only a fused closed form (forward and Eq.-style weights in
+one pass, as MS has) gets below that, and at B = 80 the fixed cost of the calls themselves
+(about 10-20 us each) dominates every contender."""
+
+
+def batch(B: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """B raw features (d = 512) requiring grad, 5 per class."""
+    g = torch.Generator().manual_seed(seed + B)
+    return torch.randn(B, DIM, generator=g).requires_grad_(True), torch.arange(B) // PER_CLASS
+
+
+def floor_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The floor: normalise, ``S = X X^T``, ``S.sum()`` (its backward is two products)."""
+    z = F.normalize(x, dim=1)
+    return (z @ z.T).sum()
+
+
+def step(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x, y) -> Step:
+    def run() -> float:
+        x.grad = None
+        out = fn(x, y)
+        out.backward()
+        return float(out.detach())
+
+    return run
+
+
+@dataclass
+class Row:
+    entry: Entry
+    ms: dict[int, float]  # B -> median ms, ours
+    pml_ms: dict[int, float]
+    values: dict[int, tuple[float, float | None]]  # B -> (ours mapped to PML's, PML)
+    error: str = ""
+
+
+def time_size(
+    B: int, entries: list[Entry], rounds: int
+) -> tuple[float, dict[str, float], dict[str, float], dict[str, tuple[float, float | None]]]:
+    """Median ms of the floor, of each entry and of its PML equivalent, interleaved."""
+    x, y = batch(B)
+    tasks: dict[str, Step] = {"floor": step(floor_loss, x, y)}
+    for e in entries:
+        tasks[e.name] = step(e.ours(), x, y)
+        if e.pml is not None and B <= e.pml_max_batch:
+            tasks["PML " + e.name] = step(e.pml(), x, y)
+    values: dict[str, float] = {}
+    for _ in range(2):  # warm-up: allocator, thread pool, first calls
+        for name, fn in tasks.items():
+            values[name] = fn()
+    times: dict[str, list[float]] = {name: [] for name in tasks}
+    for _ in range(rounds):
+        for name, fn in tasks.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    med = {k: 1e3 * statistics.median(v) for k, v in times.items()}
+    checked = {}
+    for e in entries:
+        ours = e.to_pml_value(values[e.name], y) if e.pml is not None else values[e.name]
+        checked[e.name] = (ours, values.get("PML " + e.name))
+    ours_ms = {e.name: med[e.name] for e in entries}
+    pml_ms = {e.name: med["PML " + e.name] for e in entries if "PML " + e.name in med}
+    return med["floor"], ours_ms, pml_ms, checked
+
+
+def profile_entry(e: Entry, B: int, rows: int = 10) -> str:
+    """The top operators of one forward + backward of ``e`` at ``B`` (self CPU time)."""
+    x, y = batch(B)
+    run = step(e.ours(), x, y)
+    for _ in range(3):
+        run()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(5):
+            run()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+def peak_memory_mb(which: str, name: str, B: int) -> float:
+    """Peak resident memory added by one forward + backward, in a fresh process."""
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__)), "--memory-probe", which, name, str(B)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _status_kb(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{key} not in /proc/self/status")
+
+
+def memory_probe(which: str, name: str, B: int) -> None:
+    """Child process of :func:`peak_memory_mb`: print the MB one call adds to the resident peak."""
+    if which == "recall":
+        fn = _recall_tasks(B)[name]
+    else:
+        e = next(e for e in _all_entries() if e.name == name)
+        fn = step(e.ours() if which == "ours" else e.pml(), *batch(B))
+    Path("/proc/self/clear_refs").write_text("5")  # reset the peak to the current RSS
+    base = _status_kb("VmRSS")
+    fn()
+    print((_status_kb("VmHWM") - base) / 1024)
+
+
+def floor_recall(x: torch.Tensor, ks: tuple[int, ...], chunk: int = 1024) -> None:
+    """Recall's floor: every row's full product with the set, then its top ``max(ks) + 1``."""
+    buffer = torch.empty(min(chunk, x.shape[0]), x.shape[0])
+    with torch.no_grad():
+        for lo in range(0, x.shape[0], chunk):
+            q = x[lo : lo + chunk]
+            s = torch.mm(q, x.T, out=buffer[: q.shape[0]])
+            torch.topk(s, max(ks) + 1, dim=1)
+
+
+def _recall_tasks(n: int) -> dict[str, Callable[[], object]]:
+    g = torch.Generator().manual_seed(n)
+    x = F.normalize(torch.randn(n, DIM, generator=g), dim=1)
+    labels = torch.arange(n) // PER_CLASS
+    ks = (1, 2, 4, 8)
+    return {
+        "floor": lambda: floor_recall(x, ks),
+        "dmlbook": lambda: recall_at_k(x, labels, ks),
+    }
+
+
+def time_recall(n: int, rounds: int) -> dict[str, float]:
+    tasks = _recall_tasks(n)
+    times: dict[str, list[float]] = {k: [] for k in tasks}
+    for _ in range(rounds):
+        for k, fn in tasks.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _all_entries(only: str = "") -> list[Entry]:
+    entries = [*ENTRIES, *registry_entries(ENTRIES, batch(80))]
+    return [e for e in entries if only.lower() in e.name.lower()]
+
+
+def render(args, before: str, rows, floors, recall, memory, profiles) -> str:
+    sizes = [B for B in args.sizes if B in floors]
+    lines = [
+        "# Every loss against the matrix-product floor and pytorch-metric-learning (CPU)",
+        "",
+        f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Machine: {cpu_model()}, `nproc` = {os.cpu_count()}, {torch.get_num_threads()} "
+        f"intra-op threads; torch {torch.__version__}, pytorch-metric-learning {pml_version}",
+        f"- Load average (1, 5, 15 min) before: {before}; after: {load_average()} "
+        "(the machine is shared with other jobs: compare ratios within this run)",
+        f"- Input: B random raw features, d = {DIM}, float32, {PER_CLASS} per class; forward + "
+        f"backward from the raw features; median of {args.rounds} interleaved rounds after 2 "
+        "warm-up calls",
+        "- floor: `normalize(X)`, `S = X X^T`, `S.sum().backward()` on the same batch; "
+        f"target: at most {TARGET}x the floor at B = 320 and 1000, 2x at B = 80, and never "
+        "slower than PML",
+        "",
+        "| loss | "
+        + " | ".join(f"B={B} / floor" for B in sizes)
+        + " | "
+        + " | ".join(f"B={B} PML / dmlbook" for B in sizes)
+        + " | max rel. diff. to PML |",
+        "|---|" + "---:|" * (2 * len(sizes) + 1),
+    ]
+    for r in rows:
+        if r.error:
+            lines.append(f"| {r.entry.name} | failed: {r.error} |")
+            continue
+        ratio = [f"{r.ms[B] / floors[B]:.2f}" if B in r.ms else "-" for B in sizes]
+        vs = [f"{r.pml_ms[B] / r.ms[B]:.2f}" if B in r.pml_ms else "-" for B in sizes]
+        diffs = [abs(a - b) / max(abs(b), 1e-12) for a, b in r.values.values() if b is not None]
+        diff = f"{max(diffs):.1e}" if diffs else "-"
+        lines.append(f"| {r.entry.name} | " + " | ".join(ratio + vs) + f" | {diff} |")
+    lines += ["", "Milliseconds (median):", ""]
+    lines += [
+        "| loss | "
+        + " | ".join(f"B={B}" for B in sizes)
+        + " | "
+        + " | ".join(f"PML B={B}" for B in sizes)
+        + " |",
+        "|---|" + "---:|" * (2 * len(sizes)),
+    ]
+    lines.append(
+        "| floor | " + " | ".join(f"{floors[B]:.2f}" for B in sizes) + " |" + " |" * len(sizes)
+    )
+    for r in rows:
+        if not r.error:
+            ours = [f"{r.ms[B]:.2f}" if B in r.ms else "-" for B in sizes]
+            pml = [f"{r.pml_ms[B]:.2f}" if B in r.pml_ms else "-" for B in sizes]
+            lines.append(f"| {r.entry.name} | " + " | ".join(ours + pml) + " |")
+    lines += ["", "Parameter mappings (dmlbook = PML):", ""]
+    lines += [f"- {r.entry.name}: {r.entry.mapping}" for r in rows if r.entry.mapping]
+    if memory:
+        lines += ["", "Peak memory added by one forward + backward (fresh process each):", ""]
+        lines += [f"- {k}: {v:,.0f} MB" for k, v in memory.items()]
+    if recall:
+        lines += [
+            "",
+            "## Recall@K (ks 1, 2, 4, 8, self excluded), d = 512, 5 items per class",
+            "",
+            "| N | floor: full product + top-k (s) | dmlbook `recall_at_k` (s) | ratio |",
+            "|---:|---:|---:|---:|",
+        ]
+        for n, t in recall.items():
+            lines.append(
+                f"| {n:,} | {t['floor']:.2f} | {t['dmlbook']:.2f} | "
+                f"{t['dmlbook'] / t['floor']:.2f} |"
+            )
+    if profiles:
+        lines += ["", "## Profiles of the rows above the target", "", PROFILE_NOTE, ""]
+        for title, table in profiles:
+            lines += [f"### {title}", "", "```", table.rstrip(), "```", ""]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[80, 320, 1000])
+    p.add_argument("--rounds", type=int, default=21)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--only", default="", help="run the entries whose name contains this")
+    p.add_argument("--recall-n", type=int, nargs="*", default=[60_000])
+    p.add_argument("--recall-rounds", type=int, default=3)
+    p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--no-losses", action="store_true", help="only the Recall@K table")
+    p.add_argument("--no-profiles", action="store_true")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument(
+        "--memory-probe", nargs=3, metavar=("WHICH", "NAME", "B"), help=argparse.SUPPRESS
+    )
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.memory_probe:
+        which, name, B = args.memory_probe
+        memory_probe(which, name, int(B))
+        return
+    before = load_average()
+    entries = [] if args.no_losses else _all_entries(args.only)
+    rows = [Row(e, {}, {}, {}) for e in entries]
+    floors: dict[int, float] = {}
+    for B in [] if args.no_losses else args.sizes:
+        fit = [r for r in rows if B <= r.entry.max_batch]
+        floors[B], ours, pml, values = time_size(B, [r.entry for r in fit], args.rounds)
+        for r in fit:
+            r.ms[B] = ours[r.entry.name]
+            if r.entry.name in pml:
+                r.pml_ms[B] = pml[r.entry.name]
+            r.values[B] = values[r.entry.name]
+        print(f"B={B}: floor {floors[B]:.2f} ms", flush=True)
+    memory: dict[str, float] = {}
+    if not args.no_memory:
+        for r in rows:
+            if r.entry.memory:
+                B = max(args.sizes)
+                memory[f"{r.entry.name}, B={B}, dmlbook"] = peak_memory_mb("ours", r.entry.name, B)
+                if r.entry.pml is not None:
+                    memory[f"{r.entry.name}, B={B}, PML"] = peak_memory_mb("pml", r.entry.name, B)
+    recall = {n: time_recall(n, args.recall_rounds) for n in args.recall_n if n > 0}
+    for n in recall:
+        if not args.no_memory:
+            for k in ("floor", "dmlbook"):
+                memory[f"Recall@K N={n:,} {k}"] = peak_memory_mb("recall", k, n)
+    profiles = []
+    if not args.no_profiles:
+        for r in rows:
+            over = [B for B in r.ms if B >= 320 and r.ms[B] / floors[B] > TARGET]
+            over += [B for B in r.ms if B < 320 and r.ms[B] / floors[B] > 2 * TARGET / 1.5]
+            for B in sorted(over)[-1:]:
+                title = f"{r.entry.name}, B = {B} ({r.ms[B] / floors[B]:.2f}x the floor)"
+                profiles.append((title, profile_entry(r.entry, B)))
+    text = render(args, before, rows, floors, recall, memory, profiles)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
