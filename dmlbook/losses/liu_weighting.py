@@ -163,6 +163,36 @@ class PairExponentialHyperParameters(_PairHyperParameters):
 # ----------------------------------------------------------------------------- weights
 
 
+def as_float(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A bool mask as 0/1 numbers of ``dtype`` (through ``uint8``: on CPU a direct bool to float
+    conversion is several times slower than an elementwise product)."""
+    return mask.view(torch.uint8).to(dtype)
+
+
+def compare(op, a: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
+    """``op(a, b)`` (``torch.ge``, ``torch.gt``, ...) as 0/1 numbers of ``a``'s dtype."""
+    shape = a.shape if not isinstance(b, torch.Tensor) else torch.broadcast_shapes(a.shape, b.shape)
+    return op(a, b, out=torch.empty(shape, dtype=a.dtype, device=a.device))
+
+
+def distances(S: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Detached ``D = sqrt(2 - 2 S)`` (Eq. 1) in the compute dtype, and ``keep = D > 0``.
+
+    The arithmetic of :func:`dmlbook.pairs.dissimilarity` with ``"distance"`` (through
+    :func:`dmlbook.pairs.safe_distance`: ``D = 0`` where ``2 - 2 S <= eps``, coincident points),
+    in fewer passes over the (B, B) matrix. ``keep`` (0/1 numbers) is where ``dD/dS = -1/D``
+    (0 elsewhere).
+    """
+    sq = S.detach().to(compute_dtype(S)).mul(-2.0).add_(2.0).clamp_min_(0.0)
+    keep = compare(torch.gt, sq, torch.finfo(sq.dtype).eps)
+    return sq.sqrt_().mul_(keep), keep
+
+
+def slope_to_gradient(slope: torch.Tensor, D: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """``dL/dS = dL/dD * dD/dS = -slope / D`` where ``D > 0`` and 0 elsewhere, in place."""
+    return slope.mul_(keep).div_(D.clamp_min(torch.finfo(D.dtype).tiny)).neg_()
+
+
 def _mined_distances(S, labels, m1, m2, epsilon, pos_mask, neg_mask):
     """``D`` (detached, compute dtype) and the pairs kept by Eq. 16-17 (then Eq. 22-23)."""
     y = check_similarity(S, labels)

@@ -34,16 +34,16 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype
+from ..pairs import REDUCTIONS, check_nonnegative
 from .base import (
     HyperParameters,
     PairLoss,
     check_choice,
     check_similarity,
-    dissimilarity,
     reduce,
     resolve_masks,
 )
+from .liu_weighting import as_float, compare, distances, slope_to_gradient
 
 __all__ = [
     "MS_VERSIONS",
@@ -96,16 +96,21 @@ def _mined(S, labels, epsilon, pos_mask, neg_mask):
     """
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
-    farthest = torch.where(pos, D, float("-inf")).amax(dim=1, keepdim=True)
-    nearest = torch.where(neg, D, float("inf")).amin(dim=1, keepdim=True)
+    D, keep = distances(S)
+    pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
+    # D is in [0, 2]: D * pos and D + 4 (1 - neg) leave the pairs' D exact and bury the others
+    farthest = torch.where(pos.sum(dim=1, keepdim=True) > 0,
+                           (D * pos).amax(dim=1, keepdim=True), float("-inf"))  # fmt: skip
+    nearest = torch.where(neg.sum(dim=1, keepdim=True) > 0,
+                          (D + neg.mul(-4.0).add_(4.0)).amin(dim=1, keepdim=True), float("inf"))  # fmt: skip
     if epsilon is not None:  # Eq. 22-23; the extremes of what is kept (or +-inf: nothing is)
-        pos, neg = pos & (D >= nearest - epsilon), neg & (D <= farthest + epsilon)
+        pos = pos.mul_(compare(torch.ge, D, nearest - epsilon))
+        neg = neg.mul_(compare(torch.le, D, farthest + epsilon))
         farthest, nearest = (
             torch.where(farthest >= nearest - epsilon, farthest, float("-inf")),
             torch.where(nearest <= farthest + epsilon, nearest, float("inf")),
         )
-    return D, pos, neg, farthest, nearest
+    return D, keep, pos, neg, farthest, nearest
 
 
 def _exp_terms(D, mask, scale, offset, extreme, add_one):
@@ -134,7 +139,7 @@ class _MSDistance(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, S, D, pos, neg, farthest, nearest, margin, alpha, beta, add_one):  # type: ignore[override]
+    def forward(ctx, S, D, keep, pos, neg, farthest, nearest, margin, alpha, beta, add_one):  # type: ignore[override]
         e_pos, t_pos, c_pos = _exp_terms(D, pos, alpha, -alpha * margin, farthest, add_one)
         e_neg, t_neg, c_neg = _exp_terms(D, neg, -beta, beta * margin, nearest, add_one)
         rows = []
@@ -143,7 +148,7 @@ class _MSDistance(torch.autograd.Function):
             rows.append(torch.where(t > 0, value, 0.0)[:, 0] / scale)
         tiny = torch.finfo(D.dtype).tiny  # an empty row of v2: 0 / 0 -> 0
         W = e_pos.div_(t_pos.clamp_min(tiny)).sub_(e_neg.div_(t_neg.clamp_min(tiny)))
-        ctx.save_for_backward(torch.where(D > 0, W.div_(D.clamp_min(1e-30)), 0.0).neg_())
+        ctx.save_for_backward(slope_to_gradient(W, D, keep))
         ctx.in_dtype = S.dtype
         return rows[0] + rows[1]
 
@@ -151,7 +156,7 @@ class _MSDistance(torch.autograd.Function):
     def backward(ctx, grad_rows):  # type: ignore[override]
         (G,) = ctx.saved_tensors
         grad = (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype)
-        return (grad,) + (None,) * 9
+        return (grad,) + (None,) * 10
 
 
 def ms_distance_loss(
@@ -188,8 +193,8 @@ def ms_distance_loss(
     hp = MSDistanceHyperParameters(
         margin, alpha, beta, version=version, epsilon=epsilon, reduction=reduction
     )
-    D, pos, neg, far, near = _mined(S, labels, hp.epsilon, pos_mask, neg_mask)
-    rows = _MSDistance.apply(S, D, pos, neg, far, near, hp.margin, hp.alpha, hp.beta,
+    D, keep, pos, neg, far, near = _mined(S, labels, hp.epsilon, pos_mask, neg_mask)
+    rows = _MSDistance.apply(S, D, keep, pos, neg, far, near, hp.margin, hp.alpha, hp.beta,
                              hp.version == "v1")  # fmt: skip
     return reduce(rows, hp.reduction).to(S.dtype)
 
@@ -212,7 +217,8 @@ def ms_distance_weights(
     negative, so the batch-mean gradient is these divided by ``B``.
     """
     hp = MSDistanceHyperParameters(margin, alpha, beta, version=version, epsilon=epsilon)
-    D, pos, neg, _, _ = _mined(S, labels, hp.epsilon, pos_mask, neg_mask)
+    D, _, pos, neg, _, _ = _mined(S, labels, hp.epsilon, pos_mask, neg_mask)
+    pos, neg = pos.bool(), neg.bool()
     one = 1.0 if version == "v1" else 0.0
     out = []
     for x, mask in ((hp.alpha * (D - hp.margin), pos), (hp.beta * (hp.margin - D), neg)):
