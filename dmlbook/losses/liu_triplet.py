@@ -36,7 +36,14 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .liu_weighting import NORMALIZATIONS, WEIGHTINGS, check_common
+from .liu_weighting import (
+    NORMALIZATIONS,
+    WEIGHTINGS,
+    check_common,
+    compare,
+    distances,
+    slope_to_gradient,
+)
 
 __all__ = [
     "TripletPowerHyperParameters",
@@ -219,19 +226,17 @@ def _block_terms(Ap, Dn, weighting, exponent, u=None, v=None):
     """
     t = Ap[:, :, None] - Dn[:, None, :]
     if weighting == "exponential":
-        A = (u[:, :, None] * v[:, None, :]).mul_(t >= 0)
+        A = (u[:, :, None] * v[:, None, :]).mul_(compare(torch.ge, t, 0.0))
         total = A.sum(dim=(1, 2))
-        tie = t == 0  # mined (in the total) but no hinge: out of the gradient
-        if bool(tie.any()):
-            A.masked_fill_(tie, 0.0)
         t.clamp_min_(0.0)
+        A.mul_(compare(torch.gt, t, 0.0))  # a tie is mined (in the total) but has no hinge
     elif weighting == "power" and exponent > 0:  # 0^p = 0 on a tie and outside Eq. 19
         t.clamp_min_(0.0)
         A = _power(t.clone(), exponent)
         total = None
     else:  # constant, or p = 0: 0^0 = 1 on every mined triplet, the hinge on t > 0
-        total = (t >= 0).sum(dim=(1, 2)).to(t.dtype)
-        A = (t > 0).to(t.dtype)
+        total = compare(torch.ge, t, 0.0).sum(dim=(1, 2))
+        A = compare(torch.gt, t, 0.0)
         t.clamp_min_(0.0)
     g_pos = A.sum(dim=2)
     total = g_pos.sum(dim=1) if total is None else total
@@ -239,7 +244,7 @@ def _block_terms(Ap, Dn, weighting, exponent, u=None, v=None):
 
 
 def _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization):
-    """``L_i`` (B,) and ``dL_i/dS_i.`` (B, B) of Eq. 21, never with a (B, B, B) tensor.
+    """``L_i`` (B,) and ``dL_i/dD_i.`` (B, B) of Eq. 21, never with a (B, B, B) tensor.
 
     Each anchor's positives are gathered (``K - 1`` in a P x K batch) and taken in blocks of
     anchors and positives whose ``t = D_ij - D_ik + m`` has at most :data:`CHUNK_ENTRIES`
@@ -277,8 +282,7 @@ def _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization):
             total = total.sum().expand_as(total)
         norm = torch.where(total > 0, 1.0 / total.clamp_min(torch.finfo(D.dtype).tiny), 0.0)
         rows, G = rows * norm, G * norm[:, None]
-    # dD/dS = -1/D (0 where D = 0, as safe_distance's gradient)
-    return rows, torch.where(D > 0, G / D.clamp_min(1e-30), 0.0).neg_()
+    return rows, G
 
 
 class _RowsWithGradient(torch.autograd.Function):
@@ -323,8 +327,9 @@ def triplet_weighted_loss(
     check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+    D, keep = distances(S)
     rows, G = _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization)
+    G = slope_to_gradient(G, D, keep)  # dD/dS = -1/D (0 where D = 0, as safe_distance's)
     return reduce(_RowsWithGradient.apply(S, rows, G), reduction).to(S.dtype)
 
 
