@@ -39,6 +39,7 @@ from .base import (
 from .liu_weighting import (
     NORMALIZATIONS,
     WEIGHTINGS,
+    _RowsWithGradient,
     check_common,
     compare,
     distances,
@@ -283,21 +284,6 @@ def _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization):
         norm = torch.where(total > 0, 1.0 / total.clamp_min(torch.finfo(D.dtype).tiny), 0.0)
         rows, G = rows * norm, G * norm[:, None]
     return rows, G
-
-
-class _RowsWithGradient(torch.autograd.Function):
-    """The per-anchor losses ``L_i`` with their precomputed gradient ``dL_i/dS_i.`` (B, B)."""
-
-    @staticmethod
-    def forward(ctx, S, rows, G):  # type: ignore[override]
-        ctx.save_for_backward(G)
-        ctx.in_dtype = S.dtype
-        return rows
-
-    @staticmethod
-    def backward(ctx, grad_rows):  # type: ignore[override]
-        (G,) = ctx.saved_tensors
-        return (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype), None, None
 
 
 def triplet_weighted_loss(

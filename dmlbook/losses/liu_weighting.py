@@ -264,29 +264,54 @@ def pair_weights(
     return torch.where(pos, w, 0.0), torch.where(neg, w, 0.0)
 
 
-class _PairWeighted(torch.autograd.Function):
-    """Eq. 18 per anchor with its closed-form backward (the weights are constants).
+def _side(D, mask, hinge, a, weighting, normalization, dims):
+    """One side (positives or negatives) of Eq. 18 as 0/1-masked numbers: ``(w, hinge)``.
 
-    Forward: ``L_i = sum_j w+_ij [D_ij - m1]_+ + w-_ij [m2 - D_ij]_+`` from ``S`` (no graph).
-    Backward: ``dL_i/dS_ij = -(w+_ij 1[D > m1] - w-_ij 1[D < m2]) / D_ij`` (0 where ``D = 0``,
-    as :func:`dmlbook.pairs.safe_distance`'s gradient), times the incoming gradient of ``L_i``.
+    ``hinge`` (``[D - m1]_+`` or ``[m2 - D]_+``) is >= 0; the weights of Eq. 24-33 are formed on
+    it (power: ``torch.pow``, ``0^0 = 1``; exponential: shifted by the scope's largest exponent,
+    which is ``a`` times the largest mined hinge since rounding is monotone) and normalised.
     """
+    if weighting == "exponential":
+        if normalization == "none":
+            return torch.where(mask > 0, (a * hinge).exp(), 0.0), hinge
+        top = (hinge * mask).amax(dim=dims, keepdim=True)
+        w = (a * hinge).sub_(a * top).clamp_max_(0.0).exp_().mul_(mask)
+    else:
+        w = hinge.pow(0.0 if weighting == "constant" else a).mul_(mask)
+    if normalization != "none":
+        w = w.div_(w.sum(dim=dims, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny))
+    return w, hinge
+
+
+def _pair_rows(D, keep, pos, neg, m1, m2, weighting, a, b, normalization):
+    """``L_i`` of Eq. 18 and the closed-form ``dL_i/dS`` (B, B) of its detached weights.
+
+    ``pos``, ``neg`` are the mined pairs as 0/1 numbers. ``dL_i/dD_ij = w+_ij 1[D > m1] -
+    w-_ij 1[D < m2]``, times ``dD/dS = -1/D`` (0 where ``D = 0``).
+    """
+    dims = (1,) if normalization == "anchor" else (0, 1)
+    w_pos, h_pos = _side(D, pos, (D - m1).clamp_min_(0.0), a, weighting, normalization, dims)
+    w_neg, h_neg = _side(D, neg, (m2 - D).clamp_min_(0.0), b, weighting, normalization, dims)
+    rows = (w_pos * h_pos).sum(dim=1) + (w_neg * h_neg).sum(dim=1)
+    slope = w_pos.mul_(compare(torch.gt, h_pos, 0.0)).sub_(
+        w_neg.mul_(compare(torch.gt, h_neg, 0.0))
+    )
+    return rows, slope_to_gradient(slope, D, keep)
+
+
+class _RowsWithGradient(torch.autograd.Function):
+    """The per-anchor losses ``L_i`` with their precomputed gradient ``dL_i/dS_i.`` (B, B)."""
 
     @staticmethod
-    def forward(ctx, S, D, w, pos, neg, m1: float, m2: float):  # type: ignore[override]
-        # signed hinge: D - m1 on the positives, m2 - D on the negatives (the masks are disjoint)
-        hinge = torch.where(pos, D - m1, m2 - D)
-        active = hinge > 0
-        slope = torch.where(active, torch.where(pos, w, -w), 0.0)  # dL_i/dD_ij
-        ctx.save_for_backward(torch.where(D > 0, slope / D.clamp_min(1e-30), 0.0).neg_())
+    def forward(ctx, S, rows, G):  # type: ignore[override]
+        ctx.save_for_backward(G)
         ctx.in_dtype = S.dtype
-        return torch.where(active, w * hinge, 0.0).sum(dim=1)
+        return rows
 
     @staticmethod
     def backward(ctx, grad_rows):  # type: ignore[override]
         (G,) = ctx.saved_tensors
-        grad = (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype)
-        return grad, None, None, None, None, None, None
+        return (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype), None, None
 
 
 def pair_weighted_loss(
@@ -317,12 +342,25 @@ def pair_weighted_loss(
     check_choice(backward, BACKWARDS, "backward")
     check_choice(weighting, tuple(WEIGHTINGS), "weighting")
     check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
+    if backward == "closed_form":
+        y = check_similarity(S, labels)
+        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        D, keep = distances(S)
+        if epsilon is not None:  # Eq. 16-17, then Eq. 22-23, through the miners
+            pos, neg = threshold_pair_masks(
+                S, y, pos_margin, neg_margin, pos_mask=pos, neg_mask=neg
+            )
+            pos, neg = ms_distance_mining_masks(S, y, epsilon, pos_mask=pos, neg_mask=neg)
+            pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
+        else:  # threshold_pair_masks, inlined on the D computed here
+            pos = as_float(pos, D.dtype).mul_(compare(torch.ge, D, pos_margin))
+            neg = as_float(neg, D.dtype).mul_(compare(torch.le, D, neg_margin))
+        rows, G = _pair_rows(D, keep, pos, neg, pos_margin, neg_margin, weighting, pos_exponent,
+                             neg_exponent, normalization)  # fmt: skip
+        return reduce(_RowsWithGradient.apply(S, rows, G), reduction).to(S.dtype)
     D, pos, neg = _mined_distances(S, labels, pos_margin, neg_margin, epsilon, pos_mask, neg_mask)
     w = _weights(D, pos, neg, pos_margin, neg_margin, weighting, pos_exponent, neg_exponent,
                  normalization)  # fmt: skip
-    if backward == "closed_form":
-        rows = _PairWeighted.apply(S, D, w, pos, neg, pos_margin, neg_margin)
-        return reduce(rows, reduction).to(S.dtype)
     w_pos, w_neg = torch.where(pos, w, 0.0), torch.where(neg, w, 0.0)
     D = dissimilarity(S.to(w.dtype), "distance")
     per_pair = w_pos * torch.relu(D - pos_margin) + w_neg * torch.relu(neg_margin - D)
