@@ -41,7 +41,7 @@ import torch
 
 from ..pairs import check_choice, check_similarity, resolve_masks
 from .base import HyperParameters, PairLoss
-from .pair_losses import BASE_LOSSES, pair_losses
+from .pair_losses import BASE_LOSSES, base_loss_slope, pair_losses
 
 __all__ = [
     "UNCERTAINTY_SETS",
@@ -126,7 +126,7 @@ def _topk_sum(l: torch.Tensor, cand: torch.Tensor, k: int) -> torch.Tensor:
     Non-candidates enter as 0 (no gradient): the losses are >= 0, so a 0 picked in place of a
     missing candidate adds nothing, and no count (no host sync) is needed.
     """
-    flat = torch.where(cand, l, 0.0).reshape(-1)
+    flat = (l * cand.view(torch.uint8).to(l.dtype)).reshape(-1)  # l >= 0 and finite
     return flat.topk(min(k, flat.numel())).values.sum()
 
 
@@ -231,6 +231,42 @@ def dro_weights(
     return p
 
 
+class _ValueWithGradient(torch.autograd.Function):
+    """A scalar ``F`` with its precomputed gradient ``dF/dS`` (Lemma 1: ``p* dl/dS``)."""
+
+    @staticmethod
+    def forward(ctx, S, value, G):  # type: ignore[override]
+        ctx.save_for_backward(G)
+        return value
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        (G,) = ctx.saved_tensors
+        return G * grad, None, None
+
+
+def _kl_value(S, l, cand, pos, neg, hp, n) -> torch.Tensor:
+    """DRO-KL, ``F = gamma (log sum_cand e^{l / gamma} - log n)``, with Lemma 1's gradient.
+
+    ``p* = softmax(l / gamma)`` over the candidates; ``dF/dS = p* dl/dS`` with the base loss's
+    closed-form slope (margin: ``-y`` where the hinge is open, i.e. ``l > 0``). The losses are
+    ``>= 0`` and 0 off the pairs, so the candidates' largest ``l / gamma`` is the overall one.
+    """
+    c = cand.view(torch.uint8).to(l.dtype)
+    z = l / hp.gamma
+    top = z.amax()
+    e = (z - top).exp_().mul_(c)
+    total = e.sum()
+    value = hp.gamma * (top + total.log() - math.log(n))
+    if hp.base == "margin":
+        sign = pos.view(torch.uint8).to(l.dtype) - neg.view(torch.uint8).to(l.dtype)
+        slope = sign.mul_((l > 0).view(torch.uint8)).neg_()
+    else:
+        slope = base_loss_slope(S.detach(), pos, neg, hp.base, hp.margin, hp.threshold,
+                                hp.alpha, hp.beta)  # fmt: skip
+    return _ValueWithGradient.apply(S, value, e.div_(total).mul_(slope))
+
+
 def dro_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
@@ -293,14 +329,15 @@ def dro_loss(
         if hp.uncertainty == "topk":
             return _topk_sum(l, pos | neg, hp.K) / hp.K
         return (_topk_sum(l, pos, hp.K // 2) + _topk_sum(l, neg, hp.K // 2)) / hp.K
+    if hp.uncertainty == "kl":  # closed-form gradient: the losses need no graph
+        l, cand, pos, neg = dro_candidates(S.detach(), labels, hp, pos_mask, neg_mask)
+        n = int(cand.sum())
+        return _kl_value(S, l, cand, pos, neg, hp, n) if n else (S * 0).sum()
     l, cand, pos, neg = dro_candidates(S, labels, hp, pos_mask, neg_mask)
     zero = (S * 0).sum()
     n = int(cand.sum())
     if n == 0:
         return zero
-    if hp.uncertainty == "kl":
-        z = torch.where(cand, l / hp.gamma, torch.full_like(l, -math.inf)).reshape(-1)
-        return hp.gamma * (torch.logsumexp(z, 0) - math.log(n))
     if hp.uncertainty == "uniform":
         return torch.where(cand, l, torch.zeros_like(l)).sum() / n
     if hp.uncertainty == "simplex":
