@@ -23,7 +23,8 @@ excluded), narrowed by any miner's masks and, with ``drop_zero=True`` (the paper
 Lemma 1: where ``p*`` is unique and the losses smooth, ``dF/dS_ij = p*_ij dl_ij/dS_ij``. The
 values below are written so that autograd gives exactly that gradient (top-K through
 ``torch.topk``, KL through a log-sum-exp, chi-square through the envelope theorem with ``p*``
-held fixed); :func:`dro_weights` returns ``p*`` on its own. The sampling variant of DRO-KL
+held fixed; DRO-KL's value carries Lemma 1's gradient ``p* dl/dS`` in closed form,
+:func:`_kl_value`); :func:`dro_weights` returns ``p*`` on its own. The sampling variant of DRO-KL
 (:func:`dro_kl_sampled_loss`) draws pairs from ``p*`` and averages their losses: an unbiased
 estimate of that gradient.
 

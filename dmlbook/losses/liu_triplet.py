@@ -2,7 +2,8 @@
 
 Chapter: ``book/11_liu_weighting.ipynb``, 11.2-11.3 and 11.5. Proofs: :mod:`dmlbook.symbolic.liu`
 (Triplet-E per anchor is a log-sum-exp; normalised power weights are no gradient). Tests:
-``tests/losses/test_liu_weighting.py``; the per-anchor loop of Algorithm 1 is
+``tests/losses/test_liu_weighting.py`` and ``tests/losses/test_liu_triplet_scale.py`` (blocks,
+memory at B = 1000); the per-anchor loop of Algorithm 1 is
 :func:`dmlbook.reference.triplet_weighted_loss_reference`
 (``tests/reference/test_liu_equivalence.py``).
 
@@ -13,9 +14,9 @@ anchor (Eq. 34 as Algorithm 1 reads it), per batch or not at all; ``L = (1/B) su
 Registered as ``"triplet_p"`` (Triplet-P, ``p = 5``) and ``"triplet_e"`` (Triplet-E, ``alpha =
 40``), ``m = 0.1`` (0.2 on SOP). The semantics are those of :mod:`dmlbook.losses.liu_weighting`.
 
-The loss never builds the (B, B, B) tensor of all triplets: it takes each anchor's positives a
-chunk at a time (``K - 1`` of them in a P x K batch), so its temporaries are (B, c, B) with at
-most :data:`CHUNK_ENTRIES` entries, and its time is O(B^2 K). :func:`triplet_weights`, which
+The loss never builds the (B, B, B) tensor of all triplets: it gathers each anchor's positives
+(``K - 1`` of them in a P x K batch) and takes the triplets in blocks of anchors and positives
+with at most :data:`CHUNK_ENTRIES` entries, so its memory is O(B^2) and its time O(B^2 K). :func:`triplet_weights`, which
 returns the weights of every triplet for inspection, is (B, B, B) by definition.
 ``bench/bench_liu.py`` times the loss at ``B = 320`` and ``1000``.
 """

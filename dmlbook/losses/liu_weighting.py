@@ -46,8 +46,11 @@ normalisation scope and never overflow; un-normalised (v0) exponential weights a
 ``torch.pow`` of a base in ``[0, 2]``.
 
 Performance: the default backward is the closed form ``dL/dS_ij = -w_ij / D_ij`` of the
-detached weights (one ``B x B`` tensor saved); ``backward="autograd"`` differentiates the same
-formula with autograd. ``bench/bench_liu.py`` times both losses against the bare ``X X^T``.
+detached weights (one ``B x B`` tensor saved), computed with the forward on masks held as 0/1
+numbers (on CPU ``torch.where`` and a bool-to-float conversion each cost several plain
+products over a ``B x B`` matrix); ``backward="autograd"`` differentiates the same formula with
+autograd. ``bench/bench_liu.py`` times the losses against the bare ``X X^T``
+(``bench/results/liu_cpu.md``).
 """
 
 from __future__ import annotations
