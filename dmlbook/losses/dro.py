@@ -23,8 +23,7 @@ excluded), narrowed by any miner's masks and, with ``drop_zero=True`` (the paper
 Lemma 1: where ``p*`` is unique and the losses smooth, ``dF/dS_ij = p*_ij dl_ij/dS_ij``. The
 values below are written so that autograd gives exactly that gradient (top-K through
 ``torch.topk``, KL through a log-sum-exp, chi-square through the envelope theorem with ``p*``
-held fixed; DRO-KL's value carries Lemma 1's gradient ``p* dl/dS`` in closed form,
-:func:`_kl_value`); :func:`dro_weights` returns ``p*`` on its own. The sampling variant of DRO-KL
+held fixed); :func:`dro_weights` returns ``p*`` on its own. The sampling variant of DRO-KL
 (:func:`dro_kl_sampled_loss`) draws pairs from ``p*`` and averages their losses: an unbiased
 estimate of that gradient.
 
@@ -42,7 +41,7 @@ import torch
 
 from ..pairs import check_choice, check_similarity, resolve_masks
 from .base import HyperParameters, PairLoss
-from .pair_losses import BASE_LOSSES, base_loss_slope, pair_losses
+from .pair_losses import BASE_LOSSES, pair_losses
 
 __all__ = [
     "UNCERTAINTY_SETS",
@@ -232,42 +231,6 @@ def dro_weights(
     return p
 
 
-class _ValueWithGradient(torch.autograd.Function):
-    """A scalar ``F`` with its precomputed gradient ``dF/dS`` (Lemma 1: ``p* dl/dS``)."""
-
-    @staticmethod
-    def forward(ctx, S, value, G):  # type: ignore[override]
-        ctx.save_for_backward(G)
-        return value
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        (G,) = ctx.saved_tensors
-        return G * grad, None, None
-
-
-def _kl_value(S, l, cand, pos, neg, hp, n) -> torch.Tensor:
-    """DRO-KL, ``F = gamma (log sum_cand e^{l / gamma} - log n)``, with Lemma 1's gradient.
-
-    ``p* = softmax(l / gamma)`` over the candidates; ``dF/dS = p* dl/dS`` with the base loss's
-    closed-form slope (margin: ``-y`` where the hinge is open, i.e. ``l > 0``). The losses are
-    ``>= 0`` and 0 off the pairs, so the candidates' largest ``l / gamma`` is the overall one.
-    """
-    c = cand.view(torch.uint8).to(l.dtype)
-    z = l / hp.gamma
-    top = z.amax()
-    e = (z - top).exp_().mul_(c)
-    total = e.sum()
-    value = hp.gamma * (top + total.log() - math.log(n))
-    if hp.base == "margin":
-        sign = pos.view(torch.uint8).to(l.dtype) - neg.view(torch.uint8).to(l.dtype)
-        slope = sign.mul_((l > 0).view(torch.uint8)).neg_()
-    else:
-        slope = base_loss_slope(S.detach(), pos, neg, hp.base, hp.margin, hp.threshold,
-                                hp.alpha, hp.beta)  # fmt: skip
-    return _ValueWithGradient.apply(S, value, e.div_(total).mul_(slope))
-
-
 def dro_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
@@ -330,15 +293,14 @@ def dro_loss(
         if hp.uncertainty == "topk":
             return _topk_sum(l, pos | neg, hp.K) / hp.K
         return (_topk_sum(l, pos, hp.K // 2) + _topk_sum(l, neg, hp.K // 2)) / hp.K
-    if hp.uncertainty == "kl":  # closed-form gradient: the losses need no graph
-        l, cand, pos, neg = dro_candidates(S.detach(), labels, hp, pos_mask, neg_mask)
-        n = int(cand.sum())
-        return _kl_value(S, l, cand, pos, neg, hp, n) if n else (S * 0).sum()
     l, cand, pos, neg = dro_candidates(S, labels, hp, pos_mask, neg_mask)
     zero = (S * 0).sum()
     n = int(cand.sum())
     if n == 0:
         return zero
+    if hp.uncertainty == "kl":
+        z = torch.where(cand, l / hp.gamma, torch.full_like(l, -math.inf)).reshape(-1)
+        return hp.gamma * (torch.logsumexp(z, 0) - math.log(n))
     if hp.uncertainty == "uniform":
         return torch.where(cand, l, torch.zeros_like(l)).sum() / n
     if hp.uncertainty == "simplex":

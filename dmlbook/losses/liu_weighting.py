@@ -203,7 +203,7 @@ def _mined_distances(S, labels, m1, m2, epsilon, pos_mask, neg_mask):
     if epsilon is not None:  # Eq. 22-23 after the thresholds, through the miners
         pos, neg = threshold_pair_masks(S, y, m1, m2, pos_mask=pos, neg_mask=neg)
         pos, neg = ms_distance_mining_masks(S, y, epsilon, pos_mask=pos, neg_mask=neg)
-    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+    D, _ = distances(S)
     if epsilon is None:  # threshold_pair_masks, inlined on the D computed here
         pos, neg = pos & (D >= m1), neg & (D <= m2)
     return D, pos, neg
@@ -213,28 +213,14 @@ def _weights(D, pos, neg, m1, m2, weighting, a, b, normalization) -> torch.Tenso
     """``w+`` on ``pos`` and ``w-`` on ``neg`` in one (B, B) tensor (the masks are disjoint).
 
     Power weights are formed directly (``torch.pow``, ``0^0 = 1``) and bounded by ``2^p``;
-    exponential weights in the log domain, shifted by their maximum per normalisation scope.
+    exponential weights in the log domain, shifted by their maximum per normalisation scope
+    (:func:`_side`, on the masks as 0/1 numbers).
     """
-    base = torch.where(pos, D - m1, m2 - D).clamp_min_(0.0)
-    kept = pos | neg
-    if weighting == "exponential":
-        log_w = base * torch.where(pos, a, b)
-    else:
-        a, b = (0.0, 0.0) if weighting == "constant" else (a, b)
-        w = torch.where(kept, torch.where(pos, base.pow(a), base.pow(b)), 0.0)
-    if normalization == "none":
-        return torch.where(kept, log_w.exp(), 0.0) if weighting == "exponential" else w
     dims = (1,) if normalization == "anchor" else (0, 1)
-    if weighting == "exponential":
-        neg_inf = torch.tensor(float("-inf"), dtype=D.dtype, device=D.device)
-        shift_pos = torch.where(pos, log_w, neg_inf).amax(dim=dims, keepdim=True)
-        shift_neg = torch.where(neg, log_w, neg_inf).amax(dim=dims, keepdim=True)
-        shift = torch.where(pos, shift_pos, shift_neg)
-        w = torch.where(kept, (log_w - shift).exp(), 0.0)
-    sum_pos = torch.where(pos, w, 0.0).sum(dim=dims, keepdim=True)
-    sum_neg = torch.where(neg, w, 0.0).sum(dim=dims, keepdim=True)
-    total = torch.where(pos, sum_pos, sum_neg)
-    return torch.where(total > 0, w / total.clamp_min(torch.finfo(w.dtype).tiny), 0.0)
+    pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
+    w_pos, _ = _side(D, pos, (D - m1).clamp_min_(0.0), a, weighting, normalization, dims)
+    w_neg, _ = _side(D, neg, (m2 - D).clamp_min_(0.0), b, weighting, normalization, dims)
+    return w_pos.add_(w_neg)
 
 
 def pair_weights(
@@ -286,20 +272,31 @@ def _side(D, mask, hinge, a, weighting, normalization, dims):
     return w, hinge
 
 
-def _pair_rows(D, keep, pos, neg, m1, m2, weighting, a, b, normalization):
-    """``L_i`` of Eq. 18 and the closed-form ``dL_i/dS`` (B, B) of its detached weights.
+class _PairWeighted(torch.autograd.Function):
+    """Eq. 18 per anchor with its closed-form backward (the weights are constants).
 
-    ``pos``, ``neg`` are the mined pairs as 0/1 numbers. ``dL_i/dD_ij = w+_ij 1[D > m1] -
-    w-_ij 1[D < m2]``, times ``dD/dS = -1/D`` (0 where ``D = 0``).
+    Forward: ``L_i = sum_j w+_ij [D_ij - m1]_+ + w-_ij [m2 - D_ij]_+`` from ``S`` (no graph).
+    Backward: ``dL_i/dS_ij = -(w+_ij 1[D > m1] - w-_ij 1[D < m2]) / D_ij`` (0 where ``D = 0``,
+    as :func:`dmlbook.pairs.safe_distance`'s gradient), times the incoming gradient of ``L_i``.
+    The masks enter as 0/1 numbers (no ``torch.where`` over the B x B matrix).
     """
-    dims = (1,) if normalization == "anchor" else (0, 1)
-    w_pos, h_pos = _side(D, pos, (D - m1).clamp_min_(0.0), a, weighting, normalization, dims)
-    w_neg, h_neg = _side(D, neg, (m2 - D).clamp_min_(0.0), b, weighting, normalization, dims)
-    rows = (w_pos * h_pos).sum(dim=1) + (w_neg * h_neg).sum(dim=1)
-    slope = w_pos.mul_(compare(torch.gt, h_pos, 0.0)).sub_(
-        w_neg.mul_(compare(torch.gt, h_neg, 0.0))
-    )
-    return rows, slope_to_gradient(slope, D, keep)
+
+    @staticmethod
+    def forward(ctx, S, D, w, pos, neg, m1: float, m2: float):  # type: ignore[override]
+        pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
+        # signed hinge: D - m1 on the positives, m2 - D on the negatives (the masks are disjoint)
+        hinge = (D - m1).clamp_min_(0.0).mul_(pos).add_((m2 - D).clamp_min_(0.0).mul_(neg))
+        rows = (w * hinge).sum(dim=1)
+        slope = compare(torch.gt, hinge, 0.0).mul_(w).mul_(pos.sub_(neg))  # dL_i/dD_ij
+        ctx.save_for_backward(slope_to_gradient(slope, D, compare(torch.gt, D, 0.0)))
+        ctx.in_dtype = S.dtype
+        return rows
+
+    @staticmethod
+    def backward(ctx, grad_rows):  # type: ignore[override]
+        (G,) = ctx.saved_tensors
+        grad = (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype)
+        return grad, None, None, None, None, None, None
 
 
 class _RowsWithGradient(torch.autograd.Function):
@@ -345,25 +342,12 @@ def pair_weighted_loss(
     check_choice(backward, BACKWARDS, "backward")
     check_choice(weighting, tuple(WEIGHTINGS), "weighting")
     check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
-    if backward == "closed_form":
-        y = check_similarity(S, labels)
-        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        D, keep = distances(S)
-        if epsilon is not None:  # Eq. 16-17, then Eq. 22-23, through the miners
-            pos, neg = threshold_pair_masks(
-                S, y, pos_margin, neg_margin, pos_mask=pos, neg_mask=neg
-            )
-            pos, neg = ms_distance_mining_masks(S, y, epsilon, pos_mask=pos, neg_mask=neg)
-            pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
-        else:  # threshold_pair_masks, inlined on the D computed here
-            pos = as_float(pos, D.dtype).mul_(compare(torch.ge, D, pos_margin))
-            neg = as_float(neg, D.dtype).mul_(compare(torch.le, D, neg_margin))
-        rows, G = _pair_rows(D, keep, pos, neg, pos_margin, neg_margin, weighting, pos_exponent,
-                             neg_exponent, normalization)  # fmt: skip
-        return reduce(_RowsWithGradient.apply(S, rows, G), reduction).to(S.dtype)
     D, pos, neg = _mined_distances(S, labels, pos_margin, neg_margin, epsilon, pos_mask, neg_mask)
     w = _weights(D, pos, neg, pos_margin, neg_margin, weighting, pos_exponent, neg_exponent,
                  normalization)  # fmt: skip
+    if backward == "closed_form":
+        rows = _PairWeighted.apply(S, D, w, pos, neg, pos_margin, neg_margin)
+        return reduce(rows, reduction).to(S.dtype)
     w_pos, w_neg = torch.where(pos, w, 0.0), torch.where(neg, w, 0.0)
     D = dissimilarity(S.to(w.dtype), "distance")
     per_pair = w_pos * torch.relu(D - pos_margin) + w_neg * torch.relu(neg_margin - D)

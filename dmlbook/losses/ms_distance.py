@@ -26,10 +26,6 @@ them on ``D``, where ``D = 1`` is ``S = 0.5``.
 
 Semantics: empty ``P_i`` or ``N_i`` contribute 0 (v1: ``log 1``; v2: by convention, the empty
 log-sum-exp is ``-inf``); the mean divides by all ``B`` anchors; mining reads ``S`` detached.
-
-Performance: one pass forms ``L_i`` and the closed-form gradient of Eq. 39's weights
-(:class:`_MSDistance`, one ``B x B`` tensor saved), with ``D`` computed once and Eq. 22-23
-mined on it; ``tests/reference/test_liu_equivalence.py`` compares it with the per-anchor loop.
 """
 
 from __future__ import annotations
@@ -38,16 +34,18 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS, check_nonnegative
+from ..mining import ms_distance_mining_masks
+from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype
 from .base import (
     HyperParameters,
     PairLoss,
     check_choice,
     check_similarity,
+    dissimilarity,
+    masked_logsumexp,
     reduce,
     resolve_masks,
 )
-from .liu_weighting import as_float, compare, distances, slope_to_gradient
 
 __all__ = [
     "MS_VERSIONS",
@@ -89,78 +87,20 @@ class MSDistanceHyperParameters(HyperParameters):
         check_choice(self.reduction, REDUCTIONS, "reduction")
 
 
-def _mined(S, labels, epsilon, pos_mask, neg_mask):
-    """``D`` (detached, compute dtype), the mined pairs, and each anchor's extreme distances.
-
-    Eq. 22-23 are :func:`dmlbook.mining.ms_distance_mining_masks` inlined on the ``D`` computed
-    here (the same detached ``D`` and the same comparisons), so that ``D`` and the extremes
-    ``max_{P_i} D`` and ``min_{N_i} D`` are formed once: mining keeps the farthest positive and
-    the nearest negative whenever it keeps any, so the extremes of the mined pairs (``-inf`` /
-    ``+inf`` for none) are the shifts of the log-sum-exps of :class:`_MSDistance`.
-    """
+def _masks(S, labels, epsilon, pos_mask, neg_mask):
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    D, keep = distances(S)
-    pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
-    # D is in [0, 2]: D * pos and D + 4 (1 - neg) leave the pairs' D exact and bury the others
-    farthest = torch.where(pos.sum(dim=1, keepdim=True) > 0,
-                           (D * pos).amax(dim=1, keepdim=True), float("-inf"))  # fmt: skip
-    nearest = torch.where(neg.sum(dim=1, keepdim=True) > 0,
-                          (D + neg.mul(-4.0).add_(4.0)).amin(dim=1, keepdim=True), float("inf"))  # fmt: skip
-    if epsilon is not None:  # Eq. 22-23; the extremes of what is kept (or +-inf: nothing is)
-        pos = pos.mul_(compare(torch.ge, D, nearest - epsilon))
-        neg = neg.mul_(compare(torch.le, D, farthest + epsilon))
-        farthest, nearest = (
-            torch.where(farthest >= nearest - epsilon, farthest, float("-inf")),
-            torch.where(nearest <= farthest + epsilon, nearest, float("inf")),
-        )
-    return D, keep, pos, neg, farthest, nearest
+    if epsilon is not None:
+        pos, neg = ms_distance_mining_masks(S, y, epsilon, pos_mask=pos, neg_mask=neg)
+    return pos, neg
 
 
-def _exp_terms(D, mask, scale, offset, extreme, add_one):
-    """``e^{x - c}`` on ``mask`` for ``x = scale * D + offset``, its row sum, and ``c``.
-
-    ``c`` is ``max_{mask} x`` (from the extreme distance, as rounding is monotone), clamped at 0
-    with the "+1" of v1 (whose implicit term is ``e^0``), and 0 for an empty row. Every
-    exponent on ``mask`` is then ``<= 0``; those off it are clamped to 0 before ``exp`` so that
-    none overflows (and ``inf * 0`` never makes a NaN).
-    """
-    c = scale * extreme + offset
-    c = torch.where(torch.isfinite(c), c.clamp_min(0.0) if add_one else c, 0.0)
-    e = (scale * D + (offset - c)).clamp_max_(0.0).exp_().mul_(mask)
-    total = e.sum(dim=1, keepdim=True)
-    if add_one:
-        total += (-c).exp()
-    return e, total, c
-
-
-class _MSDistance(torch.autograd.Function):
-    """MS v1/v2 on distances per anchor with the closed-form backward of Eq. 39's weights.
-
-    Forward: ``L_i = (1/alpha) log[(1) + sum_{P_i} e^{alpha (D - m)}] + (1/beta) log[(1) +
-    sum_{N_i} e^{beta (m - D)}]`` (no graph). Backward: ``dL_i/dD_ij = w+_ij - w-_ij`` (Eq. 39)
-    times ``dD/dS = -1/D`` (0 where ``D = 0``), times the incoming gradient of ``L_i``.
-    """
-
-    @staticmethod
-    def forward(ctx, S, D, keep, pos, neg, farthest, nearest, margin, alpha, beta, add_one):  # type: ignore[override]
-        e_pos, t_pos, c_pos = _exp_terms(D, pos, alpha, -alpha * margin, farthest, add_one)
-        e_neg, t_neg, c_neg = _exp_terms(D, neg, -beta, beta * margin, nearest, add_one)
-        rows = []
-        for t, c, scale in ((t_pos, c_pos, alpha), (t_neg, c_neg, beta)):
-            value = c + t.log()  # an empty row: log 0 = -inf (v2) or log 1 = 0 (v1)
-            rows.append(torch.where(t > 0, value, 0.0)[:, 0] / scale)
-        tiny = torch.finfo(D.dtype).tiny  # an empty row of v2: 0 / 0 -> 0
-        W = e_pos.div_(t_pos.clamp_min(tiny)).sub_(e_neg.div_(t_neg.clamp_min(tiny)))
-        ctx.save_for_backward(slope_to_gradient(W, D, keep))
-        ctx.in_dtype = S.dtype
-        return rows[0] + rows[1]
-
-    @staticmethod
-    def backward(ctx, grad_rows):  # type: ignore[override]
-        (G,) = ctx.saved_tensors
-        grad = (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype)
-        return (grad,) + (None,) * 10
+def _anchor_terms(
+    D: torch.Tensor, pos, neg, margin: float, alpha: float, beta: float, add_one: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    lse_pos, _ = masked_logsumexp(alpha * (D - margin), pos, add_one=add_one)
+    lse_neg, _ = masked_logsumexp(beta * (margin - D), neg, add_one=add_one)
+    return lse_pos / alpha, lse_neg / beta
 
 
 def ms_distance_loss(
@@ -197,10 +137,10 @@ def ms_distance_loss(
     hp = MSDistanceHyperParameters(
         margin, alpha, beta, version=version, epsilon=epsilon, reduction=reduction
     )
-    D, keep, pos, neg, far, near = _mined(S, labels, hp.epsilon, pos_mask, neg_mask)
-    rows = _MSDistance.apply(S, D, keep, pos, neg, far, near, hp.margin, hp.alpha, hp.beta,
-                             hp.version == "v1")  # fmt: skip
-    return reduce(rows, hp.reduction).to(S.dtype)
+    pos, neg = _masks(S, labels, hp.epsilon, pos_mask, neg_mask)
+    D = dissimilarity(S.to(compute_dtype(S)), "distance")
+    t_pos, t_neg = _anchor_terms(D, pos, neg, hp.margin, hp.alpha, hp.beta, version == "v1")
+    return reduce(t_pos + t_neg, hp.reduction).to(S.dtype)
 
 
 def ms_distance_weights(
@@ -221,8 +161,8 @@ def ms_distance_weights(
     negative, so the batch-mean gradient is these divided by ``B``.
     """
     hp = MSDistanceHyperParameters(margin, alpha, beta, version=version, epsilon=epsilon)
-    D, _, pos, neg, _, _ = _mined(S, labels, hp.epsilon, pos_mask, neg_mask)
-    pos, neg = pos.bool(), neg.bool()
+    pos, neg = _masks(S, labels, hp.epsilon, pos_mask, neg_mask)
+    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
     one = 1.0 if version == "v1" else 0.0
     out = []
     for x, mask in ((hp.alpha * (D - hp.margin), pos), (hp.beta * (hp.margin - D), neg)):

@@ -69,14 +69,13 @@ def pair_losses(
     Tensor of shape (B, B)
     """
     check_choice(base, BASE_LOSSES, "base")
-    # the masks as 0/1 numbers (through uint8: a bool to float conversion is slow on CPU), and
-    # products in place of torch.where: the same values (x * 1 = x, y * 0 = 0 for finite y)
-    p, n = pos.view(torch.uint8).to(S.dtype), neg.view(torch.uint8).to(S.dtype)
+    pair = pos | neg
     if base == "margin":  # one hinge for both signs: y (lambda - S) with y = +1 / -1
-        return torch.relu(margin + (threshold - S) * (p - n)) * (p + n)
+        t = threshold - S
+        return torch.where(pair, torch.relu(margin + torch.where(pos, t, -t)), 0.0)
     lp = softplus(check_positive(alpha, "alpha") * (threshold - S))
     ln = softplus(check_positive(beta, "beta") * (S - threshold))
-    return lp * p + ln * n
+    return torch.where(pos, lp, torch.where(neg, ln, 0.0))
 
 
 def base_loss_slope(
