@@ -242,7 +242,7 @@ def _block_terms(Ap, Dn, weighting, exponent, u=None, v=None):
         t.clamp_min_(0.0)
     g_pos = A.sum(dim=2)
     total = g_pos.sum(dim=1) if total is None else total
-    return total, torch.einsum("rck,rck->r", A, t), g_pos, A.sum(dim=1)
+    return total, (A * t).sum(dim=(1, 2)), g_pos, A.sum(dim=1)
 
 
 def _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization):
