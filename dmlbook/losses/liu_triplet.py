@@ -160,8 +160,8 @@ def triplet_weights(
     return torch.where(total > 0, w / total.clamp_min(torch.finfo(w.dtype).tiny), 0.0)
 
 
-#: Entries of one (B, c, B) working tensor of the triplet loss: 2^24 (64 MiB in float32). The
-#: anchor's positives are taken ``c`` at a time so that no temporary is larger, whatever B.
+#: Entries of one (r, c, B) working block of the triplet loss (r anchors, c positives each):
+#: 2^18, 1 MiB in float32, small enough to stay in cache between the block's elementwise passes.
 CHUNK_ENTRIES = 2**18
 
 
