@@ -126,7 +126,7 @@ def _topk_sum(l: torch.Tensor, cand: torch.Tensor, k: int) -> torch.Tensor:
     Non-candidates enter as 0 (no gradient): the losses are >= 0, so a 0 picked in place of a
     missing candidate adds nothing, and no count (no host sync) is needed.
     """
-    flat = torch.where(cand, l, 0.0).reshape(-1)
+    flat = (l * cand.view(torch.uint8).to(l.dtype)).reshape(-1)  # l >= 0 and finite
     return flat.topk(min(k, flat.numel())).values.sum()
 
 

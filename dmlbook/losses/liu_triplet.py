@@ -2,7 +2,8 @@
 
 Chapter: ``book/11_liu_weighting.ipynb``, 11.2-11.3 and 11.5. Proofs: :mod:`dmlbook.symbolic.liu`
 (Triplet-E per anchor is a log-sum-exp; normalised power weights are no gradient). Tests:
-``tests/losses/test_liu_weighting.py``; the per-anchor loop of Algorithm 1 is
+``tests/losses/test_liu_weighting.py`` and ``tests/losses/test_liu_triplet_scale.py`` (blocks,
+memory at B = 1000); the per-anchor loop of Algorithm 1 is
 :func:`dmlbook.reference.triplet_weighted_loss_reference`
 (``tests/reference/test_liu_equivalence.py``).
 
@@ -13,8 +14,11 @@ anchor (Eq. 34 as Algorithm 1 reads it), per batch or not at all; ``L = (1/B) su
 Registered as ``"triplet_p"`` (Triplet-P, ``p = 5``) and ``"triplet_e"`` (Triplet-E, ``alpha =
 40``), ``m = 0.1`` (0.2 on SOP). The semantics are those of :mod:`dmlbook.losses.liu_weighting`.
 
-The loss builds (B, B, B) tensors (1 G entries at ``B = 1000``): it is meant for the batch sizes
-of the paper (``P x K = 80`` or ``320``); ``bench/bench_liu.py`` times it.
+The loss never builds the (B, B, B) tensor of all triplets: it gathers each anchor's positives
+(``K - 1`` of them in a P x K batch) and takes the triplets in blocks of anchors and positives
+with at most :data:`CHUNK_ENTRIES` entries, so its memory is O(B^2) and its time O(B^2 K). :func:`triplet_weights`, which
+returns the weights of every triplet for inspection, is (B, B, B) by definition.
+``bench/bench_liu.py`` times the loss at ``B = 320`` and ``1000``.
 """
 
 from __future__ import annotations
@@ -33,7 +37,15 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .liu_weighting import NORMALIZATIONS, WEIGHTINGS, check_common
+from .liu_weighting import (
+    NORMALIZATIONS,
+    WEIGHTINGS,
+    _RowsWithGradient,
+    check_common,
+    compare,
+    distances,
+    slope_to_gradient,
+)
 
 __all__ = [
     "TripletPowerHyperParameters",
@@ -148,27 +160,131 @@ def triplet_weights(
     return torch.where(total > 0, w / total.clamp_min(torch.finfo(w.dtype).tiny), 0.0)
 
 
-class _TripletWeighted(torch.autograd.Function):
-    """Eq. 21 per anchor with its closed-form backward (the weights are constants).
+#: Entries of one (r, c, B) working block of the triplet loss (r anchors, c positives each):
+#: 2^18, 1 MiB in float32, small enough to stay in cache between the block's elementwise passes.
+CHUNK_ENTRIES = 2**18
 
-    With ``A = w 1[t > 0]``: ``L_i = sum_jk A_ijk t_ijk``, ``dL_i/dD_ij = sum_k A_ijk``,
-    ``dL_i/dD_ik = -sum_j A_ijk``, and ``dD/dS = -1/D`` (0 where ``D = 0``).
+
+def _positive_lists(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each anchor's positives as a padded index list: ``idx`` (B, P) and ``present`` (B, P).
+
+    ``P`` is the largest number of positives of an anchor (``K - 1`` for a P x K batch), so the
+    triplets ``(i, j, k)`` fit in (B, P, B) instead of (B, B, B).
     """
+    rows, cols = pos.nonzero(as_tuple=True)
+    counts = torch.bincount(rows, minlength=pos.shape[0])
+    P = int(counts.max()) if rows.numel() else 0
+    rank = torch.arange(rows.numel(), device=pos.device) - (counts.cumsum(0) - counts)[rows]
+    idx = torch.zeros(pos.shape[0], P, dtype=torch.long, device=pos.device)
+    present = torch.zeros(pos.shape[0], P, dtype=torch.bool, device=pos.device)
+    idx[rows, rank] = cols
+    present[rows, rank] = True
+    return idx, present
 
-    @staticmethod
-    def forward(ctx, S, D, w, margin: float):  # type: ignore[override]
-        t = _triplet_margins(D, margin)
-        A = torch.where(t > 0, w, 0.0)
-        per_anchor = (A * t).sum(dim=(1, 2))
-        G = A.sum(dim=2) - A.sum(dim=1)
-        ctx.save_for_backward(torch.where(D > 0, G / D.clamp_min(1e-30), 0.0).neg_())
-        ctx.in_dtype = S.dtype
-        return per_anchor
 
-    @staticmethod
-    def backward(ctx, grad_rows):  # type: ignore[override]
-        (G,) = ctx.saved_tensors
-        return (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype), None, None, None
+def _power(t: torch.Tensor, p: float) -> torch.Tensor:
+    """``t^p`` in place for ``t >= 0``: repeated squaring for an integer ``p <= 16`` (a few
+    multiplications, within a few ulp of ``torch.pow``, which is several times slower here)."""
+    if p != int(p) or p > 16:
+        return t.pow_(p)
+    out, base, k = None, t, int(p)
+    while k:
+        if k & 1:
+            out = base.clone() if out is None else out.mul_(base)
+        k >>= 1
+        if k:
+            base = base * base
+    return out
+
+
+def _exponential_factors(Ap, Dn, alpha, normalization):
+    """``e^{alpha t_ijk} = u_ij v_ik c_i`` with ``u, v <= 1``: the shifted factors of Eq. 31.
+
+    ``u = e^{alpha (D_ij + m - max_j (D_ij + m))}`` (r, P) over the positives (0 for padding),
+    ``v = e^{alpha (min_k D_ik - D_ik)}`` (r, B) over the negatives (0 elsewhere), and ``c_i``
+    the rest of the exponent: 1 for ``"anchor"`` (a per-anchor factor cancels in Eq. 34), the
+    batch's shift for ``"batch"`` (0 where the anchor has no triplet), ``e^{alpha max t}`` for
+    ``"none"``. Every weight is then at most 1 (normalised) and never overflows.
+    """
+    hi, lo = Ap.amax(dim=1, keepdim=True), Dn.amin(dim=1, keepdim=True)
+    u = (alpha * (Ap - torch.where(torch.isfinite(hi), hi, 0.0))).exp_()
+    v = (alpha * (torch.where(torch.isfinite(lo), lo, 0.0) - Dn)).exp_()
+    if normalization == "anchor":
+        return u, v, None
+    top = torch.where(hi >= lo, alpha * (hi - lo), float("-inf"))[:, 0]  # alpha max_jk t_ijk
+    if normalization == "batch" and bool(torch.isfinite(top).any()):
+        top = top - top.amax()
+    return u, v, top.exp_()
+
+
+def _block_terms(Ap, Dn, weighting, exponent, u=None, v=None):
+    """Sums of one block of anchors and positives over ``t = D_ij - D_ik + m``, (r, c, B).
+
+    ``Ap`` (r, c) holds ``D_ij + m`` of the positives (``-inf`` for padding), ``Dn`` (r, B) the
+    negatives' distances (``+inf`` elsewhere), so that ``t >= 0`` is exactly Eq. 19 (``t =
+    -inf`` outside). Exponential weights are ``u v`` (:func:`_exponential_factors`). Returns
+    the unnormalised weight total, ``sum w t`` over ``t > 0``, and ``dL/dD`` of the block's
+    positives (r, c) and negatives (r, B).
+    """
+    t = Ap[:, :, None] - Dn[:, None, :]
+    if weighting == "exponential":
+        A = (u[:, :, None] * v[:, None, :]).mul_(compare(torch.ge, t, 0.0))
+        total = A.sum(dim=(1, 2))
+        t.clamp_min_(0.0)
+        A.mul_(compare(torch.gt, t, 0.0))  # a tie is mined (in the total) but has no hinge
+    elif weighting == "power" and exponent > 0:  # 0^p = 0 on a tie and outside Eq. 19
+        t.clamp_min_(0.0)
+        A = _power(t.clone(), exponent)
+        total = None
+    else:  # constant, or p = 0: 0^0 = 1 on every mined triplet, the hinge on t > 0
+        total = compare(torch.ge, t, 0.0).sum(dim=(1, 2))
+        A = compare(torch.gt, t, 0.0)
+        t.clamp_min_(0.0)
+    g_pos = A.sum(dim=2)
+    total = g_pos.sum(dim=1) if total is None else total
+    return total, (A * t).sum(dim=(1, 2)), g_pos, A.sum(dim=1)
+
+
+def _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization):
+    """``L_i`` (B,) and ``dL_i/dD_i.`` (B, B) of Eq. 21, never with a (B, B, B) tensor.
+
+    Each anchor's positives are gathered (``K - 1`` in a P x K batch) and taken in blocks of
+    anchors and positives whose ``t = D_ij - D_ik + m`` has at most :data:`CHUNK_ENTRIES`
+    entries (:func:`_block_terms`): O(B^2 K) time. The totals normalise at the end.
+    """
+    B = D.shape[0]
+    idx, present = _positive_lists(pos)
+    if idx.shape[1] == 0:  # no anchor has a positive: no triplet
+        return D.new_zeros(B), D.new_zeros(B, B)
+    Ap = D.gather(1, idx).add_(margin).masked_fill_(~present, float("-inf"))
+    Dn = D.masked_fill(~neg, float("inf"))
+    u = v = scale = None
+    if weighting == "exponential" and exponent > 0:
+        u, v, scale = _exponential_factors(Ap, Dn, exponent, normalization)
+    elif weighting == "exponential":  # e^0 = 1
+        weighting = "constant"
+    total, rows, G = D.new_zeros(B), D.new_zeros(B), D.new_zeros(B, B)
+    c = max(1, min(idx.shape[1], CHUNK_ENTRIES // B))
+    r = max(1, CHUNK_ENTRIES // (c * B))
+    for i in range(0, B, r):
+        for j in range(0, idx.shape[1], c):
+            terms = _block_terms(
+                Ap[i : i + r, j : j + c], Dn[i : i + r], weighting, exponent,
+                None if u is None else u[i : i + r, j : j + c],
+                None if v is None else v[i : i + r],
+            )  # fmt: skip
+            total[i : i + r] += terms[0]
+            rows[i : i + r] += terms[1]
+            G[i : i + r].scatter_add_(1, idx[i : i + r, j : j + c], terms[2])
+            G[i : i + r] -= terms[3]
+    if scale is not None:
+        total, rows, G = total * scale, rows * scale, G * scale[:, None]
+    if normalization != "none":
+        if normalization == "batch":
+            total = total.sum().expand_as(total)
+        norm = torch.where(total > 0, 1.0 / total.clamp_min(torch.finfo(D.dtype).tiny), 0.0)
+        rows, G = rows * norm, G * norm[:, None]
+    return rows, G
 
 
 def triplet_weighted_loss(
@@ -187,17 +303,21 @@ def triplet_weighted_loss(
 
     Parameters are those of :func:`triplet_weights`, plus ``reduction`` (``"mean"``: ``(1/B)
     sum_i L_i``; ``"sum"``; ``"none"``: the ``L_i``). The backward is the closed form of the
-    detached weights (:class:`_TripletWeighted`); the per-anchor loop
+    detached weights, computed with the forward (:func:`_triplet_rows`, the anchors' positives a
+    chunk at a time: memory O(B^2 P) for P positives per anchor, each temporary at most
+    :data:`CHUNK_ENTRIES` entries); the per-anchor loop
     :func:`dmlbook.reference.triplet_weighted_loss_reference` is plain autograd, and the tests
     compare the two.
     """
     check_choice(reduction, REDUCTIONS, "reduction")
-    w = triplet_weights(
-        S, labels, margin, weighting=weighting, exponent=exponent,
-        normalization=normalization, pos_mask=pos_mask, neg_mask=neg_mask,
-    )  # fmt: skip
-    D = dissimilarity(S.detach().to(w.dtype), "distance")
-    return reduce(_TripletWeighted.apply(S, D, w, margin), reduction).to(S.dtype)
+    check_choice(weighting, tuple(WEIGHTINGS), "weighting")
+    check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    D, keep = distances(S)
+    rows, G = _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization)
+    G = slope_to_gradient(G, D, keep)  # dD/dS = -1/D (0 where D = 0, as safe_distance's)
+    return reduce(_RowsWithGradient.apply(S, rows, G), reduction).to(S.dtype)
 
 
 def triplet_power_loss(

@@ -46,8 +46,11 @@ normalisation scope and never overflow; un-normalised (v0) exponential weights a
 ``torch.pow`` of a base in ``[0, 2]``.
 
 Performance: the default backward is the closed form ``dL/dS_ij = -w_ij / D_ij`` of the
-detached weights (one ``B x B`` tensor saved); ``backward="autograd"`` differentiates the same
-formula with autograd. ``bench/bench_liu.py`` times both losses against the bare ``X X^T``.
+detached weights (one ``B x B`` tensor saved), computed with the forward on masks held as 0/1
+numbers (on CPU ``torch.where`` and a bool-to-float conversion each cost several plain
+products over a ``B x B`` matrix); ``backward="autograd"`` differentiates the same formula with
+autograd. ``bench/bench_liu.py`` times the losses against the bare ``X X^T``
+(``bench/results/liu_cpu.md``).
 """
 
 from __future__ import annotations
@@ -163,6 +166,36 @@ class PairExponentialHyperParameters(_PairHyperParameters):
 # ----------------------------------------------------------------------------- weights
 
 
+def as_float(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A bool mask as 0/1 numbers of ``dtype`` (through ``uint8``: on CPU a direct bool to float
+    conversion is several times slower than an elementwise product)."""
+    return mask.view(torch.uint8).to(dtype)
+
+
+def compare(op, a: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
+    """``op(a, b)`` (``torch.ge``, ``torch.gt``, ...) as 0/1 numbers of ``a``'s dtype."""
+    shape = a.shape if not isinstance(b, torch.Tensor) else torch.broadcast_shapes(a.shape, b.shape)
+    return op(a, b, out=torch.empty(shape, dtype=a.dtype, device=a.device))
+
+
+def distances(S: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Detached ``D = sqrt(2 - 2 S)`` (Eq. 1) in the compute dtype, and ``keep = D > 0``.
+
+    The arithmetic of :func:`dmlbook.pairs.dissimilarity` with ``"distance"`` (through
+    :func:`dmlbook.pairs.safe_distance`: ``D = 0`` where ``2 - 2 S <= eps``, coincident points),
+    in fewer passes over the (B, B) matrix. ``keep`` (0/1 numbers) is where ``dD/dS = -1/D``
+    (0 elsewhere).
+    """
+    sq = S.detach().to(compute_dtype(S)).mul(-2.0).add_(2.0).clamp_min_(0.0)
+    keep = compare(torch.gt, sq, torch.finfo(sq.dtype).eps)
+    return sq.sqrt_().mul_(keep), keep
+
+
+def slope_to_gradient(slope: torch.Tensor, D: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """``dL/dS = dL/dD * dD/dS = -slope / D`` where ``D > 0`` and 0 elsewhere, in place."""
+    return slope.mul_(keep).div_(D.clamp_min(torch.finfo(D.dtype).tiny)).neg_()
+
+
 def _mined_distances(S, labels, m1, m2, epsilon, pos_mask, neg_mask):
     """``D`` (detached, compute dtype) and the pairs kept by Eq. 16-17 (then Eq. 22-23)."""
     y = check_similarity(S, labels)
@@ -170,7 +203,7 @@ def _mined_distances(S, labels, m1, m2, epsilon, pos_mask, neg_mask):
     if epsilon is not None:  # Eq. 22-23 after the thresholds, through the miners
         pos, neg = threshold_pair_masks(S, y, m1, m2, pos_mask=pos, neg_mask=neg)
         pos, neg = ms_distance_mining_masks(S, y, epsilon, pos_mask=pos, neg_mask=neg)
-    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+    D, _ = distances(S)
     if epsilon is None:  # threshold_pair_masks, inlined on the D computed here
         pos, neg = pos & (D >= m1), neg & (D <= m2)
     return D, pos, neg
@@ -180,28 +213,14 @@ def _weights(D, pos, neg, m1, m2, weighting, a, b, normalization) -> torch.Tenso
     """``w+`` on ``pos`` and ``w-`` on ``neg`` in one (B, B) tensor (the masks are disjoint).
 
     Power weights are formed directly (``torch.pow``, ``0^0 = 1``) and bounded by ``2^p``;
-    exponential weights in the log domain, shifted by their maximum per normalisation scope.
+    exponential weights in the log domain, shifted by their maximum per normalisation scope
+    (:func:`_side`, on the masks as 0/1 numbers).
     """
-    base = torch.where(pos, D - m1, m2 - D).clamp_min_(0.0)
-    kept = pos | neg
-    if weighting == "exponential":
-        log_w = base * torch.where(pos, a, b)
-    else:
-        a, b = (0.0, 0.0) if weighting == "constant" else (a, b)
-        w = torch.where(kept, torch.where(pos, base.pow(a), base.pow(b)), 0.0)
-    if normalization == "none":
-        return torch.where(kept, log_w.exp(), 0.0) if weighting == "exponential" else w
     dims = (1,) if normalization == "anchor" else (0, 1)
-    if weighting == "exponential":
-        neg_inf = torch.tensor(float("-inf"), dtype=D.dtype, device=D.device)
-        shift_pos = torch.where(pos, log_w, neg_inf).amax(dim=dims, keepdim=True)
-        shift_neg = torch.where(neg, log_w, neg_inf).amax(dim=dims, keepdim=True)
-        shift = torch.where(pos, shift_pos, shift_neg)
-        w = torch.where(kept, (log_w - shift).exp(), 0.0)
-    sum_pos = torch.where(pos, w, 0.0).sum(dim=dims, keepdim=True)
-    sum_neg = torch.where(neg, w, 0.0).sum(dim=dims, keepdim=True)
-    total = torch.where(pos, sum_pos, sum_neg)
-    return torch.where(total > 0, w / total.clamp_min(torch.finfo(w.dtype).tiny), 0.0)
+    pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
+    w_pos, _ = _side(D, pos, (D - m1).clamp_min_(0.0), a, weighting, normalization, dims)
+    w_neg, _ = _side(D, neg, (m2 - D).clamp_min_(0.0), b, weighting, normalization, dims)
+    return w_pos.add_(w_neg)
 
 
 def pair_weights(
@@ -234,29 +253,65 @@ def pair_weights(
     return torch.where(pos, w, 0.0), torch.where(neg, w, 0.0)
 
 
+def _side(D, mask, hinge, a, weighting, normalization, dims):
+    """One side (positives or negatives) of Eq. 18 as 0/1-masked numbers: ``(w, hinge)``.
+
+    ``hinge`` (``[D - m1]_+`` or ``[m2 - D]_+``) is >= 0; the weights of Eq. 24-33 are formed on
+    it (power: ``torch.pow``, ``0^0 = 1``; exponential: shifted by the scope's largest exponent,
+    which is ``a`` times the largest mined hinge since rounding is monotone) and normalised.
+    """
+    if weighting == "exponential":
+        if normalization == "none":
+            return torch.where(mask > 0, (a * hinge).exp(), 0.0), hinge
+        top = (hinge * mask).amax(dim=dims, keepdim=True)
+        w = (a * hinge).sub_(a * top).clamp_max_(0.0).exp_().mul_(mask)
+    else:
+        w = hinge.pow(0.0 if weighting == "constant" else a).mul_(mask)
+    if normalization != "none":
+        w = w.div_(w.sum(dim=dims, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny))
+    return w, hinge
+
+
 class _PairWeighted(torch.autograd.Function):
     """Eq. 18 per anchor with its closed-form backward (the weights are constants).
 
     Forward: ``L_i = sum_j w+_ij [D_ij - m1]_+ + w-_ij [m2 - D_ij]_+`` from ``S`` (no graph).
     Backward: ``dL_i/dS_ij = -(w+_ij 1[D > m1] - w-_ij 1[D < m2]) / D_ij`` (0 where ``D = 0``,
     as :func:`dmlbook.pairs.safe_distance`'s gradient), times the incoming gradient of ``L_i``.
+    The masks enter as 0/1 numbers (no ``torch.where`` over the B x B matrix).
     """
 
     @staticmethod
     def forward(ctx, S, D, w, pos, neg, m1: float, m2: float):  # type: ignore[override]
+        pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
         # signed hinge: D - m1 on the positives, m2 - D on the negatives (the masks are disjoint)
-        hinge = torch.where(pos, D - m1, m2 - D)
-        active = hinge > 0
-        slope = torch.where(active, torch.where(pos, w, -w), 0.0)  # dL_i/dD_ij
-        ctx.save_for_backward(torch.where(D > 0, slope / D.clamp_min(1e-30), 0.0).neg_())
+        hinge = (D - m1).clamp_min_(0.0).mul_(pos).add_((m2 - D).clamp_min_(0.0).mul_(neg))
+        rows = (w * hinge).sum(dim=1)
+        slope = compare(torch.gt, hinge, 0.0).mul_(w).mul_(pos.sub_(neg))  # dL_i/dD_ij
+        ctx.save_for_backward(slope_to_gradient(slope, D, compare(torch.gt, D, 0.0)))
         ctx.in_dtype = S.dtype
-        return torch.where(active, w * hinge, 0.0).sum(dim=1)
+        return rows
 
     @staticmethod
     def backward(ctx, grad_rows):  # type: ignore[override]
         (G,) = ctx.saved_tensors
         grad = (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype)
         return grad, None, None, None, None, None, None
+
+
+class _RowsWithGradient(torch.autograd.Function):
+    """The per-anchor losses ``L_i`` with their precomputed gradient ``dL_i/dS_i.`` (B, B)."""
+
+    @staticmethod
+    def forward(ctx, S, rows, G):  # type: ignore[override]
+        ctx.save_for_backward(G)
+        ctx.in_dtype = S.dtype
+        return rows
+
+    @staticmethod
+    def backward(ctx, grad_rows):  # type: ignore[override]
+        (G,) = ctx.saved_tensors
+        return (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype), None, None
 
 
 def pair_weighted_loss(

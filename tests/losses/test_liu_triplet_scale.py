@@ -1,0 +1,112 @@
+"""Triplet-P/E (dmlbook.losses.liu_triplet) without the (B, B, B) tensor: the blocked path
+(any block size, user masks, large alpha) against Algorithm 1's per-anchor loop and the
+closed-form weights of :func:`triplet_weights`, and a B = 1000 forward + backward in bounded
+memory (a (B, B, B) float32 tensor alone would be 4 GB)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import hypothesis.strategies as st
+import pytest
+import torch
+from hypothesis import given, settings
+
+from dmlbook.losses import liu_triplet
+from dmlbook.losses.liu_triplet import triplet_weighted_loss, triplet_weights
+from dmlbook.reference.liu_weighting import triplet_weighted_loss_reference
+from dmlbook.similarity import cosine_similarity
+
+WEIGHTINGS = [("constant", 1.0), ("power", 0.0), ("power", 2.5), ("power", 5.0),
+              ("power", 20.0), ("exponential", 0.0), ("exponential", 40.0)]  # fmt: skip
+NORMS = ["none", "anchor", "batch"]
+
+
+@st.composite
+def batches(draw, max_b: int = 12):
+    B = draw(st.integers(1, max_b))
+    y = draw(st.lists(st.integers(0, 3), min_size=B, max_size=B))
+    seed = draw(st.integers(0, 2**16))
+    x = torch.randn(B, 3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return cosine_similarity(x), torch.tensor(y)
+
+
+def _value_and_grad(fn, S):
+    S = S.clone().requires_grad_(True)
+    value = fn(S)
+    (g,) = torch.autograd.grad(value, S, allow_unused=True) if value.requires_grad else (None,)
+    return value.detach(), torch.zeros_like(S) if g is None else g
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches(), st.sampled_from(WEIGHTINGS), st.sampled_from(NORMS), st.sampled_from([1, 5, 64]))
+def test_blocks_of_any_size_are_algorithm_1(batch, weighting, norm, chunk):
+    S, y = batch
+    kw = dict(weighting=weighting[0], exponent=weighting[1], normalization=norm)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(liu_triplet, "CHUNK_ENTRIES", chunk)
+        got = _value_and_grad(lambda s: triplet_weighted_loss(s, y, 0.2, **kw), S)
+    want = _value_and_grad(lambda s: triplet_weighted_loss_reference(s, y, 0.2, **kw), S)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(got[1], want[1], rtol=1e-10, atol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(batches(), st.sampled_from(WEIGHTINGS), st.sampled_from(NORMS), st.integers(0, 2**16))
+def test_user_masks_match_the_closed_form_weights(batch, weighting, norm, seed):
+    """Arbitrary pos/neg masks (uneven positives per anchor, padding): dL/dD = sum of weights."""
+    S, y = batch
+    B = len(y)
+    g = torch.Generator().manual_seed(seed)
+    same = y[:, None] == y[None, :]
+    pos = same & (torch.rand(B, B, generator=g) < 0.7)
+    neg = ~same & (torch.rand(B, B, generator=g) < 0.7)
+    kw = dict(weighting=weighting[0], exponent=weighting[1], normalization=norm)
+    m = 0.3
+    _, grad = _value_and_grad(
+        lambda s: triplet_weighted_loss(s, y, m, pos_mask=pos, neg_mask=neg, **kw), S
+    )
+    W = triplet_weights(S, y, m, pos_mask=pos, neg_mask=neg, **kw)
+    D = torch.sqrt(2.0 - 2.0 * S)
+    active = W * ((D[:, :, None] - D[:, None, :] + m) > 0)
+    G_D = (active.sum(dim=2) - active.sum(dim=1)) / B
+    dD_dS = -1.0 / D.fill_diagonal_(1.0)
+    torch.testing.assert_close(grad, G_D * dD_dS, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_large_alpha_in_float32_is_finite_and_close_to_float64(norm):
+    """alpha = 400: e^{alpha t} overflows float32 unshifted; the shifted factors do not."""
+    x = torch.randn(40, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    S, y = cosine_similarity(x), torch.arange(40) // 4
+    kw = dict(weighting="exponential", exponent=400.0, normalization=norm, reduction="none")
+    want = triplet_weighted_loss_reference(S, y, 0.1, weighting="exponential", exponent=400.0,
+                                           normalization=norm)  # fmt: skip
+    got = triplet_weighted_loss(S.float(), y, 0.1, **kw)
+    if norm == "none":  # as printed, e^{400 t} overflows float32 and float64 alike: inf, not nan
+        assert not torch.isnan(got).any()
+        return
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got.double().mean(), want, rtol=1e-4, atol=1e-6)
+
+
+_B1000 = """
+import resource, torch
+from dmlbook.losses import get_loss
+torch.manual_seed(0)
+x = torch.randn(1000, 512, requires_grad=True)
+y = torch.arange(1000) // 5
+for name in ("triplet_p", "triplet_e"):
+    loss = get_loss(name)(x, y)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(x.grad).all(), name
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_b1000_runs_in_bounded_memory():
+    """Peak resident memory of a fresh process doing both losses at B = 1000 stays < 1.5 GB."""
+    out = subprocess.run([sys.executable, "-c", _B1000], capture_output=True, text=True, check=True)
+    peak_kib = int(out.stdout.split()[-1])  # Linux reports ru_maxrss in KiB
+    assert peak_kib < 1.5 * 2**20, f"peak RSS {peak_kib / 2**20:.2f} GiB"
