@@ -453,7 +453,7 @@ def ms_distance_mining_masks(
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     D = _distances(S)
-    inf = torch.full((), float("inf"), dtype=D.dtype, device=D.device)
-    nearest_neg = torch.where(neg, D, inf).amin(dim=1, keepdim=True)
-    farthest_pos = torch.where(pos, D, -inf).amax(dim=1, keepdim=True)
-    return pos & (D >= nearest_neg - eps), neg & (D <= farthest_pos + eps)
+    # On -D the hardest pairs are :func:`hardest`'s: -(farthest positive), -(nearest negative).
+    minus_farthest_pos, minus_nearest_neg = hardest(-D, pos, neg)
+    keep_pos = D >= (-minus_nearest_neg - eps)[:, None]
+    return pos & keep_pos, neg & (D <= (eps - minus_farthest_pos)[:, None])
