@@ -8,6 +8,10 @@ loss on distances and vice versa.
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import once_differentiable
+
+#: The default lower bound on a norm (:func:`l2_normalize`, :func:`cosine_similarity`).
+_EPS = 1e-12
 
 __all__ = [
     "l2_normalize",
@@ -18,7 +22,7 @@ __all__ = [
 ]
 
 
-def l2_normalize(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+def l2_normalize(x: torch.Tensor, eps: float = _EPS) -> torch.Tensor:
     """Scale every row of ``x`` to unit Euclidean norm.
 
     Parameters
@@ -47,12 +51,47 @@ def cosine_similarity(
     -------
     Tensor of shape (N, M)
     """
+    if y is None:
+        return _SelfSimilarity.apply(x, normalize)
     if normalize:
-        x = l2_normalize(x)
-        y = x if y is None else l2_normalize(y)
-    elif y is None:
-        y = x
+        x, y = l2_normalize(x), l2_normalize(y)
     return x @ y.T
+
+
+class _SelfSimilarity(torch.autograd.Function):
+    """``S = U U^T`` with ``U = l2_normalize(X)`` (or ``U = X``), whose backward is **one** product.
+
+    ``S`` is symmetric, so ``dL/dU = (G + G^T) U`` where ``G = dL/dS``: one ``(B, B) x (B, d)``
+    product where autograd's ``mm`` backward takes two (``G U`` and ``G^T U``). The normalisation's
+    backward is written out too: ``dL/dX = (dL/dU - U <dL/dU, U>) / |X|`` per row (the projection
+    off ``U``), and ``dL/dU / eps`` for a row whose norm is clamped at ``eps``, as autograd gives.
+    Values are bit-identical to ``l2_normalize(x) @ l2_normalize(x).T``; gradients agree to
+    rounding. Under autocast the product runs in the autocast dtype, and its backward in the
+    dtype of ``G``, as autograd's would. Double backward is refused (``once_differentiable``).
+    Tests: ``tests/test_similarity.py``.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, normalize: bool) -> torch.Tensor:
+        norm = None
+        if normalize:
+            norm = x.norm(dim=-1, keepdim=True)
+            u = x / norm.clamp_min(_EPS)
+        else:
+            u = x
+        S = u @ u.T
+        ctx.save_for_backward(u, norm)
+        return S
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        u, norm = ctx.saved_tensors
+        g_u = ((grad + grad.T) @ u.to(grad.dtype)).to(u.dtype)
+        if norm is None:
+            return g_u, None
+        radial = (g_u * u).sum(-1, keepdim=True) * (norm > _EPS)
+        return (g_u - u * radial) / norm.clamp_min(_EPS), None
 
 
 def euclidean_distances(
