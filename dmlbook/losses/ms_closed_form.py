@@ -29,12 +29,28 @@ from ..pairs import compute_dtype
 __all__ = ["MSClosedForm", "ms_core"]
 
 
-def _positive_pairs(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+#: Up to this batch size :func:`ms_core` works on dense ``B x B`` masks (:func:`_ms_core_dense`:
+#: fewer calls, where a call's fixed cost dominates) and :func:`_positive_pairs` compares labels;
+#: above it, positives are index lists built from the sorted labels (less memory traffic).
+DENSE_PAIRS_UP_TO = 128
+
+
+def _positive_pairs(
+    y: torch.Tensor, dense_up_to: int = DENSE_PAIRS_UP_TO
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Row and column indices of every positive pair ``(i, j)``, ``y_i = y_j``, ``i != j``.
 
-    Built from the sorted labels in O(number of pairs), without a ``B x B`` mask.
+    Each row's partners come in increasing column order either way, so a sum over a row's
+    positives adds in the same order and gives the same bits (the rows' order differs). A
+    small batch compares its labels in a ``B x B`` mask; a large one builds the pairs from the
+    sorted labels in O(number of pairs), without one: at ``B = 80`` the per-call overhead of
+    the sorted construction's twenty calls costs more than the mask.
     """
     B = y.shape[0]
+    if B <= dense_up_to:
+        same = y[:, None] == y[None, :]
+        same.fill_diagonal_(False)
+        return same.nonzero(as_tuple=True)
     order = torch.argsort(y, stable=True)
     _, counts = torch.unique_consecutive(y[order], return_counts=True)
     size = counts.repeat_interleave(counts)  # class size of each sample, in sorted order
@@ -86,6 +102,41 @@ def _kept_pairs(
     return rows, cols, s_pos, min_pos, max_neg, keep_pos
 
 
+def _ms_core_dense(
+    s: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    alpha: float,
+    beta: float,
+    margin: float,
+    epsilon: float | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`ms_core` with both halves as dense ``B x B`` masks: fewer, cheaper calls.
+
+    For a small batch, where the cost of a call (not of its arithmetic) dominates: no index
+    lists, no ``index_put``; a masked-out entry's exponent is ``-inf``, so its ``exp`` is 0.
+    """
+    inf = float("inf")
+    s_pos = torch.where(pos, s, inf)  # +inf off the positives: never the hardest, never kept
+    s_neg = torch.where(neg, s, -inf)
+    min_pos, max_neg = s_pos.amin(dim=1), s_neg.amax(dim=1)
+    if epsilon is not None:  # Eq. 11-12 (nothing is kept beside an empty half: its bound is inf)
+        pos = s_pos < (max_neg + epsilon)[:, None]
+        neg = s_neg > (min_pos - epsilon)[:, None]
+    # an empty half's shift is -inf, clamped to 0 (its bound is +inf only for an infinite S)
+    shifts = torch.stack([alpha * (margin - min_pos), beta * (max_neg - margin)]).clamp_min(0.0)
+    c_p, c_n = shifts
+    E_p = torch.where(pos, (alpha * margin) - alpha * s - c_p[:, None], -inf).exp_()
+    E_n = torch.where(neg, beta * s - (beta * margin) - c_n[:, None], -inf).exp_()
+    sums = torch.stack([E_p.sum(dim=1), E_n.sum(dim=1)])
+    totals = torch.exp(-shifts).add_(sums)
+    lse = torch.where(sums > 0, shifts + totals.log(), 0.0)
+    per_anchor = lse[0] / alpha + lse[1] / beta
+    inv = totals.reciprocal_()
+    W = E_n.mul_(inv[1][:, None]).sub_(E_p.mul_(inv[0][:, None]))  # Eq. 13 minus Eq. 14
+    return per_anchor, W
+
+
 def ms_core(
     s: torch.Tensor,
     y: torch.Tensor,
@@ -120,13 +171,19 @@ def ms_core(
 
     Notes
     -----
-    Positive pairs are few (``K - 1`` per row in a P x K batch) and handled as index lists;
+    Up to ``B =`` :data:`DENSE_PAIRS_UP_TO` both halves are dense masks (:func:`_ms_core_dense`).
+    Above, positive pairs are few (``K - 1`` per row in a P x K batch) and handled as index lists;
     negatives densely, in one ``B x B`` buffer that becomes ``W``. Every exponent is shifted by
     its row maximum (including the implicit 0 of the ``1 +``). Kept negatives are selected
     without a data-dependent ``torch.where`` (slow on CPUs): the 0/1 mask of Eq. 11 is written
     as a float, its logarithm (0 or ``-inf``) is added to the exponent, and ``exp(-inf) = 0``.
     """
     B = s.shape[0]
+    if B <= DENSE_PAIRS_UP_TO:
+        if masks is None:
+            same = y[:, None] == y[None, :]
+            masks = (same.clone().fill_diagonal_(False), same.logical_not_())
+        return _ms_core_dense(s, masks[0], masks[1], alpha, beta, margin, epsilon)
     dt, dev = s.dtype, s.device
     W = torch.empty_like(s)
     rows, cols, s_pos, min_pos, max_neg, keep_pos = _kept_pairs(s, y, masks, epsilon, W)
