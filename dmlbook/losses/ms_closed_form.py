@@ -30,27 +30,18 @@ __all__ = ["MSClosedForm", "ms_core"]
 
 
 #: Up to this batch size :func:`ms_core` works on dense ``B x B`` masks (:func:`_ms_core_dense`:
-#: fewer calls, where a call's fixed cost dominates) and :func:`_positive_pairs` compares labels;
-#: above it, positives are index lists built from the sorted labels (less memory traffic).
+#: fewer calls, where a call's fixed cost dominates); above it, positives are index lists
+#: (:func:`_positive_pairs`) and negatives one dense buffer (less memory traffic).
 DENSE_PAIRS_UP_TO = 128
 
 
-def _positive_pairs(
-    y: torch.Tensor, dense_up_to: int = DENSE_PAIRS_UP_TO
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _positive_pairs(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Row and column indices of every positive pair ``(i, j)``, ``y_i = y_j``, ``i != j``.
 
-    Each row's partners come in increasing column order either way, so a sum over a row's
-    positives adds in the same order and gives the same bits (the rows' order differs). A
-    small batch compares its labels in a ``B x B`` mask; a large one builds the pairs from the
-    sorted labels in O(number of pairs), without one: at ``B = 80`` the per-call overhead of
-    the sorted construction's twenty calls costs more than the mask.
+    Built from the sorted labels in O(number of pairs), without a ``B x B`` mask; each row's
+    partners come in increasing column order.
     """
     B = y.shape[0]
-    if B <= dense_up_to:
-        same = y[:, None] == y[None, :]
-        same.fill_diagonal_(False)
-        return same.nonzero(as_tuple=True)
     order = torch.argsort(y, stable=True)
     _, counts = torch.unique_consecutive(y[order], return_counts=True)
     size = counts.repeat_interleave(counts)  # class size of each sample, in sorted order
