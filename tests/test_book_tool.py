@@ -37,6 +37,16 @@ def test_execute_stores_counts_outputs_and_strips_metadata(tmp_path):
     assert "execution" not in nb.cells[0].metadata
 
 
+def test_consecutive_streams_are_stored_as_one_output(tmp_path):
+    src = tmp_path / "01_demo.ipynb"
+    code = "import sys, time\nprint('a', flush=True)\ntime.sleep(0.3)\nprint('b')\n2"
+    nbformat.write(notebook(code), src)
+    book.execute(src, src, cell_timeout=60)
+    outputs = nbformat.read(src, as_version=4).cells[0].outputs
+    assert [o.output_type for o in outputs] == ["stream", "execute_result"]
+    assert outputs[0].text == "a\nb\n"
+
+
 def test_stderr_output_is_refused(tmp_path):
     src = tmp_path / "02_noisy.ipynb"
     nbformat.write(notebook("import sys\nprint('oops', file=sys.stderr)"), src)

@@ -86,8 +86,29 @@ def chapters(selected: list[str] | None = None, book: Path = BOOK) -> list[Path]
     return sorted(found, key=lambda p: p.relative_to(book).as_posix())
 
 
+def merge_streams(outputs: list) -> list:
+    """Join consecutive stream outputs of the same name (stdout, stderr) into one output.
+
+    Where the kernel splits one cell's printing into several outputs depends on its timing, so
+    the stored notebook would otherwise change from run to run (nbval joins them the same way).
+    """
+    merged: list = []
+    for out in outputs:
+        prev = merged[-1] if merged else None
+        if (
+            prev is not None
+            and out.get("output_type") == "stream"
+            and prev.get("output_type") == "stream"
+            and out.get("name") == prev.get("name")
+        ):
+            prev["text"] = "".join(prev["text"]) + "".join(out["text"])
+        else:
+            merged.append(out)
+    return merged
+
+
 def normalise(nb: nbformat.NotebookNode) -> None:
-    """Strip volatile metadata, keep outputs and execution counts."""
+    """Strip volatile metadata, keep outputs (consecutive streams joined) and execution counts."""
     nb.metadata = nbformat.from_dict(
         {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
         | {k: v for k, v in nb.metadata.items() if k in ("jupytext_skip",)}
@@ -96,6 +117,8 @@ def normalise(nb: nbformat.NotebookNode) -> None:
         for key in ("execution", "collapsed", "scrolled", "ExecuteTime"):
             cell.metadata.pop(key, None)
         cell.pop("id", None)
+        if "outputs" in cell:
+            cell.outputs = merge_streams(cell.outputs)
     nb.nbformat, nb.nbformat_minor = 4, 4
 
 
