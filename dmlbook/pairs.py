@@ -18,6 +18,7 @@ Tests: ``tests/test_pairs.py``.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -101,7 +102,7 @@ def _fast_ok(x: torch.Tensor, labels: torch.Tensor, square: bool) -> bool:
         and labels.ndim == 1
         and labels.shape[0] == x.shape[0]
         and not torch.is_floating_point(labels)
-        and bool(torch.isfinite(x.detach().sum()))
+        and math.isfinite(float(x.detach().sum()))  # a Python float: half the calls
     )
 
 
