@@ -11,6 +11,7 @@ import torch
 from hypothesis import given, settings
 
 from dmlbook.losses import (
+    circle_closed_form,
     circle_loss,
     cosine_triplet_all,
     cosine_triplet_loss,
@@ -154,3 +155,57 @@ def test_cosine_triplet_all_in_float32_matches_float64():
     assert v32.dtype == torch.float32 and g32.dtype == torch.float32
     torch.testing.assert_close(v32.double(), v64, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(g32.double(), g64, rtol=1e-4, atol=1e-7)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=1, max_size=12),
+    st.sampled_from(["mean", "sum"]),
+    st.integers(0, 2**16),
+    st.booleans(),
+    st.sampled_from([(80.0, 0.4), (4.0, 0.25), (16.0, 0.0)]),
+)
+def test_circle_closed_form_matches_autograd(labels, reduction, seed, with_masks, setting):
+    """The fused closed form (the default path) against autograd through the masked
+    log-sum-exps, in float64: value and dL/dS, with singletons (anchors without a positive), random pair masks
+    and both reductions."""
+    gamma, margin = setting
+    g = torch.Generator().manual_seed(seed)
+    f = torch.nn.functional.normalize(torch.randn(len(labels), 4, generator=g).double(), dim=1)
+    y = torch.tensor(labels)
+    B = len(labels)
+    masks = {}
+    if with_masks:
+        masks = {
+            "pos_mask": torch.rand(B, B, generator=g) < 0.7,
+            "neg_mask": torch.rand(B, B, generator=g) < 0.7,
+        }
+    S = (f @ f.T).requires_grad_(True)
+    got = circle_loss(S, y, gamma, margin, reduction=reduction, **masks)
+    assert type(got.grad_fn).__name__ == circle_closed_form.CircleClosedForm.__name__ + "Backward"
+    (g_got,) = torch.autograd.grad(got, S)
+    S2 = S.detach().clone().requires_grad_(True)
+    want = circle_loss(S2, y, gamma, margin, reduction=reduction, backward="autograd", **masks)
+    (g_want,) = torch.autograd.grad(want, S2)
+    assert abs(float(got.detach()) - float(want.detach())) <= 1e-12 * max(
+        1.0, abs(float(want.detach()))
+    )
+    torch.testing.assert_close(g_got, g_want, rtol=1e-10, atol=1e-12)
+
+
+def test_circle_closed_form_float32_and_fallbacks():
+    """float32 agrees with the autograd path to rounding; detach_weights=False and "none" take
+    the autograd path (same numbers as asking for it)."""
+    f = torch.nn.functional.normalize(
+        torch.randn(30, 8, generator=torch.Generator().manual_seed(2))
+    )
+    y = torch.arange(30) // 3
+    S = (f @ f.T).requires_grad_(True)
+    got, want = circle_loss(S, y), circle_loss(S, y, backward="autograd")
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    (g_got,), (g_want,) = torch.autograd.grad(got, S), torch.autograd.grad(want, S)
+    torch.testing.assert_close(g_got, g_want, rtol=1e-4, atol=1e-7)
+    for kw in ({"detach_weights": False}, {"reduction": "none"}):
+        torch.testing.assert_close(
+            circle_loss(S, y, **kw), circle_loss(S, y, backward="autograd", **kw)
+        )
