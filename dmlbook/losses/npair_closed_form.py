@@ -45,12 +45,12 @@ class NPairClosedForm(torch.autograd.Function):
     def forward(
         ctx: Any, x: torch.Tensor, anchors: torch.Tensor, positives: torch.Tensor, scale: float
     ) -> torch.Tensor:
-        xa, xp = x[anchors], x[positives]
-        na = xa.norm(dim=1, keepdim=True)
-        np_ = xp.norm(dim=1, keepdim=True)
-        ua = xa.div_(na.clamp_min(_EPS))  # xa, xp are fresh copies: normalise in place
-        up = xp.div_(np_.clamp_min(_EPS))
-        W = ua @ up.T  # S_ik = <a_i, p_k>
+        keep = torch.cat([anchors, positives])
+        u = x[keep]  # a fresh copy: normalised in place
+        norm = u.norm(dim=1, keepdim=True)
+        u.div_(norm.clamp_min(_EPS))
+        C = anchors.shape[0]
+        W = u[:C] @ u[C:].T  # S_ik = <a_i, p_k>
         positive = W.diagonal().sum()
         top = W.amax(dim=1, keepdim=True)
         W.sub_(top).exp_()
@@ -59,19 +59,19 @@ class NPairClosedForm(torch.autograd.Function):
         W.div_(total)  # softmax over each anchor's row
         W.diagonal().sub_(1.0)
         W.mul_(scale)
-        ctx.save_for_backward(W, ua, up, na, np_, anchors, positives)
+        ctx.save_for_backward(W, u, norm, keep)
         ctx.rows = x.shape[0]
         return value
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
-        W, ua, up, na, np_, anchors, positives = ctx.saved_tensors
+        W, u, norm, keep = ctx.saved_tensors
         G = W * grad
-        g_a = _normalise_backward(G @ up, ua, na)
-        g_p = _normalise_backward(G.T @ ua, up, np_)
-        out = ua.new_zeros(ctx.rows, ua.shape[1])
-        out.index_copy_(0, torch.cat([anchors, positives]), torch.cat([g_a, g_p]))
+        C = W.shape[0]
+        g_u = torch.cat([G @ u[C:], G.T @ u[:C]])  # dL/da_i, then dL/dp_k
+        out = u.new_zeros(ctx.rows, u.shape[1])
+        out.index_copy_(0, keep, _normalise_backward(g_u, u, norm))
         return out, None, None, None
 
 
