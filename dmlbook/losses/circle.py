@@ -32,8 +32,12 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .circle_closed_form import CircleClosedForm
 
-__all__ = ["CircleHyperParameters", "CircleLoss", "circle_loss"]
+__all__ = ["BACKWARDS", "CircleHyperParameters", "CircleLoss", "circle_loss"]
+
+#: How :func:`circle_loss` differentiates: the fused closed form or autograd.
+BACKWARDS: tuple[str, ...] = ("closed_form", "autograd")
 
 
 @dataclass(frozen=True)
@@ -46,10 +50,12 @@ class CircleHyperParameters(HyperParameters):
     _: KW_ONLY
     detach_weights: bool = True
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     def check(self) -> None:
         self._positive("gamma")
         check_choice(self.reduction, REDUCTIONS, "reduction")
+        check_choice(self.backward, BACKWARDS, "backward")
         if not isinstance(self.detach_weights, bool):
             raise ValueError(f"detach_weights must be True or False, got {self.detach_weights!r}.")
         self._set("margin", float(self.margin))
@@ -66,6 +72,7 @@ def circle_loss(
     *,
     detach_weights: bool = _C.detach_weights,
     reduction: str = _C.reduction,
+    backward: str = _C.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -81,6 +88,11 @@ def circle_loss(
         Treat ``a_p``, ``a_n`` as constants in the gradient (Sun et al.'s code) or not.
     reduction : {"mean", "sum", "none"}
         Over the anchors that have a positive and a negative.
+    backward : {"closed_form", "autograd"}
+        ``"closed_form"`` (default): with ``detach_weights=True`` and ``reduction="mean"`` or
+        ``"sum"``, the loss and its gradient in one fused pass
+        (:class:`~dmlbook.losses.circle_closed_form.CircleClosedForm`; single backward only);
+        otherwise, and with ``"autograd"``, autograd through the masked log-sum-exps below.
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Pair masks from a miner (e.g. one easy positive and one hard negative per anchor).
 
@@ -89,9 +101,11 @@ def circle_loss(
     Tensor
         A scalar (or (B,) for ``"none"``); 0 with gradient 0 when no anchor has both pairs.
     """
-    _C(gamma, margin, detach_weights=detach_weights, reduction=reduction)
+    _C(gamma, margin, detach_weights=detach_weights, reduction=reduction, backward=backward)
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    if backward == "closed_form" and detach_weights and reduction != "none":
+        return CircleClosedForm.apply(S, pos, neg, gamma, float(margin), reduction == "mean")
     a_p = (1 + margin - S).clamp_min(0)
     a_n = (S + margin).clamp_min(0)
     if detach_weights:

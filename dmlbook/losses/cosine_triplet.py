@@ -12,7 +12,9 @@ whose gradient is Eq. 6: ``tau T^cos`` times the cosine directions, with
 ``T^cos = sigmoid(tau (S_an - S_ap))`` (Eq. 16).
 
 ``mining="ephn"`` keeps one triplet per anchor, its most similar positive and most similar
-negative (the sampling of Xuan & Pless, Sec. 4); ``"all"`` every valid triplet (O(B^3) memory).
+negative (the sampling of Xuan & Pless, Sec. 4); ``"all"`` every valid triplet, in blocks of
+anchors with the gradient in closed form (:mod:`dmlbook.losses.cosine_triplet_all`, ``O(B^2)``
+memory).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch
 
 from ..pairs import softplus
 from .base import HyperParameters, PairLoss, check_choice, check_similarity, reduce, resolve_masks
+from .cosine_triplet_all import CosineTripletAll
 
 __all__ = ["COSINE_TRIPLET_MINING", "CosineTripletHyperParameters", "CosineTripletLoss",
            "cosine_triplet_loss"]  # fmt: skip
@@ -48,18 +51,18 @@ class CosineTripletHyperParameters(HyperParameters):
 _K = CosineTripletHyperParameters
 
 
-def _ephn_masks(
-    S: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor
+def _ephn_terms(
+    S: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, tau: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each anchor's term of Eq. 4 on its easy positive and hard negative, and which anchors
+    have both (ties: the lowest index). ``O(B^2)``: one triplet per row, gathered from ``S``."""
     low = torch.finfo(S.dtype).min
     s = S.detach()
     rows = torch.arange(S.shape[0], device=S.device)
+    p = torch.where(pos, s, low).argmax(dim=1)
+    n = torch.where(neg, s, low).argmax(dim=1)
     keep = pos.any(dim=1) & neg.any(dim=1)
-    one_pos = torch.zeros_like(pos)
-    one_neg = torch.zeros_like(neg)
-    one_pos[rows, torch.where(pos, s, low).argmax(dim=1)] = True
-    one_neg[rows, torch.where(neg, s, low).argmax(dim=1)] = True
-    return one_pos & keep[:, None], one_neg & keep[:, None]
+    return softplus(tau * (S[rows, n] - S[rows, p])), keep
 
 
 def cosine_triplet_loss(
@@ -94,12 +97,10 @@ def cosine_triplet_loss(
     _K(tau, mining=mining, reduction=reduction)
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    if mining == "ephn":
-        pos, neg = _ephn_masks(S, pos, neg)
-    valid = pos[:, :, None] & neg[:, None, :]
-    gap = tau * (S[:, None, :] - S[:, :, None])  # [a, p, n] = tau (S_an - S_ap)
-    per = torch.where(valid, softplus(gap), torch.zeros_like(gap))
-    return reduce(per, reduction, valid)
+    if mining == "all":  # blocks of anchors, closed-form gradient: O(B^2) memory
+        return CosineTripletAll.apply(S, pos, neg, tau, reduction == "mean")
+    per, keep = _ephn_terms(S, pos, neg, tau)
+    return reduce(per, reduction, keep)
 
 
 class CosineTripletLoss(PairLoss):

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
+from ..pairs import check_batch
 from ..similarity import l2_normalize
 from ..surgery.gradient import SurgeryFunction, SurgerySpec
-from ..validation import as_embeddings, as_labels, check_same_length
 from .base import HyperParameters, PairLoss
 
 __all__ = ["GradientSurgeryHyperParameters", "GradientSurgeryLoss"]
@@ -66,9 +66,7 @@ class GradientSurgeryLoss(PairLoss):
                 "gradient_surgery selects its own easy-positive / hard-negative triplets; "
                 "call it without pos_mask/neg_mask."
             )
-        x = as_embeddings(embeddings)
-        y = as_labels(labels).to(x.device)
-        check_same_length(x, y)
+        x, y = check_batch(embeddings, labels)
         return SurgeryFunction.apply(l2_normalize(x), y, self.spec)
 
     def loss_on_similarity(self, S: torch.Tensor, labels: torch.Tensor, **masks: object) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from .directions import DIRECTIONS, unit_directions
-from .triplets import ephn_triplets, relative_sets
+from .triplets import Triplets, ephn_triplets, relative_sets
 from .weights import (
     PAIR_WEIGHTS,
     PRINTED_CIRCLE_MARGIN,
@@ -159,12 +159,33 @@ def designed_gradient(
         spec.triplet_weight, t.s_ap, t.s_an, tau=spec.tau, circle_margin=spec.circle_margin
     )
     c = spec.scale / len(t)
-    w_pos, w_neg = (c * T * p_plus)[:, None], (c * T * p_minus)[:, None]
+    w_pos, w_neg = c * T * p_plus, c * T * p_minus
+    gap = (t.s_an - t.s_ap).mean()
+    if spec.direction == "cos":  # the directions are the features: the sum is one product
+        return _cosine_field(f, t, w_pos, w_neg), gap
     e = unit_directions(f[t.a], f[t.p], f[t.n], spec.direction)
-    grad.index_add_(0, t.p, w_pos * e.e_p)
-    grad.index_add_(0, t.n, w_neg * e.e_n)
-    grad.index_add_(0, t.a, w_pos * e.e_ap + w_neg * e.e_an)
-    return grad, (t.s_an - t.s_ap).mean()
+    w_pos, w_neg = w_pos[:, None], w_neg[:, None]
+    to = torch.cat([t.p, t.n, t.a, t.a])  # f_p gets W+ e_p, f_n W- e_n, f_a W+ e_ap + W- e_an
+    grad.index_add_(
+        0, to, torch.cat([w_pos * e.e_p, w_neg * e.e_n, w_pos * e.e_ap, w_neg * e.e_an])
+    )
+    return grad, gap
+
+
+def _cosine_field(
+    f: torch.Tensor, t: Triplets, w_pos: torch.Tensor, w_neg: torch.Tensor
+) -> torch.Tensor:
+    """The designed gradient for ``e^cos`` (Eq. 6) as ``(M + M^T) f``.
+
+    ``e_p = -f_a``, ``e_n = f_a``, ``e_ap = -f_p``, ``e_an = f_n``: triplet ``(a, p, n)`` adds
+    ``-W+ f_p + W- f_n`` to ``f_a``, ``-W+ f_a`` to ``f_p`` and ``W- f_a`` to ``f_n``, which is
+    row ``a`` of ``M f`` and rows ``p``, ``n`` of ``M^T f`` for ``M[a, p] = -W+``,
+    ``M[a, n] = W-`` (one triplet per anchor, so no entry is written twice).
+    """
+    M = f.new_zeros(f.shape[0], f.shape[0])
+    M[t.a, t.p] = -w_pos
+    M[t.a, t.n] = w_neg
+    return (M + M.T) @ f
 
 
 class SurgeryFunction(torch.autograd.Function):
