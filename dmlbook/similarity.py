@@ -11,10 +11,11 @@ import torch
 from torch.autograd.function import once_differentiable
 
 #: The default lower bound on a norm (:func:`l2_normalize`, :func:`cosine_similarity`).
-_EPS = 1e-12
+NORM_EPS = 1e-12
 
 __all__ = [
     "l2_normalize",
+    "l2_normalize_backward",
     "cosine_similarity",
     "euclidean_distances",
     "squared_distance_from_similarity",
@@ -22,7 +23,7 @@ __all__ = [
 ]
 
 
-def l2_normalize(x: torch.Tensor, eps: float = _EPS) -> torch.Tensor:
+def l2_normalize(x: torch.Tensor, eps: float = NORM_EPS) -> torch.Tensor:
     """Scale every row of ``x`` to unit Euclidean norm.
 
     Parameters
@@ -76,7 +77,7 @@ class _SelfSimilarity(torch.autograd.Function):
         norm = None
         if normalize:
             norm = x.norm(dim=-1, keepdim=True)
-            u = x / norm.clamp_min(_EPS)
+            u = x / norm.clamp_min(NORM_EPS)
         else:
             u = x
         S = u @ u.T
@@ -90,8 +91,30 @@ class _SelfSimilarity(torch.autograd.Function):
         g_u = ((grad + grad.T) @ u.to(grad.dtype)).to(u.dtype)
         if norm is None:
             return g_u, None
-        radial = (g_u * u).sum(-1, keepdim=True) * (norm > _EPS)
-        return (g_u - u * radial) / norm.clamp_min(_EPS), None
+        return l2_normalize_backward(g_u, u, norm), None
+
+
+def l2_normalize_backward(
+    grad_u: torch.Tensor, u: torch.Tensor, norm: torch.Tensor, eps: float = NORM_EPS
+) -> torch.Tensor:
+    """``dL/dx`` from ``dL/du`` for ``u = x / max(|x|, eps)`` (:func:`l2_normalize`), per row.
+
+    The projection of ``dL/du`` off ``u``, over ``|x|``; a row whose norm is clamped at ``eps`` is
+    only scaled, as autograd gives. Overwrites ``grad_u`` (pass a fresh tensor). Used by the
+    closed forms that normalise inside their own autograd Function (:func:`cosine_similarity`,
+    :class:`dmlbook.losses.npair_closed_form.NPairClosedForm`).
+
+    Parameters
+    ----------
+    grad_u : Tensor (N, d)
+        ``dL/du``.
+    u : Tensor (N, d)
+        The normalised rows.
+    norm : Tensor (N, 1)
+        ``|x|`` per row, before the clamp.
+    """
+    radial = (grad_u * u).sum(-1, keepdim=True) * (norm > eps)
+    return grad_u.sub_(u * radial).div_(norm.clamp_min(eps))
 
 
 def euclidean_distances(

@@ -27,10 +27,9 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-__all__ = ["NPairClosedForm"]
+from ..similarity import NORM_EPS, l2_normalize_backward
 
-#: Lower bound on a norm, as :func:`dmlbook.similarity.l2_normalize`'s default.
-_EPS = 1e-12
+__all__ = ["NPairClosedForm"]
 
 
 class NPairClosedForm(torch.autograd.Function):
@@ -48,7 +47,7 @@ class NPairClosedForm(torch.autograd.Function):
         keep = torch.cat([anchors, positives])
         u = x[keep]  # a fresh copy: normalised in place
         norm = u.norm(dim=1, keepdim=True)
-        u.div_(norm.clamp_min(_EPS))
+        u.div_(norm.clamp_min(NORM_EPS))
         C = anchors.shape[0]
         W = u[:C] @ u[C:].T  # S_ik = <a_i, p_k>
         positive = W.diagonal().sum()
@@ -71,12 +70,5 @@ class NPairClosedForm(torch.autograd.Function):
         C = W.shape[0]
         g_u = torch.cat([G @ u[C:], G.T @ u[:C]])  # dL/da_i, then dL/dp_k
         out = u.new_zeros(ctx.rows, u.shape[1])
-        out.index_copy_(0, keep, _normalise_backward(g_u, u, norm))
+        out.index_copy_(0, keep, l2_normalize_backward(g_u, u, norm))
         return out, None, None, None
-
-
-def _normalise_backward(g_u: torch.Tensor, u: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
-    """``dL/dx`` from ``dL/du`` for ``u = x / max(|x|, eps)``: the projection off ``u``, over
-    ``|x|`` (a row clamped at ``eps`` is only scaled, as autograd gives)."""
-    radial = (g_u * u).sum(dim=1, keepdim=True) * (norm > _EPS)
-    return g_u.sub_(u * radial).div_(norm.clamp_min(_EPS))
