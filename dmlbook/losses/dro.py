@@ -26,6 +26,8 @@ values below are written so that autograd gives exactly that gradient (top-K thr
 held fixed); :func:`dro_weights` returns ``p*`` on its own. The sampling variant of DRO-KL
 (:func:`dro_kl_sampled_loss`) draws pairs from ``p*`` and averages their losses: an unbiased
 estimate of that gradient.
+With ``backward="closed_form"`` (the default) TopK, TopK-PN and KL compute ``F`` and that gradient
+in one pass, without autograd (:mod:`dmlbook.losses.dro_closed_form`).
 
 Chapter: ``book/12_dro.ipynb`` (12.2-12.4). Proofs: :mod:`dmlbook.symbolic.dro`. Reference
 loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro.py``,

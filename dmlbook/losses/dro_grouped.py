@@ -25,6 +25,9 @@ weights with ``lambda`` for every ``m``.
 HAP2S_E (Yu et al. 2018; supplement 6.1.3, Eq. 30-32): per anchor, the hinge of a triplet made
 of the softmax-weighted (weights held constant) positive and negative similarities.
 
+``backward="closed_form"`` (the default) computes DRO-KL-G's value and Lemma 1's gradient in one
+pass (:mod:`dmlbook.losses.dro_closed_form`); ``"autograd"`` differentiates the code below.
+
 Chapter: ``book/12_dro.ipynb`` (12.5-12.6). Proofs: :mod:`dmlbook.symbolic.dro`. Reference
 loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro_grouped.py``.
 """
