@@ -23,11 +23,16 @@ is the readable form that ``book/12_dro.ipynb`` prints. Values and gradients agr
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..pairs import check_choice, check_positive, check_similarity, reduce, resolve_masks, softplus
 from .pair_losses import BASE_LOSSES
+
+if TYPE_CHECKING:  # annotations only (dro and dro_grouped import this module)
+    from .dro import DROHyperParameters
+    from .dro_grouped import DROGroupedHyperParameters
 
 __all__ = [
     "dro_grouped_value",
@@ -102,7 +107,15 @@ def _topk_part(l, mask, k: int):
     return top.values.sum(), top.indices
 
 
-def topk_value(S, l, slope, pos, neg, K: int, per_sign: bool) -> torch.Tensor:
+def topk_value(
+    S: torch.Tensor,
+    l: torch.Tensor,
+    slope: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    K: int,
+    per_sign: bool,
+) -> torch.Tensor:
     """DRO-TopK (``per_sign=False``) or DRO-TopK-PN: ``F`` with ``dF/dS = dl/dS / K`` on the kept.
 
     Non-candidates enter as 0 (``l >= 0``), as in :func:`dmlbook.losses.dro.dro_loss`; a 0 kept
@@ -119,7 +132,9 @@ def topk_value(S, l, slope, pos, neg, K: int, per_sign: bool) -> torch.Tensor:
     return _WithGradient.apply(S, value / K, G.reshape(l.shape).div_(K))
 
 
-def kl_value(S, l, slope, cand, gamma: float) -> torch.Tensor:
+def kl_value(
+    S: torch.Tensor, l: torch.Tensor, slope: torch.Tensor, cand: torch.Tensor, gamma: float
+) -> torch.Tensor:
     """DRO-KL, ``F = gamma log((1/n) sum_cand e^{l/gamma})``, with ``dF/dS = p* dl/dS``.
 
     ``l >= 0`` and ``l = 0`` off the pairs, so the largest ``l / gamma`` over the candidates is
@@ -154,7 +169,16 @@ def _group(l, mask, gamma: float, pseudo: float | None):
     return value, e.div_(total.clamp_min(torch.finfo(l.dtype).tiny))
 
 
-def grouped_kl_rows(S, l, slope, pos, neg, gamma_pos, gamma_neg, pseudo_loss):
+def grouped_kl_rows(
+    S: torch.Tensor,
+    l: torch.Tensor,
+    slope: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    gamma_pos: float,
+    gamma_neg: float,
+    pseudo_loss: float | None,
+) -> torch.Tensor:
     """DRO-KL-G per anchor (Eq. 7; Eq. 23 with ``pseudo_loss`` not None), Lemma 1's gradient.
 
     ``pos``, ``neg``: the groups (bool, zero-loss pairs already removed if asked).
@@ -165,7 +189,13 @@ def grouped_kl_rows(S, l, slope, pos, neg, gamma_pos, gamma_neg, pseudo_loss):
     return _WithGradient.apply(S, v_pos + v_neg, w_pos.add_(w_neg).mul_(slope))
 
 
-def dro_value(S, labels, hp, pos_mask=None, neg_mask=None) -> torch.Tensor:
+def dro_value(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    hp: DROHyperParameters,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
     """:func:`dmlbook.losses.dro.dro_loss` for ``hp.uncertainty`` in topk, topk_pn, kl (fast path).
 
     ``hp`` is a :class:`dmlbook.losses.dro.DROHyperParameters`.
@@ -180,7 +210,13 @@ def dro_value(S, labels, hp, pos_mask=None, neg_mask=None) -> torch.Tensor:
     return topk_value(S, l, slope, pos, neg, hp.K, hp.uncertainty == "topk_pn").to(S.dtype)
 
 
-def dro_grouped_value(S, labels, hp, pos_mask=None, neg_mask=None) -> torch.Tensor:
+def dro_grouped_value(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    hp: DROGroupedHyperParameters,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
     """:func:`dmlbook.losses.dro_grouped.dro_kl_grouped_loss` (fast path), reduced.
 
     ``hp`` is a :class:`dmlbook.losses.dro_grouped.DROGroupedHyperParameters`.
