@@ -152,7 +152,8 @@ def _exp_terms(D, mask, scale: float, offset: float, extreme, add_one: bool):
     ``exp`` so that none overflows (and ``inf * 0`` never makes a NaN).
     """
     c = extreme * scale + offset
-    c = c.clamp_min(0.0) if add_one else c.masked_fill(~torch.isfinite(c), 0.0)
+    # an empty row's extreme is -inf / +inf, so c = -inf there (never NaN: the scale is finite)
+    c = c.clamp_min(0.0) if add_one else c.nan_to_num(0.0, 0.0, 0.0)
     e = (D * scale).add_(offset).sub_(c).clamp_max_(0.0).exp_().mul_(mask)
     total = e.sum(dim=1, keepdim=True)
     if add_one:
