@@ -146,8 +146,8 @@ def render(rows: list[dict[str, object]], args: argparse.Namespace, before: str)
         "",
         "`floor` is `normalize(x)`, `S = x x^T`, `S.sum().backward()`. The pair losses are a "
         "few elementwise passes over the B x B matrix (closed-form backward, masks as 0/1 "
-        "numbers) plus the floor's work; MS v1/v2 on distances go through autograd (two masked "
-        "log-sum-exps and the distance's backward); the triplet losses make about ten "
+        "numbers) plus the floor's work; so are MS v1/v2 on distances (the loss and Eq. 39's "
+        "weights in one pass, closed-form backward); the triplet losses make about ten "
         "elementwise passes over (B, K - 1, B) blocks, i.e. O(B^2 K) time and O(B^2) memory "
         "(the profile below says where the time goes).",
     ]

@@ -26,6 +26,8 @@ values below are written so that autograd gives exactly that gradient (top-K thr
 held fixed); :func:`dro_weights` returns ``p*`` on its own. The sampling variant of DRO-KL
 (:func:`dro_kl_sampled_loss`) draws pairs from ``p*`` and averages their losses: an unbiased
 estimate of that gradient.
+With ``backward="closed_form"`` (the default) TopK, TopK-PN and KL compute ``F`` and that gradient
+in one pass, without autograd (:mod:`dmlbook.losses.dro_closed_form`).
 
 Chapter: ``book/12_dro.ipynb`` (12.2-12.4). Proofs: :mod:`dmlbook.symbolic.dro`. Reference
 loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro.py``,
@@ -41,6 +43,8 @@ import torch
 
 from ..pairs import check_choice, check_similarity, resolve_masks
 from .base import HyperParameters, PairLoss
+from .dro_closed_form import dro_value
+from .multi_similarity import BACKWARDS
 from .pair_losses import BASE_LOSSES, pair_losses
 
 __all__ = [
@@ -67,7 +71,9 @@ class DROHyperParameters(HyperParameters):
     {160, 200, 240, 280}); ``gamma = 0.1`` is the value of the runtime study (Sec. 4.2.4);
     ``margin = 0.2`` and ``threshold = 0.5`` are Table 2's ``m`` and ``lambda``; ``alpha = 2``,
     ``beta = 50`` follow Wang et al. (the paper does not print the binomial slopes); ``rho = 1``
-    is dmlbook's choice (Sec. 3.1 fixes no radius).
+    is dmlbook's choice (Sec. 3.1 fixes no radius). ``backward="closed_form"`` computes TopK,
+    TopK-PN and KL with Lemma 1's gradient in one pass (:mod:`dmlbook.losses.dro_closed_form`);
+    ``"autograd"`` differentiates the code of :func:`dro_loss` (the other sets always do).
     """
 
     uncertainty: str = "topk"
@@ -81,9 +87,11 @@ class DROHyperParameters(HyperParameters):
     beta: float = 50.0
     _: KW_ONLY
     drop_zero: bool = True
+    backward: str = "closed_form"
 
     def check(self) -> None:
         check_choice(self.uncertainty, UNCERTAINTY_SETS, "uncertainty")
+        check_choice(self.backward, BACKWARDS, "backward")
         check_choice(self.base, BASE_LOSSES, "base")
         if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 1:
             raise ValueError(f"K must be a positive int (pairs kept by top-K), got {self.K!r}.")
@@ -245,6 +253,7 @@ def dro_loss(
     beta: float = _H.beta,
     *,
     drop_zero: bool = _H.drop_zero,
+    backward: str = _H.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -270,6 +279,9 @@ def dro_loss(
         The base loss's ``m``, ``lambda``, ``alpha``, ``beta``.
     drop_zero : bool
         Remove pairs with zero loss from the candidates (Sec. 3.2).
+    backward : {"closed_form", "autograd"}
+        TopK, TopK-PN, KL: Lemma 1's gradient computed with the value, or autograd of the code
+        below (the same values and gradients to rounding).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Narrow the pairs (e.g. from a miner).
 
@@ -285,7 +297,10 @@ def dro_loss(
     the value here (``1/K`` times the printed one). Its LP relaxation over ``[0, 1/K]`` has the
     same optimum (the constraint matrix is an interval matrix, totally unimodular).
     """
-    hp = _H(uncertainty, base, K, gamma, rho, margin, threshold, alpha, beta, drop_zero=drop_zero)
+    hp = _H(uncertainty, base, K, gamma, rho, margin, threshold, alpha, beta,
+            drop_zero=drop_zero, backward=backward)  # fmt: skip
+    if hp.backward == "closed_form" and hp.uncertainty in ("topk", "topk_pn", "kl"):
+        return dro_value(S, labels, hp, pos_mask, neg_mask)  # Lemma 1 in one pass
     if hp.uncertainty in ("topk", "topk_pn"):  # zero losses change neither value nor gradient
         y = check_similarity(S, labels)
         pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))

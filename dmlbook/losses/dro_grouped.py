@@ -25,6 +25,9 @@ weights with ``lambda`` for every ``m``.
 HAP2S_E (Yu et al. 2018; supplement 6.1.3, Eq. 30-32): per anchor, the hinge of a triplet made
 of the softmax-weighted (weights held constant) positive and negative similarities.
 
+``backward="closed_form"`` (the default) computes DRO-KL-G's value and Lemma 1's gradient in one
+pass (:mod:`dmlbook.losses.dro_closed_form`); ``"autograd"`` differentiates the code below.
+
 Chapter: ``book/12_dro.ipynb`` (12.5-12.6). Proofs: :mod:`dmlbook.symbolic.dro`. Reference
 loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro_grouped.py``.
 """
@@ -38,6 +41,8 @@ import torch
 
 from ..pairs import REDUCTIONS, check_choice, check_similarity, reduce, resolve_masks
 from .base import HyperParameters, PairLoss
+from .dro_closed_form import dro_grouped_value
+from .multi_similarity import BACKWARDS
 from .pair_losses import BASE_LOSSES, pair_losses
 
 __all__ = [
@@ -58,6 +63,9 @@ class DROGroupedHyperParameters(HyperParameters):
     Defaults: Table 2's ``m = 0.2``, ``lambda = 0.5``, zero-loss pairs removed (Sec. 4.2.1) and
     ``gamma = 0.1`` (one of the swept values {1, 0.1, 0.01, 0.001}). ``pseudo_pairs=True`` with
     ``pseudo_loss`` is the MS construction (supplement Eq. 23; the paper's ``pseudo_loss = 0``).
+    ``backward="closed_form"`` computes the value with Lemma 1's gradient in one pass
+    (:func:`dmlbook.losses.dro_closed_form.dro_grouped_value`); ``"autograd"`` differentiates
+    the code of :func:`dro_kl_grouped_loss`.
     """
 
     gamma_pos: float = 0.1
@@ -72,9 +80,11 @@ class DROGroupedHyperParameters(HyperParameters):
     pseudo_loss: float = 0.0
     drop_zero: bool = True
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     def check(self) -> None:
         self._positive("gamma_pos", "gamma_neg", "alpha", "beta")
+        check_choice(self.backward, BACKWARDS, "backward")
         check_choice(self.base, BASE_LOSSES, "base")
         check_choice(self.reduction, REDUCTIONS, "reduction")
         self._set("margin", float(self.margin))
@@ -123,6 +133,7 @@ def dro_kl_grouped_loss(
     pseudo_loss: float = _G.pseudo_loss,
     drop_zero: bool = _G.drop_zero,
     reduction: str = _G.reduction,
+    backward: str = _G.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -145,6 +156,8 @@ def dro_kl_grouped_loss(
     reduction : {"mean", "sum", "none"}
         ``"sum"`` is Eq. 7 as printed (a sum over anchors); ``"mean"`` averages over the anchors
         with at least one real pair; ``"none"`` returns the (B,) anchor values.
+    backward : {"closed_form", "autograd"}
+        Lemma 1's gradient computed with the value, or autograd of the code below.
 
     Returns
     -------
@@ -153,8 +166,10 @@ def dro_kl_grouped_loss(
     """
     hp = _G(
         gamma_pos, gamma_neg, base, margin, threshold, alpha, beta, pseudo_pairs=pseudo_pairs,
-        pseudo_loss=pseudo_loss, drop_zero=drop_zero, reduction=reduction,
+        pseudo_loss=pseudo_loss, drop_zero=drop_zero, reduction=reduction, backward=backward,
     )  # fmt: skip
+    if hp.backward == "closed_form":  # Lemma 1 in one pass
+        return dro_grouped_value(S, labels, hp, pos_mask, neg_mask)
     l, pos, neg = _groups(S, labels, hp, pos_mask, neg_mask)
     per = _group_value(l, pos, hp.gamma_pos, hp) + _group_value(l, neg, hp.gamma_neg, hp)
     return reduce(per, hp.reduction, pos.any(dim=1) | neg.any(dim=1))

@@ -193,7 +193,7 @@ def _power(t: torch.Tensor, p: float) -> torch.Tensor:
             out = base.clone() if out is None else out.mul_(base)
         k >>= 1
         if k:
-            base = base * base
+            base = base.mul_(base)  # t is the caller's to overwrite
     return out
 
 
@@ -227,11 +227,12 @@ def _block_terms(Ap, Dn, weighting, exponent, u=None, v=None):
     positives (r, c) and negatives (r, B).
     """
     t = Ap[:, :, None] - Dn[:, None, :]
-    if weighting == "exponential":
-        A = (u[:, :, None] * v[:, None, :]).mul_(compare(torch.ge, t, 0.0))
+    if weighting == "exponential":  # one mask buffer, reused (fewer fresh allocations)
+        mask = compare(torch.ge, t, 0.0)
+        A = (u[:, :, None] * v[:, None, :]).mul_(mask)
         total = A.sum(dim=(1, 2))
         t.clamp_min_(0.0)
-        A.mul_(compare(torch.gt, t, 0.0))  # a tie is mined (in the total) but has no hinge
+        A.mul_(torch.gt(t, 0.0, out=mask))  # a tie is mined (in the total) but has no hinge
     elif weighting == "power" and exponent > 0:  # 0^p = 0 on a tie and outside Eq. 19
         t.clamp_min_(0.0)
         A = _power(t.clone(), exponent)
@@ -240,9 +241,9 @@ def _block_terms(Ap, Dn, weighting, exponent, u=None, v=None):
         total = compare(torch.ge, t, 0.0).sum(dim=(1, 2))
         A = compare(torch.gt, t, 0.0)
         t.clamp_min_(0.0)
-    g_pos = A.sum(dim=2)
+    g_pos, g_neg = A.sum(dim=2), A.sum(dim=1)
     total = g_pos.sum(dim=1) if total is None else total
-    return total, (A * t).sum(dim=(1, 2)), g_pos, A.sum(dim=1)
+    return total, t.mul_(A).sum(dim=(1, 2)), g_pos, g_neg
 
 
 def _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization):

@@ -284,11 +284,13 @@ class _PairWeighted(torch.autograd.Function):
     @staticmethod
     def forward(ctx, S, D, w, pos, neg, m1: float, m2: float):  # type: ignore[override]
         pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
-        # signed hinge: D - m1 on the positives, m2 - D on the negatives (the masks are disjoint)
-        hinge = (D - m1).clamp_min_(0.0).mul_(pos).add_((m2 - D).clamp_min_(0.0).mul_(neg))
-        rows = (w * hinge).sum(dim=1)
-        slope = compare(torch.gt, hinge, 0.0).mul_(w).mul_(pos.sub_(neg))  # dL_i/dD_ij
-        ctx.save_for_backward(slope_to_gradient(slope, D, compare(torch.gt, D, 0.0)))
+        # signed hinge: D - m1 on the positives, m2 - D on the negatives (the masks are disjoint);
+        # ``buf`` is reused for each intermediate (fewer fresh B x B allocations)
+        buf = (m2 - D).clamp_min_(0.0).mul_(neg)
+        hinge = (D - m1).clamp_min_(0.0).mul_(pos).add_(buf)
+        rows = torch.mul(w, hinge, out=buf).sum(dim=1)
+        slope = torch.gt(hinge, 0.0, out=buf).mul_(w).mul_(pos.sub_(neg))  # dL_i/dD_ij
+        ctx.save_for_backward(slope_to_gradient(slope, D, torch.gt(D, 0.0, out=hinge)))
         ctx.in_dtype = S.dtype
         return rows
 

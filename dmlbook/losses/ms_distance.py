@@ -26,6 +26,13 @@ them on ``D``, where ``D = 1`` is ``S = 0.5``.
 
 Semantics: empty ``P_i`` or ``N_i`` contribute 0 (v1: ``log 1``; v2: by convention, the empty
 log-sum-exp is ``-inf``); the mean divides by all ``B`` anchors; mining reads ``S`` detached.
+
+Performance: the default ``backward="closed_form"`` computes the loss and Eq. 39's weights in
+one pass (:class:`_MSDistance`: ``D`` formed once, Eq. 22-23 inlined on it, the masks as 0/1
+numbers, the mined extremes reused as the log-sum-exps' shifts) and saves ``dL/dS = -(w+ - w-)
+/ D`` for the backward; ``backward="autograd"`` is the readable form (:func:`_anchor_terms`
+through autograd; supports double backward). Both give the same values and gradients up to
+rounding (``tests/losses/test_ms_distance.py``, float64).
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .liu_weighting import BACKWARDS, as_float, compare, distances, slope_to_gradient
 
 __all__ = [
     "MS_VERSIONS",
@@ -67,7 +75,8 @@ class MSDistanceHyperParameters(HyperParameters):
     """MS on distances: margin ``m``, scales ``alpha, beta > 0``, the version, mining ``epsilon``.
 
     Defaults are Liu et al.'s Fig. 5 settings (``alpha, beta = 2, 50``, ``m = 1``, ``epsilon =
-    0.1``) with ``version="v2"``, the variant Fig. 5 finds better.
+    0.1``) with ``version="v2"``, the variant Fig. 5 finds better. ``backward`` is
+    ``"closed_form"`` (Eq. 39's weights, computed with the loss) or ``"autograd"``.
     """
 
     margin: float = 1.0
@@ -77,6 +86,7 @@ class MSDistanceHyperParameters(HyperParameters):
     version: str = "v2"
     epsilon: float | None = 0.1
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     def check(self) -> None:
         self._positive("alpha", "beta")
@@ -85,6 +95,7 @@ class MSDistanceHyperParameters(HyperParameters):
             self._set("epsilon", check_nonnegative(self.epsilon, "epsilon", " or None"))
         check_choice(self.version, tuple(MS_VERSIONS), "version")
         check_choice(self.reduction, REDUCTIONS, "reduction")
+        check_choice(self.backward, BACKWARDS, "backward")
 
 
 def _masks(S, labels, epsilon, pos_mask, neg_mask):
@@ -103,6 +114,84 @@ def _anchor_terms(
     return lse_pos / alpha, lse_neg / beta
 
 
+def _mined(S, labels, epsilon, pos_mask, neg_mask):
+    """``D`` (detached, compute dtype), ``D > 0``, the mined pairs (0/1 numbers) and extremes.
+
+    :func:`dmlbook.mining.ms_distance_mining_masks` inlined on ``D`` from
+    :func:`dmlbook.losses.liu_weighting.distances` (the same numbers as its ``D``, and the same
+    comparisons), so that ``D`` and each anchor's ``max_{P_i} D`` and ``min_{N_i} D`` are formed
+    once. Mining keeps the farthest positive and the nearest negative whenever it keeps any, so
+    these (``-inf`` / ``+inf`` for none) are also the extremes of the mined pairs.
+    """
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    D, keep = distances(S)
+    pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
+    has_pos = pos.amax(dim=1, keepdim=True) > 0
+    has_neg = neg.amax(dim=1, keepdim=True) > 0
+    # D is in [0, 2]: D * pos and D + 4 (1 - neg) keep the pairs' D exact and bury the others
+    farthest = (D * pos).amax(dim=1, keepdim=True).masked_fill_(~has_pos, float("-inf"))
+    nearest = neg.mul(-4.0).add_(4.0).add_(D).amin(dim=1, keepdim=True)
+    nearest = nearest.masked_fill_(~has_neg, float("inf"))
+    if epsilon is not None:  # Eq. 22-23; the extremes of what is kept (or +-inf: nothing is)
+        pos = pos.mul_(compare(torch.ge, D, nearest - epsilon))
+        neg = neg.mul_(compare(torch.le, D, farthest + epsilon))
+        farthest, nearest = (
+            farthest.masked_fill(farthest < nearest - epsilon, float("-inf")),
+            nearest.masked_fill(nearest > farthest + epsilon, float("inf")),
+        )
+    return D, keep, pos, neg, farthest, nearest
+
+
+def _exp_terms(D, mask, scale: float, offset: float, extreme, add_one: bool):
+    """``e^{x - c}`` on ``mask`` (0 elsewhere) for ``x = scale D + offset``, its row sum, ``c``.
+
+    ``c = scale * extreme + offset`` is the row's largest ``x`` on ``mask`` (the same arithmetic
+    as ``x``, and rounding is monotone), with the "+1" of v1 (``e^0``) at least 0, and 0 for an
+    empty row. Every exponent on ``mask`` is then ``<= 0``; those off it are clamped to 0 before
+    ``exp`` so that none overflows (and ``inf * 0`` never makes a NaN).
+    """
+    c = extreme * scale + offset
+    # an empty row's extreme is -inf / +inf, so c = -inf there (never NaN: the scale is finite)
+    c = c.clamp_min(0.0) if add_one else c.nan_to_num(0.0, 0.0, 0.0)
+    e = (D * scale).add_(offset).sub_(c).clamp_max_(0.0).exp_().mul_(mask)
+    total = e.sum(dim=1, keepdim=True)
+    if add_one:
+        total += (-c).exp()
+    return e, total, c
+
+
+class _MSDistance(torch.autograd.Function):
+    """MS v1/v2 on distances per anchor with the closed-form backward of Eq. 39's weights.
+
+    Forward: ``L_i = (1/alpha) log[(1) + sum_{P_i} e^{alpha (D - m)}] + (1/beta) log[(1) +
+    sum_{N_i} e^{beta (m - D)}]`` (no graph). Backward: ``dL_i/dD_ij = w+_ij - w-_ij`` (Eq. 39)
+    times ``dD/dS = -1/D`` (0 where ``D = 0``), times the incoming gradient of ``L_i``.
+    """
+
+    @staticmethod
+    def forward(
+        ctx, S, D, keep, pos, neg, far, near, m: float, alpha: float, beta: float, v1: bool
+    ):  # type: ignore[override]  # noqa: E501
+        e_pos, t_pos, c_pos = _exp_terms(D, pos, alpha, -alpha * m, far, v1)
+        e_neg, t_neg, c_neg = _exp_terms(D, neg, -beta, beta * m, near, v1)
+        rows = []
+        for t, c, scale in ((t_pos, c_pos, alpha), (t_neg, c_neg, beta)):
+            value = (c + t.log()).masked_fill_(t <= 0, 0.0)  # empty v2 row: log 0 -> 0
+            rows.append(value[:, 0] / scale)
+        tiny = torch.finfo(D.dtype).tiny  # an empty row of v2: 0 / 0 -> 0
+        W = e_pos.div_(t_pos.clamp_min(tiny)).sub_(e_neg.div_(t_neg.clamp_min(tiny)))
+        ctx.save_for_backward(slope_to_gradient(W, D, keep))
+        ctx.in_dtype = S.dtype
+        return rows[0] + rows[1]
+
+    @staticmethod
+    def backward(ctx, grad_rows):  # type: ignore[override]
+        (G,) = ctx.saved_tensors
+        grad = (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype)
+        return (grad,) + (None,) * 10
+
+
 def ms_distance_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
@@ -113,6 +202,7 @@ def ms_distance_loss(
     version: str = MSDistanceHyperParameters.version,
     epsilon: float | None = MSDistanceHyperParameters.epsilon,
     reduction: str = MSDistanceHyperParameters.reduction,
+    backward: str = MSDistanceHyperParameters.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -131,12 +221,21 @@ def ms_distance_loss(
         Eq. 22-23 mining margin; ``None`` uses every pair.
     reduction : {"mean", "sum", "none"}
         ``"mean"`` divides by all ``B`` anchors.
+    backward : {"closed_form", "autograd"}
+        ``"closed_form"``: Eq. 39's weights computed with the loss, one ``B x B`` tensor saved
+        (no double backward); ``"autograd"``: the formula below through autograd.
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Candidate pairs (narrowed before mining).
     """
     hp = MSDistanceHyperParameters(
-        margin, alpha, beta, version=version, epsilon=epsilon, reduction=reduction
-    )
+        margin, alpha, beta, version=version, epsilon=epsilon, reduction=reduction,
+        backward=backward,
+    )  # fmt: skip
+    if hp.backward == "closed_form":
+        D, keep, pos, neg, far, near = _mined(S, labels, hp.epsilon, pos_mask, neg_mask)
+        rows = _MSDistance.apply(S, D, keep, pos, neg, far, near, hp.margin, hp.alpha, hp.beta,
+                                 hp.version == "v1")  # fmt: skip
+        return reduce(rows, hp.reduction).to(S.dtype)
     pos, neg = _masks(S, labels, hp.epsilon, pos_mask, neg_mask)
     D = dissimilarity(S.to(compute_dtype(S)), "distance")
     t_pos, t_neg = _anchor_terms(D, pos, neg, hp.margin, hp.alpha, hp.beta, version == "v1")
