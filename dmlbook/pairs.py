@@ -40,6 +40,7 @@ __all__ = [
     "masked_logsumexp",
     "masked_mean",
     "pair_masks",
+    "positive_pairs",
     "prepare_batch",
     "reduce",
     "resolve_masks",
@@ -214,6 +215,26 @@ def _label_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     same = labels[:, None] == labels[None, :]
     neg = labels[:, None] != labels[None, :]
     return same.fill_diagonal_(False), neg
+
+
+def positive_pairs(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row and column indices of every positive pair ``(i, j)``, ``y_i = y_j``, ``i != j``.
+
+    The index-list form of :func:`pair_masks`' positive mask (the same pairs, in another order),
+    built from the sorted labels in O(number of pairs) without a ``B x B`` mask: ``K - 1`` pairs
+    per row in a P x K batch. The closed-form losses keep positives this way.
+    """
+    B = labels.shape[0]
+    order = torch.argsort(labels, stable=True)
+    _, counts = torch.unique_consecutive(labels[order], return_counts=True)
+    size = counts.repeat_interleave(counts)  # class size of each sample, in sorted order
+    start = (torch.cumsum(counts, 0) - counts).repeat_interleave(counts)
+    anchor = torch.arange(B, device=labels.device).repeat_interleave(size)
+    first = (torch.cumsum(size, 0) - size).repeat_interleave(size)
+    n = anchor.shape[0]
+    partner = start.repeat_interleave(size) + torch.arange(n, device=labels.device) - first
+    keep = anchor != partner
+    return order[anchor[keep]], order[partner[keep]]
 
 
 # ----------------------------------------------------------------------------- forms

@@ -48,8 +48,10 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .lifted_closed_form import LiftedClosedForm, LiftedStructureClosedForm
 
 __all__ = [
+    "LIFTED_BACKWARDS",
     "LiftedHyperParameters",
     "LiftedStructureHyperParameters",
     "LiftedStarHyperParameters",
@@ -62,18 +64,26 @@ __all__ = [
 ]
 
 
+#: How :func:`lifted_loss` and :func:`lifted_structure_loss` compute their gradient:
+#: ``"closed_form"`` (:mod:`dmlbook.losses.lifted_closed_form`: the weights computed in the
+#: forward pass, single backward only) or ``"autograd"`` (the readable code below).
+LIFTED_BACKWARDS: tuple[str, ...] = ("closed_form", "autograd")
+
+
 @dataclass(frozen=True)
 class LiftedHyperParameters(HyperParameters):
-    """Wang et al.'s Eq. 6: the margin ``lambda``, the form, the reduction."""
+    """Wang et al.'s Eq. 6: the margin ``lambda``, the form, the reduction, the backward path."""
 
     margin: float = 1.0
     _: KW_ONLY
     form: str = "similarity"
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     def check(self) -> None:
         check_choice(self.form, FORMS, "form")
         check_choice(self.reduction, REDUCTIONS, "reduction")
+        check_choice(self.backward, LIFTED_BACKWARDS, "backward")
 
     def check_module(self) -> None:
         super().check_module()
@@ -90,6 +100,7 @@ class LiftedStructureHyperParameters(HyperParameters):
     squared_hinge: bool = True
     joint_negatives: bool = True
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     check = LiftedHyperParameters.check
 
@@ -117,6 +128,16 @@ class LiftedStarHyperParameters(HyperParameters):
 _L, _LS, _STAR = LiftedHyperParameters, LiftedStructureHyperParameters, LiftedStarHyperParameters
 
 
+def _given_masks(
+    y: torch.Tensor, pos_mask: torch.Tensor | None, neg_mask: torch.Tensor | None, S: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The candidate masks for a closed form: ``None`` (the label masks, which it builds without
+    a ``B x B`` mask) unless a miner's masks were passed."""
+    if pos_mask is None and neg_mask is None:
+        return None
+    return resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+
+
 def lifted_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
@@ -124,6 +145,7 @@ def lifted_loss(
     *,
     form: str = _L.form,
     reduction: str = _L.reduction,
+    backward: str = _L.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -146,6 +168,10 @@ def lifted_loss(
         ``"sum"``: Eq. 6 as printed (a sum over anchors). ``"mean"``: the average over the
         anchors that have at least one positive *and* one negative. ``"none"``: the (B,) vector
         of anchor terms.
+    backward : {"closed_form", "autograd"}
+        ``"closed_form"`` (default): value and Eq. 7-8 weights in one pass
+        (:class:`~dmlbook.losses.lifted_closed_form.LiftedClosedForm`; single backward only).
+        ``"autograd"``: autograd through the masked log-sum-exps below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -162,8 +188,12 @@ def lifted_loss(
     log |N_i|``. At ``lambda = 1`` every anchor with ``|P_i| |N_i| >= 3`` is always active, and
     its negative weights are exactly Eq. 8.
     """
-    _L(margin, form=form, reduction=reduction)
+    _L(margin, form=form, reduction=reduction, backward=backward)
     y = check_similarity(S, labels)
+    if backward == "closed_form":
+        masks = _given_masks(y, pos_mask, neg_mask, S)
+        per, valid = LiftedClosedForm.apply(S, y, masks, margin, form)
+        return reduce(per, reduction, valid)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, form)
     lse_pos, has_pos = masked_logsumexp(d, pos, dim=1)
@@ -182,6 +212,7 @@ def lifted_structure_loss(
     squared_hinge: bool = _LS.squared_hinge,
     joint_negatives: bool = _LS.joint_negatives,
     reduction: str = _LS.reduction,
+    backward: str = _LS.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -213,6 +244,11 @@ def lifted_structure_loss(
         (each unordered pair appears twice with the same ``J``, so this is Song et al.'s
         ``1 / (2 |P|) sum_P [J]_+^2`` for ``squared_hinge``). ``"sum"``: the sum over ordered
         pairs. ``"none"``: the (B, B) matrix of pair terms.
+    backward : {"closed_form", "autograd"}
+        ``"closed_form"`` (default): value and ``dL/dS`` in one pass
+        (:class:`~dmlbook.losses.lifted_closed_form.LiftedStructureClosedForm`; single backward
+        only; ``reduction="none"`` always takes the autograd path). ``"autograd"``: autograd
+        through the code below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -222,8 +258,12 @@ def lifted_structure_loss(
         ``-inf``; for ``joint_negatives=False`` either end without negatives) contributes 0 with
         gradient 0 and is not counted. A single-class batch or a batch of one gives 0.
     """
-    _LS(margin, form=form, reduction=reduction)
+    _LS(margin, form=form, reduction=reduction, backward=backward)
     y = check_similarity(S, labels)
+    if backward == "closed_form" and reduction != "none":
+        masks = _given_masks(y, pos_mask, neg_mask, S)
+        args = (margin, form, bool(squared_hinge), bool(joint_negatives), reduction)
+        return LiftedStructureClosedForm.apply(S, y, masks, *args)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, form)
     r, has_neg = masked_logsumexp(margin - d, neg, dim=1)  # r_i = log sum_{N_i} e^{m - d_ik}
