@@ -37,6 +37,7 @@ __all__ = [
     "check_similarity",
     "compute_dtype",
     "dissimilarity",
+    "given_masks",
     "masked_logsumexp",
     "masked_mean",
     "pair_masks",
@@ -204,6 +205,22 @@ def resolve_masks(
     if neg_mask is not None:
         neg.logical_and_(neg_mask.to(neg.device))
     return pos, neg
+
+
+def given_masks(
+    labels: torch.Tensor,
+    pos_mask: torch.Tensor | None,
+    neg_mask: torch.Tensor | None,
+    shape: tuple[int, int],
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """:func:`resolve_masks` when a miner's masks were passed, else ``None``.
+
+    ``None`` stands for the label masks, which the fused closed forms of the losses build
+    without a ``B x B`` mask (positives as :func:`positive_pairs`, negatives implicit).
+    """
+    if pos_mask is None and neg_mask is None:
+        return None
+    return resolve_masks(labels, pos_mask, neg_mask, shape)
 
 
 def _label_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

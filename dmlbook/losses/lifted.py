@@ -36,7 +36,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS
+from ..pairs import REDUCTIONS, given_masks
 from .base import (
     FORMS,
     HyperParameters,
@@ -48,6 +48,7 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .binomial_closed_form import PairSumClosedForm, PairSumTerms
 from .lifted_closed_form import LiftedClosedForm, LiftedStructureClosedForm
 
 __all__ = [
@@ -119,23 +120,16 @@ class LiftedStarHyperParameters(HyperParameters):
     beta: float = 50.0
     _: KW_ONLY
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     def check(self) -> None:
         self._positive("alpha", "beta")
         check_choice(self.reduction, REDUCTIONS, "reduction")
+        check_choice(self.backward, LIFTED_BACKWARDS, "backward")
 
 
 _L, _LS, _STAR = LiftedHyperParameters, LiftedStructureHyperParameters, LiftedStarHyperParameters
-
-
-def _given_masks(
-    y: torch.Tensor, pos_mask: torch.Tensor | None, neg_mask: torch.Tensor | None, S: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """The candidate masks for a closed form: ``None`` (the label masks, which it builds without
-    a ``B x B`` mask) unless a miner's masks were passed."""
-    if pos_mask is None and neg_mask is None:
-        return None
-    return resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+_STAR_TERMS = PairSumTerms(softplus="none", lse=1.0)  # Eq. 16: the two log-sum-exps only
 
 
 def lifted_loss(
@@ -191,7 +185,7 @@ def lifted_loss(
     _L(margin, form=form, reduction=reduction, backward=backward)
     y = check_similarity(S, labels)
     if backward == "closed_form":
-        masks = _given_masks(y, pos_mask, neg_mask, S)
+        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
         per, valid = LiftedClosedForm.apply(S, y, masks, margin, form)
         return reduce(per, reduction, valid)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
@@ -261,7 +255,7 @@ def lifted_structure_loss(
     _LS(margin, form=form, reduction=reduction, backward=backward)
     y = check_similarity(S, labels)
     if backward == "closed_form" and reduction != "none":
-        masks = _given_masks(y, pos_mask, neg_mask, S)
+        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
         args = (margin, form, bool(squared_hinge), bool(joint_negatives), reduction)
         return LiftedStructureClosedForm.apply(S, y, masks, *args)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
@@ -296,6 +290,7 @@ def lifted_star_loss(
     beta: float = _STAR.beta,
     *,
     reduction: str = _STAR.reduction,
+    backward: str = _STAR.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -315,6 +310,10 @@ def lifted_star_loss(
     reduction : {"mean", "sum", "none"}
         ``"mean"``: Eq. 16's ``1/m`` average over anchors, taken over the anchors that have at
         least one pair. ``"sum"``, ``"none"`` (the (B,) anchor terms).
+    backward : {"closed_form", "autograd"}
+        ``"closed_form"`` (default): value and weights in one pass
+        (:mod:`dmlbook.losses.binomial_closed_form`; single backward only). ``"autograd"``:
+        autograd through the masked log-sum-exps below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -324,9 +323,13 @@ def lifted_star_loss(
         without positives keeps its negative half and vice versa; an empty half is 0 with
         gradient 0. A batch without any pair gives 0.
     """
-    hp = _STAR(alpha, beta, reduction=reduction)
+    hp = _STAR(alpha, beta, reduction=reduction, backward=backward)
     alpha, beta = hp.alpha, hp.beta
     y = check_similarity(S, labels)
+    if backward == "closed_form":
+        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        per, valid = PairSumClosedForm.apply(S, y, masks, alpha, beta, 0.0, _STAR_TERMS)
+        return reduce(per, reduction, valid)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     lse_pos, has_pos = masked_logsumexp(-alpha * S, pos, dim=1)
     lse_neg, has_neg = masked_logsumexp(beta * S, neg, dim=1)

@@ -49,7 +49,10 @@ PURE = {
         contrastive_distance_loss,
         {"pos_margin": 0.2, "neg_margin": 1.5, "variant": "squared_hinge", "reduction": "sum"},
     ),
-    "lifted": (lifted_loss, {"margin": 0.7, "form": "distance", "reduction": "sum"}),
+    "lifted": (
+        lifted_loss,
+        {"margin": 0.7, "form": "distance", "reduction": "sum", "backward": "autograd"},
+    ),
     "lifted_structure": (
         lifted_structure_loss,
         {
@@ -58,14 +61,21 @@ PURE = {
             "squared_hinge": False,
             "joint_negatives": False,
             "reduction": "sum",
+            "backward": "autograd",
         },
     ),  # fmt: skip
-    "lifted_star": (lifted_star_loss, {"alpha": 3.0, "beta": 20.0, "reduction": "sum"}),
+    "lifted_star": (
+        lifted_star_loss,
+        {"alpha": 3.0, "beta": 20.0, "reduction": "sum", "backward": "autograd"},
+    ),
     "binomial": (
         binomial_deviance_loss,
-        {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum"},
+        {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum", "backward": "autograd"},
     ),
-    "binlifted": (binlifted_loss, {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum"}),
+    "binlifted": (
+        binlifted_loss,
+        {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum", "backward": "autograd"},
+    ),
     "npair": (npair_loss, {"form": "distance", "sampling": "all", "reduction": "sum"}),
 }
 

@@ -15,8 +15,17 @@ import torch
 from hypothesis import given
 from loss_cases import FAST, FORMS, batches
 
-from dmlbook.losses import lifted_loss, lifted_structure_loss
+from dmlbook.losses import (
+    binlifted_loss,
+    binomial_deviance_loss,
+    lifted_loss,
+    lifted_star_loss,
+    lifted_structure_loss,
+)
+from dmlbook.reference.classic import binlifted_loss_reference as ref_binlifted
+from dmlbook.reference.classic import binomial_deviance_loss_reference as ref_binomial
 from dmlbook.reference.classic import lifted_loss_reference as ref_lifted
+from dmlbook.reference.classic import lifted_star_loss_reference as ref_lifted_star
 from dmlbook.reference.classic import lifted_structure_loss_reference as ref_lifted_structure
 
 
@@ -98,11 +107,48 @@ def test_lifted_structure_closed_form_matches_loops(batch, form, squared, joint)
     assert float(got) == pytest.approx(want, abs=1e-7)  # D = 0 below eps (safe_distance)
 
 
-def test_lifted_closed_form_keeps_the_input_dtype_and_refuses_double_backward():
+# ----------------------------------------------------------------------------- binomial family
+
+PAIR_SUMS = {  # loss -> (its loop, whether it has a margin)
+    binomial_deviance_loss: (ref_binomial, True),
+    binlifted_loss: (ref_binlifted, True),
+    lifted_star_loss: (ref_lifted_star, False),
+}
+
+
+@FAST
+@given(
+    batches_and_masks(),
+    st.sampled_from(list(PAIR_SUMS)),
+    st.sampled_from([0.5, 2.0]),
+    st.sampled_from([1.0, 50.0]),
+    st.floats(-1.0, 1.0),
+)
+def test_pair_sum_closed_forms_match_autograd(case, fn, alpha, beta, margin):
+    S, y, masks, reduction = case
+    kw = {"margin": margin} if PAIR_SUMS[fn][1] else {}
+    assert_paths_agree(fn, S, y, alpha=alpha, beta=beta, reduction=reduction, **kw, **masks)
+
+
+@FAST
+@given(batches(), st.sampled_from(list(PAIR_SUMS)), st.floats(-1.0, 1.0))
+def test_pair_sum_closed_forms_match_loops(batch, fn, margin):
+    S, y = batch
+    ref, has_margin = PAIR_SUMS[fn]
+    if has_margin:
+        got = fn(S, y, 2.0, 50.0, margin, backward="closed_form")
+        want = ref(S.tolist(), y.tolist(), 2.0, 50.0, margin)
+    else:
+        got = fn(S, y, 2.0, 50.0, backward="closed_form")
+        want = ref(S.tolist(), y.tolist(), 2.0, 50.0)
+    assert float(got) == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+def test_closed_forms_keep_the_input_dtype_and_refuse_double_backward():
     g = torch.Generator().manual_seed(0)
     x = torch.nn.functional.normalize(torch.randn(12, 4, generator=g), dim=1)
     y = torch.arange(4).repeat_interleave(3)
-    for fn in (lifted_loss, lifted_structure_loss):
+    for fn in (lifted_loss, lifted_structure_loss, *PAIR_SUMS):
         S = (x @ x.T).to(torch.bfloat16).requires_grad_(True)
         (grad,) = torch.autograd.grad(fn(S, y), S, create_graph=True)
         assert grad.dtype == torch.bfloat16
