@@ -234,14 +234,24 @@ def _label_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return same.fill_diagonal_(False), neg
 
 
+#: Batch size up to which :func:`positive_pairs` lists the pairs from the ``B x B`` mask (faster
+#: there than sorting: 20 us against 135 us at B = 80, the same at B ~ 300).
+DENSE_PAIRS_UP_TO = 256
+
+
 def positive_pairs(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Row and column indices of every positive pair ``(i, j)``, ``y_i = y_j``, ``i != j``.
 
-    The index-list form of :func:`pair_masks`' positive mask (the same pairs, in another order),
-    built from the sorted labels in O(number of pairs) without a ``B x B`` mask: ``K - 1`` pairs
-    per row in a P x K batch. The closed-form losses keep positives this way.
+    The index-list form of :func:`pair_masks`' positive mask (the same pairs, in another order):
+    ``K - 1`` pairs per row in a P x K batch. The closed-form losses keep positives this way.
+    Up to :data:`DENSE_PAIRS_UP_TO` samples it is the mask's ``nonzero()`` (a few small
+    kernels); above, it is built from the sorted labels in O(number of pairs), without the
+    ``B x B`` mask (at B = 1000 about 0.3 ms instead of 1.5 ms on two CPU cores).
     """
     B = labels.shape[0]
+    if B <= DENSE_PAIRS_UP_TO:
+        same = labels[:, None] == labels[None, :]
+        return same.fill_diagonal_(False).nonzero(as_tuple=True)
     order = torch.argsort(labels, stable=True)
     _, counts = torch.unique_consecutive(labels[order], return_counts=True)
     size = counts.repeat_interleave(counts)  # class size of each sample, in sorted order
