@@ -32,6 +32,7 @@ from dataclasses import KW_ONLY, dataclass
 import torch
 
 from .. import mining as miners
+from ..pairs import given_masks
 from .base import (
     FORMS,
     HyperParameters,
@@ -42,6 +43,7 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .triplet_batch_hard import batch_hard_triplet_loss
 
 __all__ = [
     "AllTriplets",
@@ -200,18 +202,21 @@ class AllTriplets(torch.autograd.Function):
         dd = d.detach()
         rows, cols = pos.nonzero(as_tuple=True)
         d_ap = dd[rows, cols]
+        # d_an, +inf outside the negatives: there t = -inf, a hinge of 0 and no weight
+        d_n = torch.where(neg, dd, float("inf"))
         W = torch.zeros_like(dd)
         total = dd.new_zeros(())
         n_active = torch.zeros((), dtype=torch.long, device=dd.device)
         step = max(1, TRIPLET_BLOCK // max(dd.shape[0], 1))
         for lo in range(0, rows.shape[0], step):
             r, c = rows[lo : lo + step], cols[lo : lo + step]
-            t = d_ap[lo : lo + step, None] - dd[r] + margin  # t[k, n] for pair k = (r_k, c_k)
-            active = (t > 0).logical_and_(neg[r])
-            n_active += active.sum()
-            weight = active.to(dd.dtype)
-            total += t.mul_(weight).sum()
-            W.index_put_((r, c), weight.sum(dim=1), accumulate=True)  # dL/dd_ap: active n
+            t = d_n.index_select(0, r)  # t[k, n] = d_ap - d_an + margin for pair k = (r_k, c_k)
+            torch.sub(d_ap[lo : lo + step, None], t, out=t).add_(margin).clamp_min_(0.0)
+            total += t.sum()
+            weight = t.sign_()  # 1 on the active triplets (t > 0), 0 elsewhere
+            per_pair = weight.sum(dim=1)
+            n_active += per_pair.sum().long()
+            W.index_put_((r, c), per_pair, accumulate=True)  # dL/dd_ap: active n
             W.index_add_(0, r, weight, alpha=-1)  # dL/dd_an: minus the active p
         if reduction == "sum":
             count = torch.ones((), dtype=dd.dtype, device=dd.device)
@@ -246,6 +251,26 @@ class TripletLoss(PairLoss):
 
     loss_function = staticmethod(triplet_loss)
     hyper = TripletHyperParameters
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """:func:`triplet_loss` on the mined triplets; batch-hard ones as index lists.
+
+        ``mining="batch_hard"`` takes :func:`~dmlbook.losses.triplet_batch_hard.batch_hard_triplet_loss`:
+        the triplets of :meth:`mine` without its ``B x B`` masks, the same value and gradient.
+        """
+        if self.mining != "batch_hard":
+            return super().loss_on_similarity(S, labels, pos_mask=pos_mask, neg_mask=neg_mask)
+        y = check_similarity(S, labels)
+        _T(self.margin, form=self.form, reduction=self.reduction)
+        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        return batch_hard_triplet_loss(S, y, self.margin, self.form, self.reduction, masks)
 
     def mine(
         self,

@@ -16,14 +16,18 @@ from hypothesis import given
 from loss_cases import FAST, FORMS, batches
 
 from dmlbook.losses import (
+    TripletLoss,
     binlifted_loss,
     binomial_deviance_loss,
     lifted_loss,
     lifted_star_loss,
     lifted_structure_loss,
+    triplet_loss,
 )
+from dmlbook.mining import batch_hard_masks
 from dmlbook.reference.classic import binlifted_loss_reference as ref_binlifted
 from dmlbook.reference.classic import binomial_deviance_loss_reference as ref_binomial
+from dmlbook.reference.classic import dist, sets
 from dmlbook.reference.classic import lifted_loss_reference as ref_lifted
 from dmlbook.reference.classic import lifted_star_loss_reference as ref_lifted_star
 from dmlbook.reference.classic import lifted_structure_loss_reference as ref_lifted_structure
@@ -142,6 +146,49 @@ def test_pair_sum_closed_forms_match_loops(batch, fn, margin):
         got = fn(S, y, 2.0, 50.0, backward="closed_form")
         want = ref(S.tolist(), y.tolist(), 2.0, 50.0)
     assert float(got) == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- batch-hard triplets
+
+
+def batch_hard_reference(S, y, margin, form, reduction):
+    """Per anchor: least similar positive, most similar negative (first on ties), the hinge."""
+    terms = []
+    for a in range(len(y)):
+        P, N = sets(y, a)
+        if P and N:
+            p = min(P, key=lambda k: (S[a][k], k))
+            n = min(N, key=lambda k: (-S[a][k], k))
+            terms.append(max(dist(S[a][p], form) - dist(S[a][n], form) + margin, 0.0))
+    if reduction == "sum":
+        return sum(terms)
+    if reduction == "mean_nonzero":
+        terms = [t for t in terms if t > 0]
+    return sum(terms) / len(terms) if terms else 0.0
+
+
+@FAST
+@given(
+    batches_and_masks(("mean", "mean_nonzero", "sum")),
+    st.sampled_from(FORMS),
+    st.sampled_from([0.0, 0.2, 1.0]),
+)
+def test_batch_hard_index_path_matches_the_masks_path(case, form, margin):
+    S, y, masks, reduction = case
+    S = torch.round(S * 4) / 4  # ties in the hardest positive or negative
+    module = TripletLoss(margin, form=form, mining="batch_hard", reduction=reduction)
+    X = S.clone().requires_grad_(True)
+    got = module.loss_on_similarity(X, y, **masks)
+    (g_got,) = torch.autograd.grad(got, X)
+    Z = S.clone().requires_grad_(True)
+    pos, neg = batch_hard_masks(Z, y, **masks)
+    want = triplet_loss(Z, y, margin, form=form, reduction=reduction, pos_mask=pos, neg_mask=neg)
+    (g_want,) = torch.autograd.grad(want, Z)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(g_got, g_want, rtol=1e-12, atol=1e-12)
+    if not masks:
+        loop = batch_hard_reference(S.tolist(), y.tolist(), margin, form, reduction)
+        assert float(got.detach()) == pytest.approx(loop, abs=1e-7)  # D = 0 below eps
 
 
 def test_closed_forms_keep_the_input_dtype_and_refuse_double_backward():
