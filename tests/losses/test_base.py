@@ -44,10 +44,16 @@ def test_module_normalises_and_calls_its_function(name, hp):
 
 
 PURE = {
-    "contrastive": (contrastive_loss, {"margin": 0.3}),
+    "contrastive": (contrastive_loss, {"margin": 0.3, "backward": "autograd"}),
     "contrastive_distance": (
         contrastive_distance_loss,
-        {"pos_margin": 0.2, "neg_margin": 1.5, "variant": "squared_hinge", "reduction": "sum"},
+        {
+            "pos_margin": 0.2,
+            "neg_margin": 1.5,
+            "variant": "squared_hinge",
+            "reduction": "sum",
+            "backward": "autograd",
+        },
     ),
     "lifted": (
         lifted_loss,

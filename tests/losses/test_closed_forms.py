@@ -19,6 +19,8 @@ from dmlbook.losses import (
     TripletLoss,
     binlifted_loss,
     binomial_deviance_loss,
+    contrastive_distance_loss,
+    contrastive_loss,
     lifted_loss,
     lifted_star_loss,
     lifted_structure_loss,
@@ -27,6 +29,7 @@ from dmlbook.losses import (
 from dmlbook.mining import batch_hard_masks
 from dmlbook.reference.classic import binlifted_loss_reference as ref_binlifted
 from dmlbook.reference.classic import binomial_deviance_loss_reference as ref_binomial
+from dmlbook.reference.classic import contrastive_distance_loss_reference as ref_contrastive_d
 from dmlbook.reference.classic import dist, sets
 from dmlbook.reference.classic import lifted_loss_reference as ref_lifted
 from dmlbook.reference.classic import lifted_star_loss_reference as ref_lifted_star
@@ -148,6 +151,45 @@ def test_pair_sum_closed_forms_match_loops(batch, fn, margin):
     assert float(got) == pytest.approx(want, rel=1e-12, abs=1e-12)
 
 
+# ----------------------------------------------------------------------------- contrastive
+
+
+def contrastive_reference(S, y, margin):
+    """Wang et al. Eq. 4 over the ordered pairs ``i != j``, mean."""
+    terms = [
+        -S[i][j] if y[i] == y[j] else max(S[i][j] - margin, 0.0)
+        for i in range(len(y))
+        for j in range(len(y))
+        if i != j
+    ]
+    return sum(terms) / len(terms) if terms else 0.0
+
+
+@FAST
+@given(batches_and_masks(("mean",)), st.floats(-1.0, 1.0))
+def test_contrastive_closed_form_matches_autograd_and_loop(case, margin):
+    S, y, masks, _ = case
+    assert_paths_agree(contrastive_loss, S, y, margin=margin, **masks)
+    got = contrastive_loss(S, y, margin, backward="closed_form")
+    assert float(got) == pytest.approx(contrastive_reference(S.tolist(), y.tolist(), margin))
+
+
+@FAST
+@given(
+    batches_and_masks(),
+    st.sampled_from(["hinge", "squared_hinge", "squared_distance"]),
+    st.floats(0.0, 0.8),
+    st.floats(0.9, 2.5),
+)
+def test_contrastive_distance_closed_form_matches_autograd_and_loop(case, variant, m1, m2):
+    S, y, masks, reduction = case
+    kw = {"variant": variant, "reduction": reduction}
+    assert_paths_agree(contrastive_distance_loss, S, y, pos_margin=m1, neg_margin=m2, **kw, **masks)
+    got = contrastive_distance_loss(S, y, m1, m2, variant=variant, backward="closed_form")
+    want = ref_contrastive_d(S.tolist(), y.tolist(), m1, m2, variant)
+    assert float(got) == pytest.approx(want, abs=1e-7)  # D = 0 below eps (safe_distance)
+
+
 # ----------------------------------------------------------------------------- batch-hard triplets
 
 
@@ -195,7 +237,8 @@ def test_closed_forms_keep_the_input_dtype_and_refuse_double_backward():
     g = torch.Generator().manual_seed(0)
     x = torch.nn.functional.normalize(torch.randn(12, 4, generator=g), dim=1)
     y = torch.arange(4).repeat_interleave(3)
-    for fn in (lifted_loss, lifted_structure_loss, *PAIR_SUMS):
+    closed_forms = (lifted_loss, lifted_structure_loss, contrastive_loss, contrastive_distance_loss)
+    for fn in (*closed_forms, *PAIR_SUMS):
         S = (x @ x.T).to(torch.bfloat16).requires_grad_(True)
         (grad,) = torch.autograd.grad(fn(S, y), S, create_graph=True)
         assert grad.dtype == torch.bfloat16
