@@ -109,18 +109,19 @@ def contrastive_distance_core(
     h = torch.rsub(d, neg_margin).clamp_min_(0.0)  # [m2 - d]_+ on every pair
     _drop_non_negatives(h, pairs, neg)
     h_pos = (d_pos - pos_margin).clamp_min_(0.0)  # [d - m1]_+ on the positives
+    # g: the hinge's slope, d term / d d = -g on a negative and +g on a positive
     if squared_hinge:
         terms, pos_terms = h.square(), h_pos.square()
-        slope, pos_slope = h.mul_(-2.0), h_pos.mul(2.0)  # d term / d d
+        g, g_pos = h.mul_(2.0), h_pos.mul(2.0)
     else:
         terms, pos_terms = h, h_pos
-        slope, pos_slope = h.sign().neg_(), h_pos.sign()
-    # d d / d S: -2 for D^2, -1/D for D (0 where D = 0, as safe_distance's gradient)
+        g, g_pos = h.sign(), h_pos.sign()
+    # times d d / d S: -2 for D^2, -1/D for D (0 where D = 0, as safe_distance's gradient)
     if squared_d:
-        W, w_pos = slope.mul_(-2.0), pos_slope * -2.0
+        W, w_pos = g.mul_(2.0), g_pos * -2.0
     else:
-        W = slope.div_(d).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).neg_()
-        w_pos = torch.where(d_pos > 0, -pos_slope / d_pos, 0.0)
+        W = g.div_(d).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
+        w_pos = torch.where(d_pos > 0, -g_pos / d_pos, 0.0)
     W[pairs] = w_pos
     if reduction == "none":
         terms[pairs] = pos_terms
