@@ -26,6 +26,10 @@ from dmlbook.losses import (
     lifted_structure_loss,
     triplet_loss,
 )
+from dmlbook.losses.binomial_closed_form import PairSumClosedForm, PairSumTerms
+from dmlbook.losses.contrastive_closed_form import ContrastiveClosedForm
+from dmlbook.losses.lifted_closed_form import LiftedClosedForm
+from dmlbook.losses.triplet_batch_hard import batch_hard_triplets
 from dmlbook.mining import batch_hard_masks
 from dmlbook.reference.classic import binlifted_loss_reference as ref_binlifted
 from dmlbook.reference.classic import binomial_deviance_loss_reference as ref_binomial
@@ -244,3 +248,23 @@ def test_closed_forms_keep_the_input_dtype_and_refuse_double_backward():
         assert grad.dtype == torch.bfloat16
         with pytest.raises(RuntimeError):
             torch.autograd.grad(grad.float().sum(), S)
+
+
+def test_the_functions_are_the_closed_forms_of_their_losses():
+    """The autograd Functions and the batch-hard selection, called directly (label masks)."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.nn.functional.normalize(torch.randn(12, 4, generator=g, dtype=torch.float64), dim=1)
+    S, y = x @ x.T, torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 4, 4])
+    per, valid = LiftedClosedForm.apply(S, y, None, 0.5, "distance")
+    want = lifted_loss(S, y, 0.5, form="distance", reduction="none", backward="autograd")
+    torch.testing.assert_close(per, want)
+    assert valid.tolist() == [bool(y[i] != 3) for i in range(12)]  # the singleton has no positive
+    per, valid = PairSumClosedForm.apply(S, y, None, 2.0, 50.0, 0.5, PairSumTerms("mean", 0.0))
+    want = binomial_deviance_loss(S, y, reduction="none", backward="autograd")
+    torch.testing.assert_close(per, want)
+    value = ContrastiveClosedForm.apply(S, y, None, 0.3)
+    torch.testing.assert_close(value, contrastive_loss(S, y, 0.3, backward="autograd"))
+    a, p, n = batch_hard_triplets(S, y, None)
+    pos, neg = batch_hard_masks(S, y)
+    assert a.tolist() == [i for i in range(12) if y[i] != 3]  # the singleton has no positive
+    assert bool(pos[a, p].all() and neg[a, n].all()) and int(pos.sum()) == len(a)
