@@ -27,6 +27,7 @@ from .similarity import cosine_similarity, pair_masks
 from .validation import as_embeddings, as_labels, check_same_length
 
 __all__ = [
+    "BACKWARDS",
     "FORMS",
     "check_batch",
     "REDUCTIONS",
@@ -53,6 +54,9 @@ Form = Literal["similarity", "distance", "squared_distance"]
 #: The three ways a pair-based loss can read a pair: cosine similarity ``S`` (Wang et al. 2019),
 #: Euclidean distance ``D`` and squared distance ``D^2`` of unit vectors (Liu et al., Sec. III).
 FORMS: tuple[str, ...] = ("similarity", "distance", "squared_distance")
+#: How a loss with a fused closed form computes its gradient: ``"closed_form"`` (the value and
+#: ``dL/dS`` from one forward pass; single backward only) or ``"autograd"`` (the readable code).
+BACKWARDS: tuple[str, ...] = ("closed_form", "autograd")
 #: What a pure loss function accepts as ``reduction`` (a loss module: ``"mean"`` and ``"sum"``).
 REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
 

@@ -32,7 +32,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS, given_masks, softplus
+from ..pairs import BACKWARDS, REDUCTIONS, given_masks, softplus
 from .base import (
     HyperParameters,
     PairLoss,
@@ -43,7 +43,6 @@ from .base import (
     resolve_masks,
 )
 from .binomial_closed_form import PairSumClosedForm, PairSumTerms
-from .lifted import LIFTED_BACKWARDS
 
 __all__ = [
     "BinomialHyperParameters",
@@ -72,7 +71,7 @@ class BinomialHyperParameters(HyperParameters):
     def check(self) -> None:
         self._positive("alpha", "beta")
         check_choice(self.reduction, REDUCTIONS, "reduction")
-        check_choice(self.backward, LIFTED_BACKWARDS, "backward")
+        check_choice(self.backward, BACKWARDS, "backward")
 
     def check_module(self) -> None:
         super().check_module()

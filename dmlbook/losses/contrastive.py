@@ -31,7 +31,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS, given_masks
+from ..pairs import BACKWARDS, REDUCTIONS, given_masks
 from .base import (
     HyperParameters,
     PairLoss,
@@ -42,7 +42,6 @@ from .base import (
     resolve_masks,
 )
 from .contrastive_closed_form import ContrastiveClosedForm, ContrastiveDistanceClosedForm
-from .lifted import LIFTED_BACKWARDS as BACKWARDS
 
 __all__ = [
     "ContrastiveHyperParameters",

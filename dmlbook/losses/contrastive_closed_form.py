@@ -22,12 +22,12 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from ..pairs import compute_dtype
-from .lifted_closed_form import candidates
+from .lifted_closed_form import Pairs, candidates
 
 __all__ = ["ContrastiveClosedForm", "ContrastiveDistanceClosedForm"]
 
 
-def _drop_non_negatives(x: torch.Tensor, pairs, neg: torch.Tensor | None) -> torch.Tensor:
+def _drop_non_negatives(x: torch.Tensor, pairs: Pairs, neg: torch.Tensor | None) -> torch.Tensor:
     """Zero ``x`` at the positive pairs and self (``neg is None``) or outside ``neg``."""
     if neg is None:
         x[pairs] = 0.0

@@ -36,7 +36,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS, given_masks
+from ..pairs import BACKWARDS, REDUCTIONS, given_masks
 from .base import (
     FORMS,
     HyperParameters,
@@ -52,7 +52,6 @@ from .binomial_closed_form import PairSumClosedForm, PairSumTerms
 from .lifted_closed_form import LiftedClosedForm, LiftedStructureClosedForm
 
 __all__ = [
-    "LIFTED_BACKWARDS",
     "LiftedHyperParameters",
     "LiftedStructureHyperParameters",
     "LiftedStarHyperParameters",
@@ -63,12 +62,6 @@ __all__ = [
     "lifted_star_loss",
     "LiftedStarLoss",
 ]
-
-
-#: How :func:`lifted_loss` and :func:`lifted_structure_loss` compute their gradient:
-#: ``"closed_form"`` (:mod:`dmlbook.losses.lifted_closed_form`: the weights computed in the
-#: forward pass, single backward only) or ``"autograd"`` (the readable code below).
-LIFTED_BACKWARDS: tuple[str, ...] = ("closed_form", "autograd")
 
 
 @dataclass(frozen=True)
@@ -84,7 +77,7 @@ class LiftedHyperParameters(HyperParameters):
     def check(self) -> None:
         check_choice(self.form, FORMS, "form")
         check_choice(self.reduction, REDUCTIONS, "reduction")
-        check_choice(self.backward, LIFTED_BACKWARDS, "backward")
+        check_choice(self.backward, BACKWARDS, "backward")
 
     def check_module(self) -> None:
         super().check_module()
@@ -125,7 +118,7 @@ class LiftedStarHyperParameters(HyperParameters):
     def check(self) -> None:
         self._positive("alpha", "beta")
         check_choice(self.reduction, REDUCTIONS, "reduction")
-        check_choice(self.backward, LIFTED_BACKWARDS, "backward")
+        check_choice(self.backward, BACKWARDS, "backward")
 
 
 _L, _LS, _STAR = LiftedHyperParameters, LiftedStructureHyperParameters, LiftedStarHyperParameters
