@@ -38,6 +38,7 @@ from dmlbook.reference.classic import dist, sets
 from dmlbook.reference.classic import lifted_loss_reference as ref_lifted
 from dmlbook.reference.classic import lifted_star_loss_reference as ref_lifted_star
 from dmlbook.reference.classic import lifted_structure_loss_reference as ref_lifted_structure
+from dmlbook.reference.classic import triplet_loss_reference as ref_triplet
 
 
 @st.composite
@@ -235,6 +236,33 @@ def test_batch_hard_index_path_matches_the_masks_path(case, form, margin):
     if not masks:
         loop = batch_hard_reference(S.tolist(), y.tolist(), margin, form, reduction)
         assert float(got.detach()) == pytest.approx(loop, abs=1e-7)  # D = 0 below eps
+
+
+@FAST
+@given(
+    batches(),
+    st.sampled_from(FORMS),
+    st.sampled_from(["mean", "mean_nonzero", "sum"]),
+    st.sampled_from([0.0, 0.2, 1.0]),
+)
+def test_all_triplets_closed_form_matches_the_masks_path_and_loop(batch, form, reduction, margin):
+    """Without masks every valid triplet goes through AllTripletsClosedForm (on S); an all-True
+    mask takes the autograd-through-dissimilarity path of AllTriplets on the same triplets."""
+    S, y = batch
+    B = S.shape[0]
+    X = S.clone().requires_grad_(True)
+    got = triplet_loss(X, y, margin, form=form, reduction=reduction)
+    (g_got,) = torch.autograd.grad(got, X, allow_unused=True)
+    Z = S.clone().requires_grad_(True)
+    every = torch.ones(B, B, dtype=torch.bool)
+    want = triplet_loss(Z, y, margin, form=form, reduction=reduction, pos_mask=every)
+    (g_want,) = torch.autograd.grad(want, Z, allow_unused=True)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    zero = torch.zeros_like(S)
+    g_got, g_want = (zero if g is None else g for g in (g_got, g_want))
+    torch.testing.assert_close(g_got, g_want, rtol=1e-10, atol=1e-12)
+    loop = ref_triplet(S.tolist(), y.tolist(), margin, form, reduction)
+    assert float(got.detach()) == pytest.approx(loop, abs=1e-7)  # D = 0 below eps
 
 
 def test_closed_forms_keep_the_input_dtype_and_refuse_double_backward():
