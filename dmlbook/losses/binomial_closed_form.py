@@ -60,19 +60,14 @@ class PairSumTerms:
 def _softmax_rows(
     x: torch.Tensor, lse_shift: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(log sum_k e^{x_ik} + lse_shift, has, soft-max weights)`` of rows with ``-inf`` outside.
-
-    One ``torch.softmax`` kernel, the log-sum-exp read off its largest weight, as in
-    :func:`dmlbook.losses.lifted_closed_form._negative_softmax`; an empty row gives 0 and 0.
-    """
+    """``(log sum_k e^{x_ik} + lse_shift, has, soft-max weights)`` of rows with ``-inf`` outside."""
     m = x.amax(dim=1)
-    w = torch.softmax(x, dim=1)
-    lse = m - w.amax(dim=1).log() + lse_shift
     has = m > float("-inf")
-    if not bool(has.all()):  # rows without negatives: softmax of -inf only is NaN
-        w[~has] = 0.0
-        lse = torch.where(has, lse, 0.0)
-    return lse, has, w
+    m = torch.where(has, m, torch.zeros_like(m))
+    e = (x - m[:, None]).exp_()
+    total = e.sum(dim=1)
+    lse = torch.where(has, m + total.log() + lse_shift, torch.zeros_like(m))
+    return lse, has, e.mul_(torch.where(has, total.reciprocal(), torch.zeros_like(m))[:, None])
 
 
 def _softmax_pairs(

@@ -69,14 +69,11 @@ def candidates(
 
 def _negative_softmax(
     x: torch.Tensor, pairs: Pairs, neg: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Row-wise ``log sum_{N_i} e^{x_ik}`` and the soft-max weights ``e^{x_ij} / sum_{N_i} e^{x_ik}``.
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row-wise ``log sum_{N_i} e^{x_ik}`` and, in place in ``x``, the soft-max weights on ``N_i``.
 
-    Returns ``(lse, has, weights)``: the log-sum-exp (``-inf`` for a row without negatives),
-    which rows have any, and the weights (0 outside ``N_i``). ``x`` is overwritten with ``-inf``
-    outside ``N_i``. The weights are one ``torch.softmax`` kernel (``exp`` alone wakes the thread
-    pool even at B = 80, ten times its single-thread cost); the log-sum-exp is read off them as
-    ``max_k x_ik - log(max_k w_ik)``, the weight of the row's maximum being ``1 / sum``.
+    Returns ``(lse, has)``: the log-sum-exp (``-inf`` for a row without negatives) and which rows
+    have any. ``x`` ends as ``e^{x_ij} / sum_{N_i} e^{x_ik}`` on the negatives, 0 elsewhere.
     """
     inf = float("inf")
     if neg is None:  # the label negatives: every pair but the positives and self
@@ -85,13 +82,12 @@ def _negative_softmax(
     else:
         x.masked_fill_(neg.logical_not(), -inf)
     m = x.amax(dim=1)
-    w = torch.softmax(x, dim=1)
-    lse = m - w.amax(dim=1).log()
     has = m > -inf
-    if not bool(has.all()):  # rows without negatives: softmax of -inf only is NaN
-        w[~has] = 0.0
-        lse = torch.where(has, lse, -inf)
-    return lse, has, w
+    m = torch.where(has, m, torch.zeros_like(m))
+    total = x.sub_(m[:, None]).exp_().sum(dim=1)
+    lse = m + total.log()
+    x.mul_(torch.where(has, total.reciprocal(), torch.zeros_like(total))[:, None])
+    return lse, has
 
 
 def _positive_softmax(
@@ -123,7 +119,7 @@ def lifted_core(
     rows, cols = pairs
     W, d_pos, slope = form_and_slope(s, form, pairs)
     lse_p, has_p, w_pos = _positive_softmax(d_pos, rows, B)  # Eq. 7 (up to the hinge)
-    lse_n, has_n, W = _negative_softmax(W, pairs, neg)  # Eq. 8
+    lse_n, has_n = _negative_softmax(W, pairs, neg)  # Eq. 8
     valid = has_p & has_n
     per = torch.relu(lse_p + lse_n + margin)
     per = torch.where(valid, per, torch.zeros_like(per))
@@ -178,7 +174,7 @@ def lifted_structure_core(
     pairs, neg = candidates(y, masks)
     rows, cols = pairs
     W, d_pos, slope = form_and_slope(s, form, pairs)
-    lse, has, W = _negative_softmax(W, pairs, neg)  # r_i = margin + lse_i
+    lse, has = _negative_softmax(W, pairs, neg)  # r_i = margin + lse_i
     r = lse + margin
     r_i, r_j, h_i, h_j = r[rows], r[cols], has[rows], has[cols]
     if joint_negatives:
