@@ -28,6 +28,7 @@ from .similarity import cosine_similarity, pair_masks
 from .validation import as_embeddings, as_labels, check_same_length
 
 __all__ = [
+    "BACKWARDS",
     "FORMS",
     "check_batch",
     "REDUCTIONS",
@@ -38,9 +39,11 @@ __all__ = [
     "check_similarity",
     "compute_dtype",
     "dissimilarity",
+    "given_masks",
     "masked_logsumexp",
     "masked_mean",
     "pair_masks",
+    "positive_pairs",
     "prepare_batch",
     "reduce",
     "resolve_masks",
@@ -52,6 +55,9 @@ Form = Literal["similarity", "distance", "squared_distance"]
 #: The three ways a pair-based loss can read a pair: cosine similarity ``S`` (Wang et al. 2019),
 #: Euclidean distance ``D`` and squared distance ``D^2`` of unit vectors (Liu et al., Sec. III).
 FORMS: tuple[str, ...] = ("similarity", "distance", "squared_distance")
+#: How a loss with a fused closed form computes its gradient: ``"closed_form"`` (the value and
+#: ``dL/dS`` from one forward pass; single backward only) or ``"autograd"`` (the readable code).
+BACKWARDS: tuple[str, ...] = ("closed_form", "autograd")
 #: What a pure loss function accepts as ``reduction`` (a loss module: ``"mean"`` and ``"sum"``).
 REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
 
@@ -206,6 +212,22 @@ def resolve_masks(
     return pos, neg
 
 
+def given_masks(
+    labels: torch.Tensor,
+    pos_mask: torch.Tensor | None,
+    neg_mask: torch.Tensor | None,
+    shape: tuple[int, int],
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """:func:`resolve_masks` when a miner's masks were passed, else ``None``.
+
+    ``None`` stands for the label masks, which the fused closed forms of the losses build
+    without a ``B x B`` mask (positives as :func:`positive_pairs`, negatives implicit).
+    """
+    if pos_mask is None and neg_mask is None:
+        return None
+    return resolve_masks(labels, pos_mask, neg_mask, shape)
+
+
 def _label_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`~dmlbook.similarity.pair_masks` of one batch in two ``B x B`` kernels (fresh tensors).
 
@@ -215,6 +237,36 @@ def _label_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     same = labels[:, None] == labels[None, :]
     neg = labels[:, None] != labels[None, :]
     return same.fill_diagonal_(False), neg
+
+
+#: Batch size up to which :func:`positive_pairs` lists the pairs from the ``B x B`` mask (faster
+#: there than sorting: 20 us against 135 us at B = 80, the same at B ~ 300).
+DENSE_PAIRS_UP_TO = 256
+
+
+def positive_pairs(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row and column indices of every positive pair ``(i, j)``, ``y_i = y_j``, ``i != j``.
+
+    The index-list form of :func:`pair_masks`' positive mask (the same pairs, in another order):
+    ``K - 1`` pairs per row in a P x K batch. The closed-form losses keep positives this way.
+    Up to :data:`DENSE_PAIRS_UP_TO` samples it is the mask's ``nonzero()`` (a few small
+    kernels); above, it is built from the sorted labels in O(number of pairs), without the
+    ``B x B`` mask (at B = 1000 about 0.3 ms instead of 1.5 ms on two CPU cores).
+    """
+    B = labels.shape[0]
+    if B <= DENSE_PAIRS_UP_TO:
+        same = labels[:, None] == labels[None, :]
+        return same.fill_diagonal_(False).nonzero(as_tuple=True)
+    order = torch.argsort(labels, stable=True)
+    _, counts = torch.unique_consecutive(labels[order], return_counts=True)
+    size = counts.repeat_interleave(counts)  # class size of each sample, in sorted order
+    start = (torch.cumsum(counts, 0) - counts).repeat_interleave(counts)
+    anchor = torch.arange(B, device=labels.device).repeat_interleave(size)
+    first = (torch.cumsum(size, 0) - size).repeat_interleave(size)
+    n = anchor.shape[0]
+    partner = start.repeat_interleave(size) + torch.arange(n, device=labels.device) - first
+    keep = anchor != partner
+    return order[anchor[keep]], order[partner[keep]]
 
 
 # ----------------------------------------------------------------------------- forms

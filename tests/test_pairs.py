@@ -13,7 +13,13 @@ from loss_cases import (
     batches,
 )
 
-from dmlbook.pairs import dissimilarity, masked_logsumexp, safe_distance
+from dmlbook import pairs as pairs_module
+from dmlbook.pairs import (
+    dissimilarity,
+    masked_logsumexp,
+    positive_pairs,
+    safe_distance,
+)
 
 
 @FAST
@@ -43,3 +49,20 @@ def test_safe_distance_has_finite_gradient_at_zero():
     assert D[0].item() == 0.0 and bool(torch.isfinite(S.grad).all())
     assert D[3].item() == pytest.approx(2.0)
     assert safe_distance(torch.tensor([-1e-7])).item() == 0.0
+
+
+@FAST
+@given(st.lists(st.integers(0, 4), min_size=0, max_size=12), st.booleans())
+def test_positive_pairs_are_the_positive_mask(labels, dense):
+    """Both constructions (the mask's nonzero, the sorted labels) list exactly the positive pairs."""
+    y = torch.tensor(labels, dtype=torch.long)
+    pos = y[:, None] == y[None, :]
+    pos.fill_diagonal_(False)
+    old = pairs_module.DENSE_PAIRS_UP_TO
+    pairs_module.DENSE_PAIRS_UP_TO = 10**9 if dense else -1
+    try:
+        rows, cols = positive_pairs(y)
+    finally:
+        pairs_module.DENSE_PAIRS_UP_TO = old
+    got = sorted(zip(rows.tolist(), cols.tolist(), strict=True))
+    assert got == sorted(map(tuple, pos.nonzero().tolist()))

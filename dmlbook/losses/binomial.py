@@ -32,7 +32,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS, softplus
+from ..pairs import BACKWARDS, REDUCTIONS, given_masks, softplus
 from .base import (
     HyperParameters,
     PairLoss,
@@ -42,6 +42,7 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .binomial_closed_form import PairSumClosedForm, PairSumTerms
 
 __all__ = [
     "BinomialHyperParameters",
@@ -65,10 +66,12 @@ class BinomialHyperParameters(HyperParameters):
     margin: float = 0.5
     _: KW_ONLY
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     def check(self) -> None:
         self._positive("alpha", "beta")
         check_choice(self.reduction, REDUCTIONS, "reduction")
+        check_choice(self.backward, BACKWARDS, "backward")
 
     def check_module(self) -> None:
         super().check_module()
@@ -76,6 +79,8 @@ class BinomialHyperParameters(HyperParameters):
 
 
 _H = BinomialHyperParameters
+_BINOMIAL = PairSumTerms(softplus="mean", lse=0.0)  # Eq. 9
+_BINLIFTED = PairSumTerms(softplus="half", lse=0.5)  # supplement Eq. 10
 
 
 def binomial_deviance_loss(
@@ -86,6 +91,7 @@ def binomial_deviance_loss(
     margin: float = _H.margin,
     *,
     reduction: str = _H.reduction,
+    backward: str = _H.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -104,6 +110,10 @@ def binomial_deviance_loss(
         ``"sum"``: Eq. 9 as printed (sum over anchors), whose gradient is exactly Eq. 10.
         ``"mean"``: the average over the anchors that have at least one pair, so the weights are
         Eq. 10 divided by that count. ``"none"``: the (B,) vector of anchor terms.
+    backward : {"closed_form", "autograd"}
+        ``"closed_form"`` (default): value and weights in one pass
+        (:mod:`dmlbook.losses.binomial_closed_form`; single backward only). ``"autograd"``:
+        autograd through the code below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -119,8 +129,13 @@ def binomial_deviance_loss(
     above ``x = 40`` in float64, so nothing overflows for ``beta = 50`` and any ``S`` in
     [-1, 1], and float64 values and gradients are exact to rounding.
     """
-    hp = _H(alpha, beta, margin, reduction=reduction)
+    hp = _H(alpha, beta, margin, reduction=reduction, backward=backward)
     y = check_similarity(S, labels)
+    if backward == "closed_form":
+        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        args = (hp.alpha, hp.beta, hp.margin, _BINOMIAL)
+        per, valid = PairSumClosedForm.apply(S, y, masks, *args)
+        return reduce(per, reduction, valid)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     zero = torch.zeros_like(S)
     pos_sum = torch.where(pos, softplus(hp.alpha * (margin - S)), zero).sum(dim=1)
@@ -139,6 +154,7 @@ def binlifted_loss(
     margin: float = _H.margin,
     *,
     reduction: str = _H.reduction,
+    backward: str = _H.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -160,6 +176,10 @@ def binlifted_loss(
     reduction : {"mean", "sum", "none"}
         ``"sum"`` has gradient exactly supplement Eq. 10 on every negative pair; ``"mean"``
         averages over the anchors that have at least one pair (weights divided by that count).
+    backward : {"closed_form", "autograd"}
+        ``"closed_form"`` (default): value and weights in one pass
+        (:mod:`dmlbook.losses.binomial_closed_form`; single backward only). ``"autograd"``:
+        autograd through the code below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -178,9 +198,13 @@ def binlifted_loss(
     log-sum-exp), a choice of dmlbook. Note that, unlike Eq. 9, supplement Eq. 10 has no
     ``1/N_i`` and no ``beta`` factor on the binomial part.
     """
-    hp = _H(alpha, beta, margin, reduction=reduction)
+    hp = _H(alpha, beta, margin, reduction=reduction, backward=backward)
     alpha, beta = hp.alpha, hp.beta
     y = check_similarity(S, labels)
+    if backward == "closed_form":
+        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        per, valid = PairSumClosedForm.apply(S, y, masks, alpha, beta, hp.margin, _BINLIFTED)
+        return reduce(per, reduction, valid)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     zero = torch.zeros_like(S)
     neg_soft = torch.where(neg, softplus(beta * (S - margin)), zero).sum(dim=1)

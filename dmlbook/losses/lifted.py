@@ -36,7 +36,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS
+from ..pairs import BACKWARDS, REDUCTIONS, given_masks
 from .base import (
     FORMS,
     HyperParameters,
@@ -48,6 +48,8 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .binomial_closed_form import PairSumClosedForm, PairSumTerms
+from .lifted_closed_form import LiftedClosedForm, LiftedStructureClosedForm
 
 __all__ = [
     "LiftedHyperParameters",
@@ -64,16 +66,18 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LiftedHyperParameters(HyperParameters):
-    """Wang et al.'s Eq. 6: the margin ``lambda``, the form, the reduction."""
+    """Wang et al.'s Eq. 6: the margin ``lambda``, the form, the reduction, the backward path."""
 
     margin: float = 1.0
     _: KW_ONLY
     form: str = "similarity"
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     def check(self) -> None:
         check_choice(self.form, FORMS, "form")
         check_choice(self.reduction, REDUCTIONS, "reduction")
+        check_choice(self.backward, BACKWARDS, "backward")
 
     def check_module(self) -> None:
         super().check_module()
@@ -90,6 +94,7 @@ class LiftedStructureHyperParameters(HyperParameters):
     squared_hinge: bool = True
     joint_negatives: bool = True
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     check = LiftedHyperParameters.check
 
@@ -108,13 +113,16 @@ class LiftedStarHyperParameters(HyperParameters):
     beta: float = 50.0
     _: KW_ONLY
     reduction: str = "mean"
+    backward: str = "closed_form"
 
     def check(self) -> None:
         self._positive("alpha", "beta")
         check_choice(self.reduction, REDUCTIONS, "reduction")
+        check_choice(self.backward, BACKWARDS, "backward")
 
 
 _L, _LS, _STAR = LiftedHyperParameters, LiftedStructureHyperParameters, LiftedStarHyperParameters
+_STAR_TERMS = PairSumTerms(softplus="none", lse=1.0)  # Eq. 16: the two log-sum-exps only
 
 
 def lifted_loss(
@@ -124,6 +132,7 @@ def lifted_loss(
     *,
     form: str = _L.form,
     reduction: str = _L.reduction,
+    backward: str = _L.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -146,6 +155,10 @@ def lifted_loss(
         ``"sum"``: Eq. 6 as printed (a sum over anchors). ``"mean"``: the average over the
         anchors that have at least one positive *and* one negative. ``"none"``: the (B,) vector
         of anchor terms.
+    backward : {"closed_form", "autograd"}
+        ``"closed_form"`` (default): value and Eq. 7-8 weights in one pass
+        (:class:`~dmlbook.losses.lifted_closed_form.LiftedClosedForm`; single backward only).
+        ``"autograd"``: autograd through the masked log-sum-exps below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -162,8 +175,12 @@ def lifted_loss(
     log |N_i|``. At ``lambda = 1`` every anchor with ``|P_i| |N_i| >= 3`` is always active, and
     its negative weights are exactly Eq. 8.
     """
-    _L(margin, form=form, reduction=reduction)
+    _L(margin, form=form, reduction=reduction, backward=backward)
     y = check_similarity(S, labels)
+    if backward == "closed_form":
+        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        per, valid = LiftedClosedForm.apply(S, y, masks, margin, form)
+        return reduce(per, reduction, valid)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, form)
     lse_pos, has_pos = masked_logsumexp(d, pos, dim=1)
@@ -182,6 +199,7 @@ def lifted_structure_loss(
     squared_hinge: bool = _LS.squared_hinge,
     joint_negatives: bool = _LS.joint_negatives,
     reduction: str = _LS.reduction,
+    backward: str = _LS.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -213,6 +231,11 @@ def lifted_structure_loss(
         (each unordered pair appears twice with the same ``J``, so this is Song et al.'s
         ``1 / (2 |P|) sum_P [J]_+^2`` for ``squared_hinge``). ``"sum"``: the sum over ordered
         pairs. ``"none"``: the (B, B) matrix of pair terms.
+    backward : {"closed_form", "autograd"}
+        ``"closed_form"`` (default): value and ``dL/dS`` in one pass
+        (:class:`~dmlbook.losses.lifted_closed_form.LiftedStructureClosedForm`; single backward
+        only; ``reduction="none"`` always takes the autograd path). ``"autograd"``: autograd
+        through the code below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -222,8 +245,12 @@ def lifted_structure_loss(
         ``-inf``; for ``joint_negatives=False`` either end without negatives) contributes 0 with
         gradient 0 and is not counted. A single-class batch or a batch of one gives 0.
     """
-    _LS(margin, form=form, reduction=reduction)
+    _LS(margin, form=form, reduction=reduction, backward=backward)
     y = check_similarity(S, labels)
+    if backward == "closed_form" and reduction != "none":
+        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        args = (margin, form, bool(squared_hinge), bool(joint_negatives), reduction)
+        return LiftedStructureClosedForm.apply(S, y, masks, *args)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, form)
     r, has_neg = masked_logsumexp(margin - d, neg, dim=1)  # r_i = log sum_{N_i} e^{m - d_ik}
@@ -256,6 +283,7 @@ def lifted_star_loss(
     beta: float = _STAR.beta,
     *,
     reduction: str = _STAR.reduction,
+    backward: str = _STAR.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -275,6 +303,10 @@ def lifted_star_loss(
     reduction : {"mean", "sum", "none"}
         ``"mean"``: Eq. 16's ``1/m`` average over anchors, taken over the anchors that have at
         least one pair. ``"sum"``, ``"none"`` (the (B,) anchor terms).
+    backward : {"closed_form", "autograd"}
+        ``"closed_form"`` (default): value and weights in one pass
+        (:mod:`dmlbook.losses.binomial_closed_form`; single backward only). ``"autograd"``:
+        autograd through the masked log-sum-exps below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -284,9 +316,13 @@ def lifted_star_loss(
         without positives keeps its negative half and vice versa; an empty half is 0 with
         gradient 0. A batch without any pair gives 0.
     """
-    hp = _STAR(alpha, beta, reduction=reduction)
+    hp = _STAR(alpha, beta, reduction=reduction, backward=backward)
     alpha, beta = hp.alpha, hp.beta
     y = check_similarity(S, labels)
+    if backward == "closed_form":
+        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        per, valid = PairSumClosedForm.apply(S, y, masks, alpha, beta, 0.0, _STAR_TERMS)
+        return reduce(per, reduction, valid)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     lse_pos, has_pos = masked_logsumexp(-alpha * S, pos, dim=1)
     lse_neg, has_neg = masked_logsumexp(beta * S, neg, dim=1)

@@ -30,8 +30,10 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from .. import mining as miners
+from ..pairs import given_masks, positive_pairs
 from .base import (
     FORMS,
     HyperParameters,
@@ -42,9 +44,12 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .lifted_closed_form import form_and_slope
+from .triplet_batch_hard import batch_hard_triplet_loss
 
 __all__ = [
     "AllTriplets",
+    "AllTripletsClosedForm",
     "TRIPLET_BLOCK",
     "TripletHyperParameters",
     "triplet_loss",
@@ -144,6 +149,8 @@ def triplet_loss(
     _T(margin, form=form, reduction=reduction)
     y = check_similarity(S, labels)
     B = S.shape[0]
+    if triplet_mask is None and reduction != "none" and pos_mask is None and neg_mask is None:
+        return AllTripletsClosedForm.apply(S, y, margin, form, reduction)  # the label masks
     pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
     zero = torch.zeros((), dtype=S.dtype, device=S.device)
 
@@ -175,6 +182,43 @@ def triplet_loss(
 TRIPLET_BLOCK = 1 << 21
 
 
+def all_triplets_core(
+    d_ap: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    d_n: torch.Tensor,
+    margin: float,
+    reduction: str,
+    n_valid: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reduced hinge over every valid triplet and ``dL/dd``: the loop of :class:`AllTriplets`.
+
+    ``d_ap`` are the positive pairs' dissimilarities (pair ``k`` is ``(rows[k], cols[k])``),
+    ``d_n`` the dissimilarities with ``+inf`` outside the negatives, ``n_valid`` the number of
+    valid triplets (the count of ``"mean"``).
+    """
+    W = torch.zeros_like(d_n)
+    total = d_n.new_zeros(())
+    n_active = torch.zeros((), dtype=torch.long, device=d_n.device)
+    step = max(1, TRIPLET_BLOCK // max(d_n.shape[0], 1))
+    for lo in range(0, rows.shape[0], step):
+        r, c = rows[lo : lo + step], cols[lo : lo + step]
+        t = d_n.index_select(0, r)  # t[k, n] = d_ap - d_an + margin for pair k = (r_k, c_k)
+        torch.sub(d_ap[lo : lo + step, None], t, out=t).add_(margin).clamp_min_(0.0)
+        total += t.sum()
+        weight = t.sign_()  # 1 on the active triplets (t > 0), 0 elsewhere
+        per_pair = weight.sum(dim=1)
+        n_active += per_pair.sum().long()
+        W.index_put_((r, c), per_pair, accumulate=True)  # dL/dd_ap: active n
+        W.index_add_(0, r, weight, alpha=-1)  # dL/dd_an: minus the active p
+    if reduction == "sum":
+        count = torch.ones((), dtype=d_n.dtype, device=d_n.device)
+    else:
+        n = n_active if reduction == "mean_nonzero" else n_valid
+        count = n.clamp_min(1).to(d_n.dtype)
+    return total / count, W.div_(count)
+
+
 class AllTriplets(torch.autograd.Function):
     """The triplet loss over every valid triplet, ``O(B^2)`` memory, gradient in closed form.
 
@@ -199,29 +243,52 @@ class AllTriplets(torch.autograd.Function):
     ) -> torch.Tensor:
         dd = d.detach()
         rows, cols = pos.nonzero(as_tuple=True)
-        d_ap = dd[rows, cols]
-        W = torch.zeros_like(dd)
-        total = dd.new_zeros(())
-        n_active = torch.zeros((), dtype=torch.long, device=dd.device)
-        step = max(1, TRIPLET_BLOCK // max(dd.shape[0], 1))
-        for lo in range(0, rows.shape[0], step):
-            r, c = rows[lo : lo + step], cols[lo : lo + step]
-            t = d_ap[lo : lo + step, None] - dd[r] + margin  # t[k, n] for pair k = (r_k, c_k)
-            active = (t > 0).logical_and_(neg[r])
-            n_active += active.sum()
-            weight = active.to(dd.dtype)
-            total += t.mul_(weight).sum()
-            W.index_put_((r, c), weight.sum(dim=1), accumulate=True)  # dL/dd_ap: active n
-            W.index_add_(0, r, weight, alpha=-1)  # dL/dd_an: minus the active p
-        if reduction == "sum":
-            count = torch.ones((), dtype=dd.dtype, device=dd.device)
-        else:
-            n = n_active if reduction == "mean_nonzero" else neg.sum(dim=1)[rows].sum()
-            count = n.clamp_min(1).to(dd.dtype)
-        ctx.save_for_backward(W.div_(count))
-        return total / count
+        # d_an, +inf outside the negatives: there t = -inf, a hinge of 0 and no weight
+        d_n = torch.where(neg, dd, float("inf"))
+        n_valid = neg.sum(dim=1)[rows].sum()
+        value, W = all_triplets_core(dd[rows, cols], rows, cols, d_n, margin, reduction, n_valid)
+        ctx.save_for_backward(W)
+        return value
 
     @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        (W,) = ctx.saved_tensors
+        return W * grad, None, None, None, None
+
+
+class AllTripletsClosedForm(torch.autograd.Function):
+    """:class:`AllTriplets` on ``S`` itself for the label masks: the form's ``dd/dS`` folded in.
+
+    Positives are index lists (:func:`dmlbook.pairs.positive_pairs`), the dissimilarity and its
+    slope come from :func:`~dmlbook.losses.lifted_closed_form.form_and_slope` without autograd,
+    and ``+inf`` is written at the positives and self: no ``B x B`` label mask, no ``where``.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        S: torch.Tensor,
+        y: torch.Tensor,
+        margin: float,
+        form: str,
+        reduction: str,
+    ) -> torch.Tensor:
+        B = S.shape[0]
+        pairs = positive_pairs(y)
+        rows, cols = pairs
+        neg_d, d_ap, slope = form_and_slope(S.detach(), form, pairs)
+        d_n = neg_d.neg_()
+        d_n[pairs] = float("inf")
+        d_n.fill_diagonal_(float("inf"))
+        n_neg = B - 1 - torch.bincount(rows, minlength=B)
+        value, W = all_triplets_core(d_ap, rows, cols, d_n, margin, reduction, n_neg[rows].sum())
+        ctx.save_for_backward(W.mul_(slope))
+        return value
+
+    @staticmethod
+    @once_differentiable  # the hinge's slope is piecewise constant, dd/dS is not
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
@@ -246,6 +313,26 @@ class TripletLoss(PairLoss):
 
     loss_function = staticmethod(triplet_loss)
     hyper = TripletHyperParameters
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """:func:`triplet_loss` on the mined triplets; batch-hard ones as index lists.
+
+        ``mining="batch_hard"`` takes :func:`~dmlbook.losses.triplet_batch_hard.batch_hard_triplet_loss`:
+        the triplets of :meth:`mine` without its ``B x B`` masks, the same value and gradient.
+        """
+        if self.mining != "batch_hard":
+            return super().loss_on_similarity(S, labels, pos_mask=pos_mask, neg_mask=neg_mask)
+        y = check_similarity(S, labels)
+        _T(self.margin, form=self.form, reduction=self.reduction)
+        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        return batch_hard_triplet_loss(S, y, self.margin, self.form, self.reduction, masks)
 
     def mine(
         self,

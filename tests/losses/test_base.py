@@ -44,12 +44,21 @@ def test_module_normalises_and_calls_its_function(name, hp):
 
 
 PURE = {
-    "contrastive": (contrastive_loss, {"margin": 0.3}),
+    "contrastive": (contrastive_loss, {"margin": 0.3, "backward": "autograd"}),
     "contrastive_distance": (
         contrastive_distance_loss,
-        {"pos_margin": 0.2, "neg_margin": 1.5, "variant": "squared_hinge", "reduction": "sum"},
+        {
+            "pos_margin": 0.2,
+            "neg_margin": 1.5,
+            "variant": "squared_hinge",
+            "reduction": "sum",
+            "backward": "autograd",
+        },
     ),
-    "lifted": (lifted_loss, {"margin": 0.7, "form": "distance", "reduction": "sum"}),
+    "lifted": (
+        lifted_loss,
+        {"margin": 0.7, "form": "distance", "reduction": "sum", "backward": "autograd"},
+    ),
     "lifted_structure": (
         lifted_structure_loss,
         {
@@ -58,14 +67,21 @@ PURE = {
             "squared_hinge": False,
             "joint_negatives": False,
             "reduction": "sum",
+            "backward": "autograd",
         },
     ),  # fmt: skip
-    "lifted_star": (lifted_star_loss, {"alpha": 3.0, "beta": 20.0, "reduction": "sum"}),
+    "lifted_star": (
+        lifted_star_loss,
+        {"alpha": 3.0, "beta": 20.0, "reduction": "sum", "backward": "autograd"},
+    ),
     "binomial": (
         binomial_deviance_loss,
-        {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum"},
+        {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum", "backward": "autograd"},
     ),
-    "binlifted": (binlifted_loss, {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum"}),
+    "binlifted": (
+        binlifted_loss,
+        {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum", "backward": "autograd"},
+    ),
     "npair": (npair_loss, {"form": "distance", "sampling": "all", "reduction": "sum"}),
 }
 
