@@ -24,33 +24,15 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..pairs import compute_dtype
+from ..pairs import compute_dtype, positive_pairs
 
 __all__ = ["MSClosedForm", "ms_core"]
 
 
 #: Up to this batch size :func:`ms_core` works on dense ``B x B`` masks (:func:`_ms_core_dense`:
 #: fewer calls, where a call's fixed cost dominates); above it, positives are index lists
-#: (:func:`_positive_pairs`) and negatives one dense buffer (less memory traffic).
-DENSE_PAIRS_UP_TO = 128
-
-
-def _positive_pairs(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row and column indices of every positive pair ``(i, j)``, ``y_i = y_j``, ``i != j``.
-
-    Built from the sorted labels in O(number of pairs), without a ``B x B`` mask; each row's
-    partners come in increasing column order.
-    """
-    B = y.shape[0]
-    order = torch.argsort(y, stable=True)
-    _, counts = torch.unique_consecutive(y[order], return_counts=True)
-    size = counts.repeat_interleave(counts)  # class size of each sample, in sorted order
-    start = (torch.cumsum(counts, 0) - counts).repeat_interleave(counts)
-    anchor = torch.arange(B, device=y.device).repeat_interleave(size)
-    first = (torch.cumsum(size, 0) - size).repeat_interleave(size)
-    partner = start.repeat_interleave(size) + torch.arange(anchor.shape[0], device=y.device) - first
-    keep = anchor != partner
-    return order[anchor[keep]], order[partner[keep]]
+#: (:func:`dmlbook.pairs.positive_pairs`) and negatives one dense buffer (less memory traffic).
+DENSE_CORE_UP_TO = 128
 
 
 def _kept_pairs(
@@ -71,7 +53,7 @@ def _kept_pairs(
     dt, dev = s.dtype, s.device
     inf = torch.full((), float("inf"), dtype=dt, device=dev)
     if masks is None:
-        rows, cols = _positive_pairs(y)
+        rows, cols = positive_pairs(y)
         W.copy_(s)  # hardest negative: the row maximum with positives and self excluded
         W[rows, cols] = -inf
         W.fill_diagonal_(-inf)
@@ -162,7 +144,7 @@ def ms_core(
 
     Notes
     -----
-    Up to ``B =`` :data:`DENSE_PAIRS_UP_TO` both halves are dense masks (:func:`_ms_core_dense`).
+    Up to ``B =`` :data:`DENSE_CORE_UP_TO` both halves are dense masks (:func:`_ms_core_dense`).
     Above, positive pairs are few (``K - 1`` per row in a P x K batch) and handled as index lists;
     negatives densely, in one ``B x B`` buffer that becomes ``W``. Every exponent is shifted by
     its row maximum (including the implicit 0 of the ``1 +``). Kept negatives are selected
@@ -170,7 +152,7 @@ def ms_core(
     as a float, its logarithm (0 or ``-inf``) is added to the exponent, and ``exp(-inf) = 0``.
     """
     B = s.shape[0]
-    if B <= DENSE_PAIRS_UP_TO:
+    if B <= DENSE_CORE_UP_TO:
         if masks is None:
             same = y[:, None] == y[None, :]
             masks = (same.clone().fill_diagonal_(False), same.logical_not_())
