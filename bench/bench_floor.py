@@ -126,10 +126,10 @@ def time_size(
         for name, fn in tasks.items():
             values[name] = fn()
     times: dict[str, list[float]] = {name: [] for name in tasks}
-    wake = torch.empty(1 << 17)
+    wake = torch.zeros(1 << 17)
     for _ in range(rounds):
         for name, fn in tasks.items():
-            wake.exp_()  # untimed: wakes the thread pool (a slow single-threaded row may precede)
+            wake.mul_(0.5)  # untimed: wakes the thread pool (a slow single-threaded row may precede)
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
