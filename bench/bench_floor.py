@@ -15,6 +15,9 @@ hits every contender alike), the median forward + backward of:
 * pytorch-metric-learning's equivalent where it has one (:attr:`Entry.pml`), with the parameter
   mapping stated in the table and the two values checked to agree on the benchmark's batch.
 
+Each timed call comes right after an untimed call of the same contender (as a loss is called
+in training), so that no row pays for the previous row's allocations or idle thread pool.
+
 Batches: B random raw features (d = 512, float32, 5 samples per class as in the MS paper), B =
 80, 320, 1000. Recall@K (ks 1, 2, 4, 8, self excluded) of N random unit vectors (d = 512, 5 items
 per class) is timed against its floor: the full chunked matrix product plus a top-k per row.
@@ -64,15 +67,18 @@ OWN = "dmlbook's S alone (one-product backward)"
 Step = Callable[[], float]
 
 PROFILE_NOTE = """\
-Why the rows above the target stay there: in every profile below the matrix products
-(`aten::mm`, forward and backward) are a quarter to a half of the time, the normalisation
-(`div`, `linalg_vector_norm`) another share that the floor pays too, and the rest is one
-B x B element-wise kernel after another (`where`, `masked_fill_`, `mul`, `exp`, `softplus`,
-`sum`, comparisons and their autograd backward), each about 40-100 us at B = 320 and 0.3-1 ms at
-B = 1000 on these two cores. A loss written with autograd on masks needs 20-40 of them forward
-and backward; the floor needs none. Only a fused closed form (forward and Eq.-style weights in
-one pass, as MS has) gets below that, and at B = 80 the fixed cost of the calls themselves
-(about 10-20 us each) dominates every contender."""
+How the rows got here, and why some stay above the target at B = 80. Every loss module forms
+its similarity with `cosine_similarity`, whose backward takes one product where autograd's
+takes two (the row "dmlbook's S alone"), and every loss with a closed form (the default
+`backward="closed_form"`) computes its value and its weights dL/dS in one forward pass over a
+few B x B buffers, so that its backward is one multiplication. At B = 320 and 1000 that leaves
+the matrix products as the largest item of every profile. At B = 80 the products are small
+(about 60 us) and what remains is the fixed cost of the calls: each ATen call costs 3-10 us on
+these two cores whatever its size (and a B x B element-wise kernel that wakes the second thread
+about 10-80 us more), and a loss needs 40-100 of them (checks, masks, the closed form, its
+backward and the similarity's), against about 15 for the floor. The profiles below are of the
+rows above the target; their top entries are the loss's own autograd Function and its small
+kernels (`sum`, `mul`, `where`, index ops), not any one expensive operation."""
 
 
 def batch(B: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,10 +132,13 @@ def time_size(
         for name, fn in tasks.items():
             values[name] = fn()
     times: dict[str, list[float]] = {name: [] for name in tasks}
-    wake = torch.zeros(1 << 17)
     for _ in range(rounds):
         for name, fn in tasks.items():
-            wake.mul_(0.5)  # untimed: wakes the thread pool (a slow single-threaded row may precede)
+            # One untimed call first, so that each timed call follows a call of its own, as a
+            # loss does in training: otherwise a row after a slow one (PML's single-threaded
+            # lifted-structure loop takes 40 ms at B = 80) pays for the other's allocations,
+            # cold caches and sleeping thread pool (N-pair measured 4x its own time there).
+            fn()
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
@@ -236,7 +245,7 @@ def render(args, before: str, rows, floors, owns, recall, memory, profiles) -> s
         "(the machine is shared with other jobs: compare ratios within this run)",
         f"- Input: B random raw features, d = {DIM}, float32, {PER_CLASS} per class; forward + "
         f"backward from the raw features; median of {args.rounds} interleaved rounds after 2 "
-        "warm-up calls",
+        "warm-up calls, each timed call right after an untimed call of the same contender",
         "- floor: `normalize(X)`, `S = X X^T`, `S.sum().backward()` on the same batch; "
         f"target: at most {TARGET}x the floor at B = 320 and 1000, 2x at B = 80, and never "
         "slower than PML",
