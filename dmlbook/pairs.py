@@ -131,9 +131,11 @@ def check_batch(
 
 
 def prepare_batch(
-    embeddings: torch.Tensor, labels: torch.Tensor
+    embeddings: torch.Tensor, labels: torch.Tensor, *, twice_differentiable: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate a batch and return its cosine similarity matrix ``S`` and its labels.
+
+    ``twice_differentiable`` as in :func:`~dmlbook.similarity.cosine_similarity`.
 
     Raises
     ------
@@ -141,7 +143,7 @@ def prepare_batch(
         For non-2-D or non-finite embeddings, or a label count that does not match.
     """
     x, y = check_batch(embeddings, labels)
-    return cosine_similarity(x), y
+    return cosine_similarity(x, twice_differentiable=twice_differentiable), y
 
 
 def check_similarity(S: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,11 @@ def l2_normalize(x: torch.Tensor, eps: float = NORM_EPS) -> torch.Tensor:
 
 
 def cosine_similarity(
-    x: torch.Tensor, y: torch.Tensor | None = None, *, normalize: bool = True
+    x: torch.Tensor,
+    y: torch.Tensor | None = None,
+    *,
+    normalize: bool = True,
+    twice_differentiable: bool = False,
 ) -> torch.Tensor:
     """Cosine similarity matrix ``S_ij = <x_i, y_j> / (|x_i| |y_j|)`` (Wang et al. 2019, Sec. 3).
 
@@ -47,13 +51,21 @@ def cosine_similarity(
         Defaults to ``x`` (the batch against itself).
     normalize : bool
         Normalise the rows first. Pass ``False`` when the inputs are already unit vectors.
+    twice_differentiable : bool
+        The batch against itself (``y`` omitted) is by default one autograd Function whose
+        backward takes one product where autograd's takes two (``S`` is symmetric); it refuses a
+        second derivative. ``True`` builds ``S`` with plain autograd instead (two products in
+        the backward; double backward works, e.g. for a gradient penalty).
 
     Returns
     -------
     Tensor of shape (N, M)
     """
     if y is None:
-        return _SelfSimilarity.apply(x, normalize)
+        if not twice_differentiable:
+            return _SelfSimilarity.apply(x, normalize)
+        u = l2_normalize(x) if normalize else x
+        return u @ u.T
     if normalize:
         x, y = l2_normalize(x), l2_normalize(y)
     return x @ y.T

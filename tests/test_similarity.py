@@ -159,3 +159,14 @@ def test_self_similarity_under_autocast_matches_autograd():
         assert leaf.grad.dtype == torch.float32
         out.append(leaf.grad)
     assert torch.allclose(out[0], out[1], rtol=0.05, atol=0.05 * out[1].abs().max().item())
+
+
+def test_twice_differentiable_path_gives_a_second_derivative():
+    x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    S = cosine_similarity(x, twice_differentiable=True)
+    assert torch.equal(S.detach(), cosine_similarity(x.detach()))
+    (grad,) = torch.autograd.grad(S.pow(2).sum(), x, create_graph=True)
+    grad.sum().backward()  # no error: plain autograd all the way
+    assert torch.autograd.gradgradcheck(
+        lambda t: cosine_similarity(t, twice_differentiable=True), (x.detach().requires_grad_(),)
+    )

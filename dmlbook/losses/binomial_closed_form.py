@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..pairs import compute_dtype, softplus
+from ..pairs import softplus
+from .closed_form import forward_with_weights, weights_backward
 from .lifted_closed_form import Pairs, candidates
 
 __all__ = ["PairSumClosedForm", "PairSumTerms", "pair_sum_core"]
@@ -168,11 +169,9 @@ class PairSumClosedForm(torch.autograd.Function):
         margin: float,
         terms: PairSumTerms,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        with torch.autocast(device_type=S.device.type, enabled=False):
-            s = S.detach().to(compute_dtype(S))
-            per, valid, W = pair_sum_core(s, y, masks, alpha, beta, margin, terms)
-        ctx.save_for_backward(W)
-        ctx.input_dtype = S.dtype
+        per, valid = forward_with_weights(
+            ctx, S, pair_sum_core, y, masks, alpha, beta, margin, terms
+        )
         ctx.mark_non_differentiable(valid)
         return per, valid
 
@@ -181,6 +180,4 @@ class PairSumClosedForm(torch.autograd.Function):
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, grad_per: torch.Tensor, _: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        (W,) = ctx.saved_tensors
-        grad = W * grad_per.to(W.dtype)[:, None]
-        return (grad.to(ctx.input_dtype), *([None] * 6))
+        return (weights_backward(ctx, grad_per), *([None] * 6))

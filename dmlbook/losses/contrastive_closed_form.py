@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from ..pairs import compute_dtype
+from .closed_form import forward_with_weights, weights_backward
 from .lifted_closed_form import Pairs, candidates
 
 __all__ = ["ContrastiveClosedForm", "ContrastiveDistanceClosedForm"]
@@ -68,11 +68,7 @@ class ContrastiveClosedForm(torch.autograd.Function):
         masks: tuple[torch.Tensor, torch.Tensor] | None,
         margin: float,
     ) -> torch.Tensor:
-        with torch.autocast(device_type=S.device.type, enabled=False):
-            s = S.detach().to(compute_dtype(S))
-            value, W = contrastive_core(s, y, masks, margin)
-        ctx.save_for_backward(W)
-        ctx.input_dtype = S.dtype
+        (value,) = forward_with_weights(ctx, S, contrastive_core, y, masks, margin)
         return value
 
     @staticmethod
@@ -80,8 +76,7 @@ class ContrastiveClosedForm(torch.autograd.Function):
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        (W,) = ctx.saved_tensors
-        return ((W * grad.to(W.dtype)).to(ctx.input_dtype), None, None, None)
+        return (weights_backward(ctx, grad), None, None, None)
 
 
 def _distance(s: torch.Tensor, squared: bool) -> torch.Tensor:
@@ -147,12 +142,8 @@ class ContrastiveDistanceClosedForm(torch.autograd.Function):
         variant: str,
         reduction: str,
     ) -> torch.Tensor:
-        with torch.autocast(device_type=S.device.type, enabled=False):
-            s = S.detach().to(compute_dtype(S))
-            args = (pos_margin, neg_margin, variant, reduction)
-            value, W = contrastive_distance_core(s, y, masks, *args)
-        ctx.save_for_backward(W)
-        ctx.input_dtype = S.dtype
+        args = (pos_margin, neg_margin, variant, reduction)
+        (value,) = forward_with_weights(ctx, S, contrastive_distance_core, y, masks, *args)
         return value
 
     @staticmethod
@@ -160,5 +151,4 @@ class ContrastiveDistanceClosedForm(torch.autograd.Function):
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        (W,) = ctx.saved_tensors
-        return ((W * grad.to(W.dtype)).to(ctx.input_dtype), *([None] * 6))
+        return (weights_backward(ctx, grad), *([None] * 6))

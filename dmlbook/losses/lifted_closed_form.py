@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from ..pairs import compute_dtype, positive_pairs
+from ..pairs import positive_pairs
+from .closed_form import forward_with_weights, weights_backward
 
 __all__ = ["LiftedClosedForm", "LiftedStructureClosedForm", "form_and_slope", "candidates"]
 
@@ -142,11 +143,7 @@ class LiftedClosedForm(torch.autograd.Function):
         margin: float,
         form: str,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        with torch.autocast(device_type=S.device.type, enabled=False):
-            s = S.detach().to(compute_dtype(S))
-            per, valid, W = lifted_core(s, y, masks, margin, form)
-        ctx.save_for_backward(W)
-        ctx.input_dtype = S.dtype
+        per, valid = forward_with_weights(ctx, S, lifted_core, y, masks, margin, form)
         ctx.mark_non_differentiable(valid)
         return per, valid
 
@@ -155,9 +152,7 @@ class LiftedClosedForm(torch.autograd.Function):
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, grad_per: torch.Tensor, _: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        (W,) = ctx.saved_tensors
-        grad = W * grad_per.to(W.dtype)[:, None]
-        return (grad.to(ctx.input_dtype), *([None] * 4))
+        return (weights_backward(ctx, grad_per), *([None] * 4))
 
 
 def lifted_structure_core(
@@ -219,13 +214,18 @@ class LiftedStructureClosedForm(torch.autograd.Function):
         joint_negatives: bool,
         reduction: str,
     ) -> torch.Tensor:
-        with torch.autocast(device_type=S.device.type, enabled=False):
-            s = S.detach().to(compute_dtype(S))
-            value, W = lifted_structure_core(
-                s, y, masks, margin, form, squared_hinge, joint_negatives, reduction
-            )
-        ctx.save_for_backward(W)
-        ctx.input_dtype = S.dtype
+        (value,) = forward_with_weights(
+            ctx,
+            S,
+            lifted_structure_core,
+            y,
+            masks,
+            margin,
+            form,
+            squared_hinge,
+            joint_negatives,
+            reduction,
+        )
         return value
 
     @staticmethod
@@ -233,5 +233,4 @@ class LiftedStructureClosedForm(torch.autograd.Function):
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        (W,) = ctx.saved_tensors
-        return ((W * grad.to(W.dtype)).to(ctx.input_dtype), *([None] * 7))
+        return (weights_backward(ctx, grad), *([None] * 7))

@@ -24,7 +24,8 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..pairs import compute_dtype, positive_pairs
+from ..pairs import positive_pairs
+from .closed_form import forward_with_weights, weights_backward
 
 __all__ = ["MSClosedForm", "ms_core"]
 
@@ -200,11 +201,9 @@ class MSClosedForm(torch.autograd.Function):
         margin: float,
         epsilon: float | None,
     ) -> torch.Tensor:
-        with torch.autocast(device_type=S.device.type, enabled=False):
-            s = S.detach().to(compute_dtype(S))
-            per_anchor, W = ms_core(s, y, masks, alpha, beta, margin, epsilon)
-        ctx.save_for_backward(W)
-        ctx.input_dtype = S.dtype
+        (per_anchor,) = forward_with_weights(
+            ctx, S, ms_core, y, masks, alpha, beta, margin, epsilon
+        )
         return per_anchor
 
     @staticmethod
@@ -212,6 +211,4 @@ class MSClosedForm(torch.autograd.Function):
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, grad_per_anchor: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        (W,) = ctx.saved_tensors
-        grad = W * grad_per_anchor.to(W.dtype)[:, None]
-        return (grad.to(ctx.input_dtype), *([None] * 6))
+        return (weights_backward(ctx, grad_per_anchor), *([None] * 6))

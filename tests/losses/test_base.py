@@ -112,3 +112,17 @@ def test_module_forwards_miner_masks():
     none = torch.zeros(6, 6, dtype=torch.bool)
     for module in (LiftedLoss(), TripletLoss(), BinomialDevianceLoss(), ContrastiveDistanceLoss()):
         assert module(x, y, pos_mask=none, neg_mask=none).item() == 0.0
+
+
+@pytest.mark.parametrize("name", ["contrastive", "lifted", "multi_similarity", "binomial"])
+def test_backward_autograd_modules_take_a_second_derivative(name):
+    # backward="autograd" is autograd all the way, the module's similarity included: a gradient
+    # penalty (the gradient's norm, differentiated again) works; the fused default refuses it.
+    x = torch.randn(12, 4, dtype=torch.float64, requires_grad=True)
+    y = torch.arange(12) // 3
+    (grad,) = torch.autograd.grad(get_loss(name, backward="autograd")(x, y), x, create_graph=True)
+    grad.pow(2).sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+    (grad,) = torch.autograd.grad(get_loss(name)(x, y), x, create_graph=True)
+    with pytest.raises(RuntimeError):
+        grad.pow(2).sum().backward()
