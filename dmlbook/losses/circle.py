@@ -22,7 +22,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS, softplus
+from ..pairs import BACKWARDS, REDUCTIONS, softplus
 from .base import (
     HyperParameters,
     PairLoss,
@@ -35,9 +35,6 @@ from .base import (
 from .circle_closed_form import CircleClosedForm
 
 __all__ = ["BACKWARDS", "CircleHyperParameters", "CircleLoss", "circle_loss"]
-
-#: How :func:`circle_loss` differentiates: the fused closed form or autograd.
-BACKWARDS: tuple[str, ...] = ("closed_form", "autograd")
 
 
 @dataclass(frozen=True)

@@ -41,10 +41,9 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import check_choice, check_similarity, resolve_masks
+from ..pairs import BACKWARDS, check_choice, check_similarity, resolve_masks
 from .base import HyperParameters, PairLoss
 from .dro_closed_form import dro_value
-from .multi_similarity import BACKWARDS
 from .pair_losses import BASE_LOSSES, pair_losses
 
 __all__ = [

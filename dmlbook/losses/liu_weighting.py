@@ -60,7 +60,7 @@ from dataclasses import KW_ONLY, dataclass
 import torch
 
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
-from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype
+from ..pairs import BACKWARDS, REDUCTIONS, check_nonnegative, compute_dtype
 from .base import (
     HyperParameters,
     PairLoss,
@@ -92,9 +92,6 @@ WEIGHTINGS: dict[str, str] = {
     "exponential": "Eq. 29-31: w+ = e^{alpha (D - m1)}, w- = e^{beta (m2 - D)}, "
     "w_ijk = e^{alpha (D_ij - D_ik + m)}",
 }
-
-#: How the pair losses compute their gradient (see :func:`pair_weighted_loss`).
-BACKWARDS: tuple[str, ...] = ("closed_form", "autograd")
 
 #: The scopes of the weight normalisation of Eq. 32-34 (see the module's "Semantics").
 NORMALIZATIONS: dict[str, str] = {

@@ -42,7 +42,7 @@ from dataclasses import KW_ONLY, dataclass
 import torch
 
 from ..mining import ms_distance_mining_masks
-from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype
+from ..pairs import BACKWARDS, REDUCTIONS, check_nonnegative, compute_dtype
 from .base import (
     HyperParameters,
     PairLoss,
@@ -53,7 +53,7 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .liu_weighting import BACKWARDS, as_float, compare, distances, slope_to_gradient
+from .liu_weighting import as_float, compare, distances, slope_to_gradient
 
 __all__ = [
     "MS_VERSIONS",

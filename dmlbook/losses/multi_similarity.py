@@ -80,7 +80,7 @@ from dataclasses import KW_ONLY, dataclass
 import torch
 
 from ..mining import check_epsilon, ms_mine
-from ..pairs import REDUCTIONS, compute_dtype
+from ..pairs import BACKWARDS, REDUCTIONS, compute_dtype
 from .base import (
     HyperParameters,
     PairLoss,
@@ -104,9 +104,6 @@ __all__ = [
     "ms_weights",
     "multi_similarity_loss",
 ]
-
-#: How :func:`multi_similarity_loss` computes its gradient.
-BACKWARDS = ("closed_form", "autograd")
 
 
 @dataclass(frozen=True)
