@@ -1,5 +1,8 @@
 """What the fused closed forms share: a core run on the detached ``S``, and ``dL/dS`` saved.
 
+:class:`WithGradient` is the same backward for a value whose gradient was computed elsewhere
+(the DRO closed forms, Liu et al.'s Pair-P/E, Triplet-P/E and MS on distances).
+
 Each ``*ClosedForm`` autograd Function of the loss families (:mod:`~dmlbook.losses.ms_closed_form`,
 :mod:`~dmlbook.losses.contrastive_closed_form`, :mod:`~dmlbook.losses.lifted_closed_form`,
 :mod:`~dmlbook.losses.binomial_closed_form`) computes, in one forward pass, its value and the
@@ -15,10 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from ..pairs import compute_dtype
 
-__all__ = ["forward_with_weights", "weights_backward"]
+__all__ = ["WithGradient", "forward_with_weights", "weights_backward"]
 
 
 def forward_with_weights(
@@ -46,3 +50,23 @@ def weights_backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
     if g.ndim == 1:
         g = g[:, None]
     return (W * g).to(ctx.input_dtype)
+
+
+class WithGradient(torch.autograd.Function):
+    """``WithGradient.apply(S, value, G)``: ``value`` (computed without a graph) with its gradient.
+
+    ``G`` is ``d value / dS`` (B, B): for a scalar value its gradient, for one value per anchor
+    ``G[i] = d value_i / dS_i.`` (anchor ``i`` reaches row ``i`` only). The backward is
+    :func:`weights_backward`; a second derivative is refused (``G`` carries no graph).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, S: torch.Tensor, value: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(G)
+        ctx.input_dtype = S.dtype
+        return value
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return weights_backward(ctx, grad), None, None

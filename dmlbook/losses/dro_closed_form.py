@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..pairs import check_choice, check_positive, check_similarity, reduce, resolve_masks, softplus
+from .closed_form import WithGradient
 from .pair_losses import BASE_LOSSES
 
 if TYPE_CHECKING:  # annotations only (dro and dro_grouped import this module)
@@ -81,26 +82,6 @@ def losses_and_slopes(
     return l, slope
 
 
-class _WithGradient(torch.autograd.Function):
-    """``value`` (any shape; per anchor or a scalar) with its precomputed gradient wrt ``S``.
-
-    ``G`` is ``d value / dS``: (B, B) for a scalar, and for per-anchor values ``G[i]`` is
-    ``d value_i / dS_i.`` (anchor ``i`` only reaches row ``i``).
-    """
-
-    @staticmethod
-    def forward(ctx, S, value, G):  # type: ignore[override]
-        ctx.save_for_backward(G)
-        ctx.in_dtype = S.dtype
-        return value
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        (G,) = ctx.saved_tensors
-        scale = grad[:, None] if grad.dim() == 1 else grad
-        return (G * scale.to(G.dtype)).to(ctx.in_dtype), None, None
-
-
 def _topk_part(l, mask, k: int):
     """The ``k`` largest of ``l * mask`` (flat): their sum and flat indices."""
     top = (l * mask).reshape(-1).topk(min(k, l.numel()))
@@ -129,7 +110,7 @@ def topk_value(
         total, idx = _topk_part(l, mask, k)
         value = value + total
         G.index_add_(0, idx, (slope * mask).reshape(-1)[idx])
-    return _WithGradient.apply(S, value / K, G.reshape(l.shape).div_(K))
+    return WithGradient.apply(S, value / K, G.reshape(l.shape).div_(K))
 
 
 def kl_value(
@@ -150,7 +131,7 @@ def kl_value(
     e = z.sub_(top).exp_().mul_(c)
     total = e.sum()
     value = gamma * (top + total.log() - math.log(n))
-    return _WithGradient.apply(S, value, e.div_(total).mul_(slope))
+    return WithGradient.apply(S, value, e.div_(total).mul_(slope))
 
 
 def _group(l, mask, gamma: float, pseudo: float | None):
@@ -186,7 +167,7 @@ def grouped_kl_rows(
     p, n = _as_float(pos, l.dtype), _as_float(neg, l.dtype)
     v_pos, w_pos = _group(l, p, gamma_pos, pseudo_loss)
     v_neg, w_neg = _group(l, n, gamma_neg, pseudo_loss)
-    return _WithGradient.apply(S, v_pos + v_neg, w_pos.add_(w_neg).mul_(slope))
+    return WithGradient.apply(S, v_pos + v_neg, w_pos.add_(w_neg).mul_(slope))
 
 
 def dro_value(

@@ -37,10 +37,10 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .closed_form import WithGradient
 from .liu_weighting import (
     NORMALIZATIONS,
     WEIGHTINGS,
-    _RowsWithGradient,
     check_common,
     compare,
     distances,
@@ -318,7 +318,7 @@ def triplet_weighted_loss(
     D, keep = distances(S)
     rows, G = _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization)
     G = slope_to_gradient(G, D, keep)  # dD/dS = -1/D (0 where D = 0, as safe_distance's)
-    return reduce(_RowsWithGradient.apply(S, rows, G), reduction).to(S.dtype)
+    return reduce(WithGradient.apply(S, rows, G), reduction).to(S.dtype)
 
 
 def triplet_power_loss(

@@ -58,6 +58,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
 from ..pairs import BACKWARDS, REDUCTIONS, check_nonnegative, compute_dtype
@@ -70,6 +71,7 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .closed_form import weights_backward
 
 __all__ = [
     "BACKWARDS",
@@ -288,29 +290,13 @@ class _PairWeighted(torch.autograd.Function):
         rows = torch.mul(w, hinge, out=buf).sum(dim=1)
         slope = torch.gt(hinge, 0.0, out=buf).mul_(w).mul_(pos.sub_(neg))  # dL_i/dD_ij
         ctx.save_for_backward(slope_to_gradient(slope, D, torch.gt(D, 0.0, out=hinge)))
-        ctx.in_dtype = S.dtype
+        ctx.input_dtype = S.dtype
         return rows
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_rows):  # type: ignore[override]
-        (G,) = ctx.saved_tensors
-        grad = (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype)
-        return grad, None, None, None, None, None, None
-
-
-class _RowsWithGradient(torch.autograd.Function):
-    """The per-anchor losses ``L_i`` with their precomputed gradient ``dL_i/dS_i.`` (B, B)."""
-
-    @staticmethod
-    def forward(ctx, S, rows, G):  # type: ignore[override]
-        ctx.save_for_backward(G)
-        ctx.in_dtype = S.dtype
-        return rows
-
-    @staticmethod
-    def backward(ctx, grad_rows):  # type: ignore[override]
-        (G,) = ctx.saved_tensors
-        return (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype), None, None
+        return weights_backward(ctx, grad_rows), None, None, None, None, None, None
 
 
 def pair_weighted_loss(

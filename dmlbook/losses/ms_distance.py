@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from ..mining import ms_distance_mining_masks
 from ..pairs import BACKWARDS, REDUCTIONS, check_nonnegative, compute_dtype
@@ -53,6 +54,7 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .closed_form import weights_backward
 from .liu_weighting import as_float, compare, distances, slope_to_gradient
 
 __all__ = [
@@ -182,14 +184,13 @@ class _MSDistance(torch.autograd.Function):
         tiny = torch.finfo(D.dtype).tiny  # an empty row of v2: 0 / 0 -> 0
         W = e_pos.div_(t_pos.clamp_min(tiny)).sub_(e_neg.div_(t_neg.clamp_min(tiny)))
         ctx.save_for_backward(slope_to_gradient(W, D, keep))
-        ctx.in_dtype = S.dtype
+        ctx.input_dtype = S.dtype
         return rows[0] + rows[1]
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_rows):  # type: ignore[override]
-        (G,) = ctx.saved_tensors
-        grad = (G * grad_rows[:, None].to(G.dtype)).to(ctx.in_dtype)
-        return (grad,) + (None,) * 10
+        return (weights_backward(ctx, grad_rows),) + (None,) * 10
 
 
 def ms_distance_loss(

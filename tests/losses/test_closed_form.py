@@ -4,7 +4,7 @@ weights give autograd's gradient for a scalar, a per-anchor and a per-pair value
 import pytest
 import torch
 
-from dmlbook.losses.closed_form import forward_with_weights, weights_backward
+from dmlbook.losses.closed_form import WithGradient, forward_with_weights, weights_backward
 
 
 def _core(s: torch.Tensor, reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,3 +47,15 @@ def test_gradient_is_autograds_for_every_shape_of_value(reduction, dtype):
         grads.append(S.grad.double())
     tol = 1e-12 if dtype == torch.float64 else 1e-2
     assert torch.allclose(grads[0], grads[1], rtol=tol, atol=tol)
+
+
+def test_with_gradient_attaches_a_precomputed_gradient():
+    # value_i = 1/2 sum_j S_ij^2 per anchor, computed without a graph; G = dvalue_i/dS_i. = S
+    S = torch.randn(5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    leaf = S.clone().requires_grad_(True)
+    value = WithGradient.apply(leaf, (S * S / 2).sum(dim=1), S.clone())
+    upstream = torch.arange(5, dtype=torch.float64)
+    (grad,) = torch.autograd.grad((value * upstream).sum(), leaf, create_graph=True)
+    assert torch.allclose(grad, S * upstream[:, None], rtol=1e-15, atol=0)
+    with pytest.raises(RuntimeError):  # G carries no graph: no second derivative
+        grad.sum().backward()
