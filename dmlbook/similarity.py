@@ -17,6 +17,8 @@ __all__ = [
     "l2_normalize",
     "l2_normalize_backward",
     "cosine_similarity",
+    "self_similarity_backward",
+    "self_similarity_parts",
     "euclidean_distances",
     "squared_distance_from_similarity",
     "pair_masks",
@@ -94,16 +96,43 @@ class _SelfSimilarity(torch.autograd.Function):
             u = x
         S = u @ u.T
         ctx.save_for_backward(u, norm)
+        ctx.source = x  # for self_similarity_parts: a closed form can go straight back to x
         return S
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         u, norm = ctx.saved_tensors
-        g_u = ((grad + grad.T) @ u.to(grad.dtype)).to(u.dtype)
-        if norm is None:
-            return g_u, None
-        return l2_normalize_backward(g_u, u, norm), None
+        return self_similarity_backward(grad, u, norm), None
+
+
+def self_similarity_parts(
+    S: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None:
+    """``(x, u, |x|)`` when ``S`` is the output of ``cosine_similarity(x)`` (the batch against
+    itself, one-product backward), else ``None``; ``|x|`` is ``None`` for ``normalize=False``.
+
+    A loss whose gradient ``G = dL/dS`` is known in closed form uses it to send
+    :func:`self_similarity_backward` of ``G`` straight to ``x``, without ``S``'s own autograd
+    node (:func:`dmlbook.losses.closed_form.attach`): fewer calls per loss, which is what a
+    small batch pays for. Only ``S`` as returned qualifies (a view or an op on it has another
+    ``grad_fn``).
+    """
+    node = S.grad_fn
+    x = getattr(node, "source", None) if isinstance(node, _SelfSimilarity._backward_cls) else None
+    if x is None:
+        return None
+    u, norm = node.saved_tensors
+    return x, u, norm
+
+
+def self_similarity_backward(
+    grad: torch.Tensor, u: torch.Tensor, norm: torch.Tensor | None
+) -> torch.Tensor:
+    """``dL/dx`` from ``G = dL/dS`` for ``S = U U^T``, ``U = x / |x|`` (or ``U = x`` when ``norm``
+    is ``None``): ``(G + G^T) U`` (one product), then :func:`l2_normalize_backward`."""
+    g_u = ((grad + grad.T) @ u.to(grad.dtype)).to(u.dtype)
+    return g_u if norm is None else l2_normalize_backward(g_u, u, norm)
 
 
 def l2_normalize_backward(

@@ -42,7 +42,8 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .binomial_closed_form import PairSumClosedForm, PairSumTerms
+from .binomial_closed_form import PairSumTerms, pair_sum_core
+from .closed_form import closed_form_loss
 
 __all__ = [
     "BinomialHyperParameters",
@@ -134,8 +135,7 @@ def binomial_deviance_loss(
     if backward == "closed_form":
         masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
         args = (hp.alpha, hp.beta, hp.margin, _BINOMIAL)
-        per, valid = PairSumClosedForm.apply(S, y, masks, *args)
-        return reduce(per, reduction, valid)
+        return closed_form_loss(S, pair_sum_core, y, masks, *args, reduction=reduction)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     zero = torch.zeros_like(S)
     pos_sum = torch.where(pos, softplus(hp.alpha * (margin - S)), zero).sum(dim=1)
@@ -203,8 +203,8 @@ def binlifted_loss(
     y = check_similarity(S, labels)
     if backward == "closed_form":
         masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        per, valid = PairSumClosedForm.apply(S, y, masks, alpha, beta, hp.margin, _BINLIFTED)
-        return reduce(per, reduction, valid)
+        args = (alpha, beta, hp.margin, _BINLIFTED)
+        return closed_form_loss(S, pair_sum_core, y, masks, *args, reduction=reduction)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     zero = torch.zeros_like(S)
     neg_soft = torch.where(neg, softplus(beta * (S - margin)), zero).sum(dim=1)

@@ -20,8 +20,11 @@ This is the fast path (``backward="closed_form"``, the default) of
 :func:`dmlbook.losses.binomial_deviance_loss`, :func:`dmlbook.losses.binlifted_loss` and
 :func:`dmlbook.losses.lifted_star_loss`; their modules document the semantics, and
 ``tests/losses/test_closed_forms.py`` tests it against their autograd paths and the loops of
-:mod:`dmlbook.reference.classic`. As in :mod:`dmlbook.losses.lifted_closed_form`, positives are
-index lists and negatives one ``B x B`` buffer (the exponent ``beta (S - lambda)``, ``-inf`` at
+:mod:`dmlbook.reference.classic`. Up to ``DENSE_CORE_UP_TO`` samples (the MS core's switch) both
+halves are one dense ``(2, B, B)`` stack, so that each call serves both
+(``tests/losses/test_binomial_closed_form.py`` checks that the two agree). Above it, as in
+:mod:`dmlbook.losses.lifted_closed_form`, positives are index lists and negatives one ``B x B``
+buffer (the exponent ``beta (S - lambda)``, ``-inf`` at
 the positives and self, then the weights), without a data-dependent ``torch.where``. The
 soft-max is shift-invariant, so it is taken on ``beta (S - lambda)`` and the log-sum-exp of
 ``beta S`` is that of ``beta (S - lambda)`` plus ``beta lambda``.
@@ -32,13 +35,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.autograd.function import once_differentiable
 
-from ..pairs import softplus
-from .closed_form import forward_with_weights, weights_backward
+from ..pairs import resolve_masks, softplus
+from . import ms_closed_form
 from .lifted_closed_form import Pairs, candidates
 
-__all__ = ["PairSumClosedForm", "PairSumTerms", "pair_sum_core"]
+__all__ = ["PairSumTerms", "pair_sum_core"]
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,15 @@ def pair_sum_core(
     margin: float,
     terms: PairSumTerms,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The anchor terms, which anchors have a pair, and ``dL_i/dS_ij``, on detached ``s``."""
+    """The anchor terms, which anchors have a pair, and ``dL_i/dS_ij``, on detached ``s``.
+
+    Up to :data:`~dmlbook.losses.ms_closed_form.DENSE_CORE_UP_TO` samples both halves are dense
+    (:func:`_pair_sum_core_dense`); above, positives are index lists.
+    """
     B = s.shape[0]
+    if B <= ms_closed_form.DENSE_CORE_UP_TO:
+        pos, neg = masks if masks is not None else resolve_masks(y, None, None, (B, B))
+        return _pair_sum_core_dense(s, pos, neg, alpha, beta, margin, terms)
     pairs, neg = candidates(y, masks)
     rows, cols = pairs
     n_pos, n_neg = _counts(y, rows, neg, B)
@@ -146,6 +155,47 @@ def pair_sum_core(
     return per, (n_pos > 0) | (n_neg > 0), W
 
 
+def _pair_sum_core_dense(
+    s: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    alpha: float,
+    beta: float,
+    margin: float,
+    terms: PairSumTerms,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`pair_sum_core` with both halves in one dense ``(2, B, B)`` stack: fewer calls.
+
+    Slice 0 holds the negatives' exponents ``beta (S - lambda)``, slice 1 the positives'
+    ``alpha (lambda - S)``, ``-inf`` outside each set; every operation then serves both halves
+    at once (for a small batch the number of calls, not their arithmetic, sets the time).
+    """
+    X = torch.stack([s, s]).sub_(margin).mul_(s.new_tensor([[[beta]], [[-alpha]]]))
+    X.masked_fill_(torch.stack([neg, pos]).logical_not_(), float("-inf"))
+    n = torch.stack([neg.sum(dim=1), pos.sum(dim=1)])  # (2, B): |N_i|, |P_i|
+    temperature = s.new_tensor([[beta], [alpha]])
+    per = s.new_zeros(2, s.shape[0])
+    W = None
+    if terms.lse:  # (t / temperature) log sum e^{X}, shifted back by +-temperature lambda
+        m = X.amax(dim=2, keepdim=True)
+        has = m > float("-inf")
+        m.masked_fill_(has.logical_not(), 0.0)
+        e = (X - m).exp_()
+        total = e.sum(dim=2, keepdim=True)
+        lse = (m + total.log())[..., 0].add_(s.new_tensor([[beta * margin], [-alpha * margin]]))
+        per.add_(torch.where(has[..., 0], lse.div_(temperature), 0.0), alpha=terms.lse)
+        W = e.div_(total.clamp_min_(1.0)).mul_(terms.lse)  # total >= 1 (e^0) where not empty
+    if terms.softplus != "none":
+        if terms.softplus == "mean":
+            c = n.clamp_min(1).to(s.dtype).reciprocal_()  # 1/|N_i|, 1/|P_i|
+        else:
+            c = (0.5 / temperature).expand_as(per)  # 1/(2 beta), 1/(2 alpha)
+        per.addcmul_(softplus(X).sum(dim=2), c)
+        sig = X.sigmoid_().mul_((c * temperature)[..., None])
+        W = sig if W is None else W.add_(sig)
+    return per.sum(dim=0), (n > 0).any(dim=0), W[0].sub_(W[1])
+
+
 def _exclude(x: torch.Tensor, pairs: Pairs, neg: torch.Tensor | None) -> None:
     """``-inf`` outside the negatives: at the positive pairs and self, or where ``neg`` is False."""
     if neg is None:
@@ -153,31 +203,3 @@ def _exclude(x: torch.Tensor, pairs: Pairs, neg: torch.Tensor | None) -> None:
         x.fill_diagonal_(float("-inf"))
     else:
         x.masked_fill_(neg.logical_not(), float("-inf"))
-
-
-class PairSumClosedForm(torch.autograd.Function):
-    """The anchor terms in the forward pass; the backward pass is their weights (Eq. 10 and kin)."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx,
-        S: torch.Tensor,
-        y: torch.Tensor,
-        masks: tuple[torch.Tensor, torch.Tensor] | None,
-        alpha: float,
-        beta: float,
-        margin: float,
-        terms: PairSumTerms,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        per, valid = forward_with_weights(
-            ctx, S, pair_sum_core, y, masks, alpha, beta, margin, terms
-        )
-        ctx.mark_non_differentiable(valid)
-        return per, valid
-
-    @staticmethod
-    @once_differentiable  # a second derivative needs backward="autograd"
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad_per: torch.Tensor, _: torch.Tensor
-    ) -> tuple[torch.Tensor | None, ...]:
-        return (weights_backward(ctx, grad_per), *([None] * 6))

@@ -41,7 +41,8 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .contrastive_closed_form import ContrastiveClosedForm, ContrastiveDistanceClosedForm
+from .closed_form import closed_form_loss
+from .contrastive_closed_form import contrastive_core, contrastive_distance_core
 
 __all__ = [
     "ContrastiveHyperParameters",
@@ -148,7 +149,7 @@ def contrastive_loss(
     labels = check_similarity(S, labels)
     if backward == "closed_form":
         masks = given_masks(labels, pos_mask, neg_mask, tuple(S.shape))
-        return ContrastiveClosedForm.apply(S, labels, masks, margin)
+        return closed_form_loss(S, contrastive_core, labels, masks, margin)
     pos, neg = resolve_masks(labels, pos_mask, neg_mask, tuple(S.shape))
     per_pair = torch.where(pos, -S, torch.zeros_like(S)) + torch.where(
         neg, torch.relu(S - margin), torch.zeros_like(S)
@@ -229,7 +230,7 @@ def contrastive_distance_loss(
     if backward == "closed_form":
         masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
         args = (float(pos_margin), float(neg_margin), variant, reduction)
-        return ContrastiveDistanceClosedForm.apply(S, y, masks, *args)
+        return closed_form_loss(S, contrastive_distance_core, y, masks, *args)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, "squared_distance" if variant == "squared_distance" else "distance")
     pos_term = torch.relu(d - pos_margin)

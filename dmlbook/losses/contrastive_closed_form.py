@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.autograd.function import once_differentiable
 
-from .closed_form import forward_with_weights, weights_backward
 from .lifted_closed_form import Pairs, candidates
 
-__all__ = ["ContrastiveClosedForm", "ContrastiveDistanceClosedForm"]
+__all__ = ["contrastive_core", "contrastive_distance_core"]
 
 
 def _drop_non_negatives(x: torch.Tensor, pairs: Pairs, neg: torch.Tensor | None) -> torch.Tensor:
@@ -55,28 +53,6 @@ def contrastive_core(
     W = h.sign_()  # relu's slope: 1 where S - lambda > 0
     W[pairs] = -1.0
     return value, W.div_(n)
-
-
-class ContrastiveClosedForm(torch.autograd.Function):
-    """Eq. 4, averaged, in the forward pass; the backward pass is its weights (``+-1/n``)."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx,
-        S: torch.Tensor,
-        y: torch.Tensor,
-        masks: tuple[torch.Tensor, torch.Tensor] | None,
-        margin: float,
-    ) -> torch.Tensor:
-        (value,) = forward_with_weights(ctx, S, contrastive_core, y, masks, margin)
-        return value
-
-    @staticmethod
-    @once_differentiable  # a second derivative needs backward="autograd"
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
-    ) -> tuple[torch.Tensor | None, ...]:
-        return (weights_backward(ctx, grad), None, None, None)
 
 
 def _distance(s: torch.Tensor, squared: bool) -> torch.Tensor:
@@ -126,29 +102,3 @@ def contrastive_distance_core(
         return total, W
     n = _n_pairs(y, masks).clamp_min(1.0).to(s.dtype)
     return total / n, W.div_(n)
-
-
-class ContrastiveDistanceClosedForm(torch.autograd.Function):
-    """Liu et al.'s contrastive forms in the forward pass; the backward pass is their slopes."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx,
-        S: torch.Tensor,
-        y: torch.Tensor,
-        masks: tuple[torch.Tensor, torch.Tensor] | None,
-        pos_margin: float,
-        neg_margin: float,
-        variant: str,
-        reduction: str,
-    ) -> torch.Tensor:
-        args = (pos_margin, neg_margin, variant, reduction)
-        (value,) = forward_with_weights(ctx, S, contrastive_distance_core, y, masks, *args)
-        return value
-
-    @staticmethod
-    @once_differentiable  # a second derivative needs backward="autograd"
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
-    ) -> tuple[torch.Tensor | None, ...]:
-        return (weights_backward(ctx, grad), *([None] * 6))

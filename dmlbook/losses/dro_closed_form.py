@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..pairs import check_choice, check_positive, check_similarity, reduce, resolve_masks, softplus
-from .closed_form import WithGradient
+from ..pairs import check_choice, check_positive, check_similarity, resolve_masks, softplus
+from .closed_form import attach, fold_reduction
 from .pair_losses import BASE_LOSSES
 
 if TYPE_CHECKING:  # annotations only (dro and dro_grouped import this module)
@@ -110,7 +110,7 @@ def topk_value(
         total, idx = _topk_part(l, mask, k)
         value = value + total
         G.index_add_(0, idx, (slope * mask).reshape(-1)[idx])
-    return WithGradient.apply(S, value / K, G.reshape(l.shape).div_(K))
+    return attach(S, value / K, G.reshape(l.shape).div_(K))
 
 
 def kl_value(
@@ -131,7 +131,7 @@ def kl_value(
     e = z.sub_(top).exp_().mul_(c)
     total = e.sum()
     value = gamma * (top + total.log() - math.log(n))
-    return WithGradient.apply(S, value, e.div_(total).mul_(slope))
+    return attach(S, value, e.div_(total).mul_(slope))
 
 
 def _group(l, mask, gamma: float, pseudo: float | None):
@@ -151,7 +151,6 @@ def _group(l, mask, gamma: float, pseudo: float | None):
 
 
 def grouped_kl_rows(
-    S: torch.Tensor,
     l: torch.Tensor,
     slope: torch.Tensor,
     pos: torch.Tensor,
@@ -159,15 +158,16 @@ def grouped_kl_rows(
     gamma_pos: float,
     gamma_neg: float,
     pseudo_loss: float | None,
-) -> torch.Tensor:
-    """DRO-KL-G per anchor (Eq. 7; Eq. 23 with ``pseudo_loss`` not None), Lemma 1's gradient.
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """DRO-KL-G per anchor (Eq. 7; Eq. 23 with ``pseudo_loss`` not None) and Lemma 1's
+    gradient: ``(L_i, G)`` with ``G[i] = dL_i/dS_i.``.
 
     ``pos``, ``neg``: the groups (bool, zero-loss pairs already removed if asked).
     """
     p, n = _as_float(pos, l.dtype), _as_float(neg, l.dtype)
     v_pos, w_pos = _group(l, p, gamma_pos, pseudo_loss)
     v_neg, w_neg = _group(l, n, gamma_neg, pseudo_loss)
-    return WithGradient.apply(S, v_pos + v_neg, w_pos.add_(w_neg).mul_(slope))
+    return v_pos + v_neg, w_pos.add_(w_neg).mul_(slope)
 
 
 def dro_value(
@@ -209,5 +209,6 @@ def dro_grouped_value(
         kept = l > 0
         pos, neg = pos & kept, neg & kept
     pseudo = hp.pseudo_loss if hp.pseudo_pairs else None
-    rows = grouped_kl_rows(S, l, slope, pos, neg, hp.gamma_pos, hp.gamma_neg, pseudo)
-    return reduce(rows, hp.reduction, pos.any(dim=1) | neg.any(dim=1)).to(S.dtype)
+    rows, G = grouped_kl_rows(l, slope, pos, neg, hp.gamma_pos, hp.gamma_neg, pseudo)
+    valid = pos.any(dim=1) | neg.any(dim=1)
+    return attach(S, *fold_reduction(rows, G, hp.reduction, valid)).to(S.dtype)

@@ -48,8 +48,9 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .binomial_closed_form import PairSumClosedForm, PairSumTerms
-from .lifted_closed_form import LiftedClosedForm, LiftedStructureClosedForm
+from .binomial_closed_form import PairSumTerms, pair_sum_core
+from .closed_form import closed_form_loss
+from .lifted_closed_form import lifted_core, lifted_structure_core
 
 __all__ = [
     "LiftedHyperParameters",
@@ -157,7 +158,7 @@ def lifted_loss(
         of anchor terms.
     backward : {"closed_form", "autograd"}
         ``"closed_form"`` (default): value and Eq. 7-8 weights in one pass
-        (:class:`~dmlbook.losses.lifted_closed_form.LiftedClosedForm`; single backward only).
+        (:func:`~dmlbook.losses.lifted_closed_form.lifted_core`; single backward only).
         ``"autograd"``: autograd through the masked log-sum-exps below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
@@ -179,8 +180,7 @@ def lifted_loss(
     y = check_similarity(S, labels)
     if backward == "closed_form":
         masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        per, valid = LiftedClosedForm.apply(S, y, masks, margin, form)
-        return reduce(per, reduction, valid)
+        return closed_form_loss(S, lifted_core, y, masks, margin, form, reduction=reduction)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, form)
     lse_pos, has_pos = masked_logsumexp(d, pos, dim=1)
@@ -233,7 +233,7 @@ def lifted_structure_loss(
         pairs. ``"none"``: the (B, B) matrix of pair terms.
     backward : {"closed_form", "autograd"}
         ``"closed_form"`` (default): value and ``dL/dS`` in one pass
-        (:class:`~dmlbook.losses.lifted_closed_form.LiftedStructureClosedForm`; single backward
+        (:func:`~dmlbook.losses.lifted_closed_form.lifted_structure_core`; single backward
         only; ``reduction="none"`` always takes the autograd path). ``"autograd"``: autograd
         through the code below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
@@ -250,7 +250,7 @@ def lifted_structure_loss(
     if backward == "closed_form" and reduction != "none":
         masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
         args = (margin, form, bool(squared_hinge), bool(joint_negatives), reduction)
-        return LiftedStructureClosedForm.apply(S, y, masks, *args)
+        return closed_form_loss(S, lifted_structure_core, y, masks, *args)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, form)
     r, has_neg = masked_logsumexp(margin - d, neg, dim=1)  # r_i = log sum_{N_i} e^{m - d_ik}
@@ -321,8 +321,8 @@ def lifted_star_loss(
     y = check_similarity(S, labels)
     if backward == "closed_form":
         masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        per, valid = PairSumClosedForm.apply(S, y, masks, alpha, beta, 0.0, _STAR_TERMS)
-        return reduce(per, reduction, valid)
+        args = (alpha, beta, 0.0, _STAR_TERMS)
+        return closed_form_loss(S, pair_sum_core, y, masks, *args, reduction=reduction)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     lse_pos, has_pos = masked_logsumexp(-alpha * S, pos, dim=1)
     lse_neg, has_neg = masked_logsumexp(beta * S, neg, dim=1)

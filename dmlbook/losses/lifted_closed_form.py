@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.autograd.function import once_differentiable
 
 from ..pairs import positive_pairs
-from .closed_form import forward_with_weights, weights_backward
 
-__all__ = ["LiftedClosedForm", "LiftedStructureClosedForm", "form_and_slope", "candidates"]
+__all__ = ["candidates", "form_and_slope", "lifted_core", "lifted_structure_core"]
 
 Pairs = tuple[torch.Tensor, torch.Tensor]
 
@@ -131,30 +129,6 @@ def lifted_core(
     return per, valid, _apply_slope(W, slope)
 
 
-class LiftedClosedForm(torch.autograd.Function):
-    """Eq. 6 per anchor in the forward pass; the backward pass is Eq. 7-8 times the form's slope."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx,
-        S: torch.Tensor,
-        y: torch.Tensor,
-        masks: tuple[torch.Tensor, torch.Tensor] | None,
-        margin: float,
-        form: str,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        per, valid = forward_with_weights(ctx, S, lifted_core, y, masks, margin, form)
-        ctx.mark_non_differentiable(valid)
-        return per, valid
-
-    @staticmethod
-    @once_differentiable  # a second derivative needs backward="autograd"
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad_per: torch.Tensor, _: torch.Tensor
-    ) -> tuple[torch.Tensor | None, ...]:
-        return (weights_backward(ctx, grad_per), *([None] * 4))
-
-
 def lifted_structure_core(
     s: torch.Tensor,
     y: torch.Tensor,
@@ -197,40 +171,3 @@ def lifted_structure_core(
     W.mul_(grad_r.neg()[:, None])
     W.index_put_(pairs, g, accumulate=True)
     return value, _apply_slope(W, slope)
-
-
-class LiftedStructureClosedForm(torch.autograd.Function):
-    """Song et al.'s loss, reduced (``"mean"``/``"sum"``), with ``dL/dS`` from the forward pass."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx,
-        S: torch.Tensor,
-        y: torch.Tensor,
-        masks: tuple[torch.Tensor, torch.Tensor] | None,
-        margin: float,
-        form: str,
-        squared_hinge: bool,
-        joint_negatives: bool,
-        reduction: str,
-    ) -> torch.Tensor:
-        (value,) = forward_with_weights(
-            ctx,
-            S,
-            lifted_structure_core,
-            y,
-            masks,
-            margin,
-            form,
-            squared_hinge,
-            joint_negatives,
-            reduction,
-        )
-        return value
-
-    @staticmethod
-    @once_differentiable  # a second derivative needs backward="autograd"
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
-    ) -> tuple[torch.Tensor | None, ...]:
-        return (weights_backward(ctx, grad), *([None] * 7))

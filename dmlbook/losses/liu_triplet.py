@@ -34,10 +34,9 @@ from .base import (
     check_choice,
     check_similarity,
     dissimilarity,
-    reduce,
     resolve_masks,
 )
-from .closed_form import WithGradient
+from .closed_form import attach, fold_reduction
 from .liu_weighting import (
     NORMALIZATIONS,
     WEIGHTINGS,
@@ -207,8 +206,9 @@ def _exponential_factors(Ap, Dn, alpha, normalization):
     ``"none"``. Every weight is then at most 1 (normalised) and never overflows.
     """
     hi, lo = Ap.amax(dim=1, keepdim=True), Dn.amin(dim=1, keepdim=True)
-    u = (alpha * (Ap - torch.where(torch.isfinite(hi), hi, 0.0))).exp_()
-    v = (alpha * (torch.where(torch.isfinite(lo), lo, 0.0) - Dn)).exp_()
+    # an anchor without positives (negatives) has hi = -inf (lo = +inf): shift by 0 there
+    u = (alpha * (Ap - hi.nan_to_num(0.0, 0.0, 0.0))).exp_()
+    v = (alpha * (lo.nan_to_num(0.0, 0.0, 0.0) - Dn)).exp_()
     if normalization == "anchor":
         return u, v, None
     top = torch.where(hi >= lo, alpha * (hi - lo), float("-inf"))[:, 0]  # alpha max_jk t_ijk
@@ -318,7 +318,7 @@ def triplet_weighted_loss(
     D, keep = distances(S)
     rows, G = _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization)
     G = slope_to_gradient(G, D, keep)  # dD/dS = -1/D (0 where D = 0, as safe_distance's)
-    return reduce(WithGradient.apply(S, rows, G), reduction).to(S.dtype)
+    return attach(S, *fold_reduction(rows, G, reduction)).to(S.dtype)
 
 
 def triplet_power_loss(

@@ -58,7 +58,6 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
 from ..pairs import BACKWARDS, REDUCTIONS, check_nonnegative, compute_dtype
@@ -71,7 +70,7 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .closed_form import weights_backward
+from .closed_form import attach, fold_reduction
 
 __all__ = [
     "BACKWARDS",
@@ -271,32 +270,22 @@ def _side(D, mask, hinge, a, weighting, normalization, dims):
     return w, hinge
 
 
-class _PairWeighted(torch.autograd.Function):
-    """Eq. 18 per anchor with its closed-form backward (the weights are constants).
+def _pair_weighted_rows(D, w, pos, neg, m1: float, m2: float):
+    """Eq. 18 per anchor and its closed-form gradient (the weights are constants): ``(L_i, G)``.
 
-    Forward: ``L_i = sum_j w+_ij [D_ij - m1]_+ + w-_ij [m2 - D_ij]_+`` from ``S`` (no graph).
-    Backward: ``dL_i/dS_ij = -(w+_ij 1[D > m1] - w-_ij 1[D < m2]) / D_ij`` (0 where ``D = 0``,
-    as :func:`dmlbook.pairs.safe_distance`'s gradient), times the incoming gradient of ``L_i``.
-    The masks enter as 0/1 numbers (no ``torch.where`` over the B x B matrix).
+    ``L_i = sum_j w+_ij [D_ij - m1]_+ + w-_ij [m2 - D_ij]_+`` and ``G[i] = dL_i/dS_i. =
+    -(w+_ij 1[D > m1] - w-_ij 1[D < m2]) / D_ij`` (0 where ``D = 0``, as
+    :func:`dmlbook.pairs.safe_distance`'s gradient), all on the detached ``D``. The masks enter
+    as 0/1 numbers (no ``torch.where`` over the B x B matrix).
     """
-
-    @staticmethod
-    def forward(ctx, S, D, w, pos, neg, m1: float, m2: float):  # type: ignore[override]
-        pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
-        # signed hinge: D - m1 on the positives, m2 - D on the negatives (the masks are disjoint);
-        # ``buf`` is reused for each intermediate (fewer fresh B x B allocations)
-        buf = (m2 - D).clamp_min_(0.0).mul_(neg)
-        hinge = (D - m1).clamp_min_(0.0).mul_(pos).add_(buf)
-        rows = torch.mul(w, hinge, out=buf).sum(dim=1)
-        slope = torch.gt(hinge, 0.0, out=buf).mul_(w).mul_(pos.sub_(neg))  # dL_i/dD_ij
-        ctx.save_for_backward(slope_to_gradient(slope, D, torch.gt(D, 0.0, out=hinge)))
-        ctx.input_dtype = S.dtype
-        return rows
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_rows):  # type: ignore[override]
-        return weights_backward(ctx, grad_rows), None, None, None, None, None, None
+    pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
+    # signed hinge: D - m1 on the positives, m2 - D on the negatives (the masks are disjoint);
+    # ``buf`` is reused for each intermediate (fewer fresh B x B allocations)
+    buf = (m2 - D).clamp_min_(0.0).mul_(neg)
+    hinge = (D - m1).clamp_min_(0.0).mul_(pos).add_(buf)
+    rows = torch.mul(w, hinge, out=buf).sum(dim=1)
+    slope = torch.gt(hinge, 0.0, out=buf).mul_(w).mul_(pos.sub_(neg))  # dL_i/dD_ij
+    return rows, slope_to_gradient(slope, D, torch.gt(D, 0.0, out=hinge))
 
 
 def pair_weighted_loss(
@@ -331,8 +320,8 @@ def pair_weighted_loss(
     w = _weights(D, pos, neg, pos_margin, neg_margin, weighting, pos_exponent, neg_exponent,
                  normalization)  # fmt: skip
     if backward == "closed_form":
-        rows = _PairWeighted.apply(S, D, w, pos, neg, pos_margin, neg_margin)
-        return reduce(rows, reduction).to(S.dtype)
+        rows, G = _pair_weighted_rows(D, w, pos, neg, pos_margin, neg_margin)
+        return attach(S, *fold_reduction(rows, G, reduction)).to(S.dtype)
     w_pos, w_neg = torch.where(pos, w, 0.0), torch.where(neg, w, 0.0)
     D = dissimilarity(S.to(w.dtype), "distance")
     per_pair = w_pos * torch.relu(D - pos_margin) + w_neg * torch.relu(neg_margin - D)

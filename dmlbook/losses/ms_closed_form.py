@@ -22,17 +22,16 @@ pytorch-metric-learning and the bare ``X X^T``.
 from __future__ import annotations
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from ..pairs import positive_pairs
-from .closed_form import forward_with_weights, weights_backward
 
-__all__ = ["MSClosedForm", "ms_core"]
+__all__ = ["ms_core"]
 
 
 #: Up to this batch size :func:`ms_core` works on dense ``B x B`` masks (:func:`_ms_core_dense`:
 #: fewer calls, where a call's fixed cost dominates); above it, positives are index lists
 #: (:func:`dmlbook.pairs.positive_pairs`) and negatives one dense buffer (less memory traffic).
+#: The pair-sum core of binomial deviance, BinLifted and LiftedStruct* switches here too.
 DENSE_CORE_UP_TO = 128
 
 
@@ -185,30 +184,3 @@ def ms_core(
     W.mul_(inv[1][:, None])  # Eq. 13 on kept negatives
     W[rows, cols] = -e_pos * inv[0][rows]  # Eq. 14, with the sign of dL/dS
     return per_anchor, W
-
-
-class MSClosedForm(torch.autograd.Function):
-    """Eq. 15 per anchor in the forward pass; the backward pass is Eq. 13-14 (the GPW weights)."""
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx,
-        S: torch.Tensor,
-        y: torch.Tensor,
-        masks: tuple[torch.Tensor, torch.Tensor] | None,
-        alpha: float,
-        beta: float,
-        margin: float,
-        epsilon: float | None,
-    ) -> torch.Tensor:
-        (per_anchor,) = forward_with_weights(
-            ctx, S, ms_core, y, masks, alpha, beta, margin, epsilon
-        )
-        return per_anchor
-
-    @staticmethod
-    @once_differentiable  # a second derivative would need autograd: backward="autograd"
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad_per_anchor: torch.Tensor
-    ) -> tuple[torch.Tensor | None, ...]:
-        return (weights_backward(ctx, grad_per_anchor), *([None] * 6))

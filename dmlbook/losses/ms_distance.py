@@ -28,7 +28,7 @@ Semantics: empty ``P_i`` or ``N_i`` contribute 0 (v1: ``log 1``; v2: by conventi
 log-sum-exp is ``-inf``); the mean divides by all ``B`` anchors; mining reads ``S`` detached.
 
 Performance: the default ``backward="closed_form"`` computes the loss and Eq. 39's weights in
-one pass (:class:`_MSDistance`: ``D`` formed once, Eq. 22-23 inlined on it, the masks as 0/1
+one pass (:func:`_ms_distance_rows`: ``D`` formed once, Eq. 22-23 inlined on it, the masks as 0/1
 numbers, the mined extremes reused as the log-sum-exps' shifts) and saves ``dL/dS = -(w+ - w-)
 / D`` for the backward; ``backward="autograd"`` is the readable form (:func:`_anchor_terms`
 through autograd; supports double backward). Both give the same values and gradients up to
@@ -40,7 +40,6 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from ..mining import ms_distance_mining_masks
 from ..pairs import BACKWARDS, REDUCTIONS, check_nonnegative, compute_dtype
@@ -54,7 +53,7 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .closed_form import weights_backward
+from .closed_form import attach, fold_reduction
 from .liu_weighting import as_float, compare, distances, slope_to_gradient
 
 __all__ = [
@@ -163,34 +162,22 @@ def _exp_terms(D, mask, scale: float, offset: float, extreme, add_one: bool):
     return e, total, c
 
 
-class _MSDistance(torch.autograd.Function):
-    """MS v1/v2 on distances per anchor with the closed-form backward of Eq. 39's weights.
+def _ms_distance_rows(D, keep, pos, neg, far, near, m: float, alpha: float, beta: float, v1: bool):
+    """MS v1/v2 on distances per anchor and the closed-form gradient of Eq. 39's weights.
 
-    Forward: ``L_i = (1/alpha) log[(1) + sum_{P_i} e^{alpha (D - m)}] + (1/beta) log[(1) +
-    sum_{N_i} e^{beta (m - D)}]`` (no graph). Backward: ``dL_i/dD_ij = w+_ij - w-_ij`` (Eq. 39)
-    times ``dD/dS = -1/D`` (0 where ``D = 0``), times the incoming gradient of ``L_i``.
+    ``L_i = (1/alpha) log[(1) + sum_{P_i} e^{alpha (D - m)}] + (1/beta) log[(1) + sum_{N_i}
+    e^{beta (m - D)}]`` on the detached ``D``, and ``G[i] = dL_i/dS_i.``: ``dL_i/dD_ij = w+_ij -
+    w-_ij`` (Eq. 39) times ``dD/dS = -1/D`` (0 where ``D = 0``).
     """
-
-    @staticmethod
-    def forward(
-        ctx, S, D, keep, pos, neg, far, near, m: float, alpha: float, beta: float, v1: bool
-    ):  # type: ignore[override]  # noqa: E501
-        e_pos, t_pos, c_pos = _exp_terms(D, pos, alpha, -alpha * m, far, v1)
-        e_neg, t_neg, c_neg = _exp_terms(D, neg, -beta, beta * m, near, v1)
-        rows = []
-        for t, c, scale in ((t_pos, c_pos, alpha), (t_neg, c_neg, beta)):
-            value = (c + t.log()).masked_fill_(t <= 0, 0.0)  # empty v2 row: log 0 -> 0
-            rows.append(value[:, 0] / scale)
-        tiny = torch.finfo(D.dtype).tiny  # an empty row of v2: 0 / 0 -> 0
-        W = e_pos.div_(t_pos.clamp_min(tiny)).sub_(e_neg.div_(t_neg.clamp_min(tiny)))
-        ctx.save_for_backward(slope_to_gradient(W, D, keep))
-        ctx.input_dtype = S.dtype
-        return rows[0] + rows[1]
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_rows):  # type: ignore[override]
-        return (weights_backward(ctx, grad_rows),) + (None,) * 10
+    e_pos, t_pos, c_pos = _exp_terms(D, pos, alpha, -alpha * m, far, v1)
+    e_neg, t_neg, c_neg = _exp_terms(D, neg, -beta, beta * m, near, v1)
+    rows = []
+    for t, c, scale in ((t_pos, c_pos, alpha), (t_neg, c_neg, beta)):
+        value = (c + t.log()).masked_fill_(t <= 0, 0.0)  # empty v2 row: log 0 -> 0
+        rows.append(value[:, 0] / scale)
+    tiny = torch.finfo(D.dtype).tiny  # an empty row of v2: 0 / 0 -> 0
+    W = e_pos.div_(t_pos.clamp_min(tiny)).sub_(e_neg.div_(t_neg.clamp_min(tiny)))
+    return rows[0] + rows[1], slope_to_gradient(W, D, keep)
 
 
 def ms_distance_loss(
@@ -234,9 +221,9 @@ def ms_distance_loss(
     )  # fmt: skip
     if hp.backward == "closed_form":
         D, keep, pos, neg, far, near = _mined(S, labels, hp.epsilon, pos_mask, neg_mask)
-        rows = _MSDistance.apply(S, D, keep, pos, neg, far, near, hp.margin, hp.alpha, hp.beta,
-                                 hp.version == "v1")  # fmt: skip
-        return reduce(rows, hp.reduction).to(S.dtype)
+        args = (hp.margin, hp.alpha, hp.beta, hp.version == "v1")
+        rows, G = _ms_distance_rows(D, keep, pos, neg, far, near, *args)
+        return attach(S, *fold_reduction(rows, G, hp.reduction)).to(S.dtype)
     pos, neg = _masks(S, labels, hp.epsilon, pos_mask, neg_mask)
     D = dissimilarity(S.to(compute_dtype(S)), "distance")
     t_pos, t_neg = _anchor_terms(D, pos, neg, hp.margin, hp.alpha, hp.beta, version == "v1")

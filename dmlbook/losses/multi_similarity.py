@@ -90,7 +90,8 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .ms_closed_form import MSClosedForm, ms_core
+from .closed_form import closed_form_loss
+from .ms_closed_form import ms_core
 
 __all__ = [
     "BACKWARDS",
@@ -364,15 +365,15 @@ def multi_similarity_loss(
     alpha, beta, margin, eps = hp.alpha, hp.beta, hp.margin, hp.epsilon
     y, masks = _labels_and_masks(S, labels, pos_mask, neg_mask)
     if backward == "closed_form":
-        per = MSClosedForm.apply(S, y, masks, alpha, beta, margin, eps if mining else None)
-    else:
-        pos, neg = masks if masks is not None else resolve_masks(y, None, None, tuple(S.shape))
-        if mining:
-            pos, neg = ms_mine(S.detach().to(compute_dtype(S)), pos, neg, eps)
-        x = S.to(compute_dtype(S))
-        lse_p, _ = masked_logsumexp(-alpha * (x - margin), pos, dim=1, add_one=True)
-        lse_n, _ = masked_logsumexp(beta * (x - margin), neg, dim=1, add_one=True)
-        per = lse_p / alpha + lse_n / beta
+        args = (alpha, beta, margin, eps if mining else None)
+        return closed_form_loss(S, ms_core, y, masks, *args, reduction=reduction)
+    pos, neg = masks if masks is not None else resolve_masks(y, None, None, tuple(S.shape))
+    if mining:
+        pos, neg = ms_mine(S.detach().to(compute_dtype(S)), pos, neg, eps)
+    x = S.to(compute_dtype(S))
+    lse_p, _ = masked_logsumexp(-alpha * (x - margin), pos, dim=1, add_one=True)
+    lse_n, _ = masked_logsumexp(beta * (x - margin), neg, dim=1, add_one=True)
+    per = lse_p / alpha + lse_n / beta
     return reduce(per, reduction)
 
 

@@ -1,52 +1,145 @@
-"""The shared wrapper of the closed forms (``dmlbook/losses/closed_form.py``): a core's value and
-weights give autograd's gradient for a scalar, a per-anchor and a per-pair value, in S's dtype."""
+"""What the closed forms share (``dmlbook/losses/closed_form.py``): a core's value and weights,
+reduced as :func:`dmlbook.pairs.reduce` reduces, give autograd's value and gradient, on a plain
+``S`` and straight through ``S = cosine_similarity(x)`` to the embeddings."""
 
+import hypothesis.strategies as st
 import pytest
 import torch
+from hypothesis import given, settings
 
-from dmlbook.losses.closed_form import WithGradient, forward_with_weights, weights_backward
+from dmlbook.losses.closed_form import (
+    WithGradient,
+    attach,
+    closed_form_loss,
+    fold_reduction,
+    run_core,
+)
+from dmlbook.pairs import REDUCTIONS, reduce
+from dmlbook.similarity import cosine_similarity, l2_normalize, self_similarity_parts
 
 
-def _core(s: torch.Tensor, reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """``L = 1/2 sum S_ij^2`` reduced three ways, with ``W = dL/dS = S`` (an independent check)."""
+def _core(s: torch.Tensor, shape: str) -> tuple[torch.Tensor, ...]:
+    """``1/2 S_ij^2`` summed, per anchor or per pair, with ``W = S`` (an independent check:
+    ``d/dS_ij`` of ``1/2 S_ij^2`` is ``S_ij``); per anchor, the rows whose sum exceeds 1 count."""
     assert s.dtype in (torch.float32, torch.float64)  # half precision computes in float32
     half_squares = s * s / 2
-    if reduction == "sum":
+    if shape == "sum":
         return half_squares.sum(), s.clone()
-    if reduction == "rows":
-        return half_squares.sum(dim=1), s.clone()
+    if shape == "rows":
+        rows = half_squares.sum(dim=1)
+        return rows, rows > 1.0, s.clone()
     return half_squares, s.clone()
 
 
-class _Squares(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, S, reduction):  # type: ignore[override]
-        (value,) = forward_with_weights(ctx, S, _core, reduction)
-        return value.to(S.dtype)
+def _autograd(S: torch.Tensor, shape: str, reduction: str | None) -> torch.Tensor:
+    x = S.float() if S.dtype == torch.bfloat16 else S
+    half_squares = x * x / 2
+    if shape == "sum":
+        return half_squares.sum()
+    if shape == "rows":
+        rows = half_squares.sum(dim=1)
+        return reduce(rows, reduction, rows.detach() > 1.0)
+    return half_squares
 
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        return weights_backward(ctx, grad), None
+
+CASES = [("sum", None), ("pairs", None), *[("rows", r) for r in REDUCTIONS]]
 
 
-@pytest.mark.parametrize("reduction", ["sum", "rows", "pairs"])
+@pytest.mark.parametrize(("shape", "reduction"), CASES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
-def test_gradient_is_autograds_for_every_shape_of_value(reduction, dtype):
+@pytest.mark.parametrize("through", ["S", "x"])
+def test_closed_form_loss_gives_autograds_value_and_gradient(shape, reduction, dtype, through):
+    """On a leaf ``S`` and on ``S = cosine_similarity(x)`` (where it hangs on ``x``)."""
     g = torch.Generator().manual_seed(0)
-    S0 = torch.randn(6, 6, generator=g, dtype=torch.float64).to(dtype)
-    upstream = {"sum": torch.tensor(1.7), "rows": torch.randn(6, generator=g)}.get(
-        reduction, torch.randn(6, 6, generator=g)
+    x0 = torch.randn(7, 5, generator=g, dtype=torch.float64)
+    grads, values = [], []
+    for fast in (True, False):
+        x = x0.clone().requires_grad_(True)
+        if through == "x":
+            S = cosine_similarity(x) if fast else l2_normalize(x) @ l2_normalize(x).T
+            S = S if dtype == torch.float64 else S.to(dtype)  # bf16: S is not cosine's output
+            leaf = x
+        else:
+            S = leaf = (x0 @ x0.T).to(dtype).requires_grad_(True)
+        value = closed_form_loss(S, _core, shape, reduction=reduction) if fast else None
+        if not fast:
+            value = _autograd(S, shape, reduction)
+        upstream = torch.linspace(-1, 2, value.numel(), dtype=value.dtype).reshape(value.shape)
+        (value * upstream).sum().backward()
+        grads.append(leaf.grad.double())
+        values.append(value.detach().double())
+        assert leaf.grad.dtype == leaf.dtype
+    tol = 1e-12 if dtype == torch.float64 else 1e-2
+    torch.testing.assert_close(values[0], values[1], rtol=tol, atol=tol)
+    torch.testing.assert_close(grads[0], grads[1], rtol=tol, atol=tol)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 9),
+    reduction=st.sampled_from(REDUCTIONS),
+    with_valid=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_fold_reduction_is_reduce_bit_for_bit(n, reduction, with_valid, seed):
+    """Value and gradient of ``reduce`` through autograd, the same bits (float32)."""
+    g = torch.Generator().manual_seed(seed)
+    per = torch.randn(n, generator=g)
+    W = torch.randn(n, n, generator=g)
+    valid = torch.rand(n, generator=g) > 0.4 if with_valid else None
+    leaf = per.clone().requires_grad_(True)
+    want = reduce(leaf, reduction, valid)
+    (want * torch.linspace(0.5, 1.5, want.numel()).reshape(want.shape)).sum().backward()
+    value, W_folded = fold_reduction(per.clone(), W.clone(), reduction, valid)
+    assert torch.equal(value, want.detach())
+    # W's rows times d value / d per_i: what the per-anchor backward would multiply in
+    upstream = torch.linspace(0.5, 1.5, value.numel()).reshape(value.shape)
+    got = W_folded * (upstream[:, None] if value.ndim else upstream)
+    assert torch.equal(got, W * leaf.grad[:, None])
+
+
+def test_attach_goes_straight_to_x_only_for_cosine_similaritys_own_output():
+    x = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
+    S = cosine_similarity(x)
+    assert self_similarity_parts(S)[0] is x
+    for other in (S[:, :], S * 1, S.detach(), cosine_similarity(x, twice_differentiable=True)):
+        assert self_similarity_parts(other) is None
+    assert self_similarity_parts(cosine_similarity(x.detach())) is None  # no graph at all
+    value = attach(S, (S * S / 2).sum().detach(), S.detach().clone())
+    assert type(value.grad_fn).__name__ == "_ThroughSimilarityBackward"
+    assert (
+        type(attach(S * 1, value.detach(), S.detach()).grad_fn).__name__ == "WithGradientBackward"
     )
+
+
+def test_attached_and_other_uses_of_S_add_up():
+    """A loss hung on ``x`` and another use of the same ``S``: both gradients reach ``x``."""
+    x0 = torch.randn(6, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     grads = []
     for fast in (True, False):
-        S = S0.clone().requires_grad_(True)
-        computed = S if dtype == torch.float64 else S.float()  # half precision: in float32
-        value = _Squares.apply(S, reduction) if fast else _core(computed, reduction)[0].to(dtype)
-        (value * upstream.to(value.dtype)).sum().backward()
-        assert S.grad.dtype == dtype
-        grads.append(S.grad.double())
-    tol = 1e-12 if dtype == torch.float64 else 1e-2
-    assert torch.allclose(grads[0], grads[1], rtol=tol, atol=tol)
+        x = x0.clone().requires_grad_(True)
+        S = cosine_similarity(x) if fast else l2_normalize(x) @ l2_normalize(x).T
+        loss = closed_form_loss(S, _core, "sum") if fast else _autograd(S, "sum", None)
+        (loss + (S**3).sum()).backward()
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("through", ["S", "x"])
+def test_a_second_derivative_is_refused(through):
+    x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    S = cosine_similarity(x) if through == "x" else (x @ x.T).detach().requires_grad_(True)
+    value = closed_form_loss(S, _core, "sum")
+    (grad,) = torch.autograd.grad(value, x if through == "x" else S, create_graph=True)
+    with pytest.raises(RuntimeError):  # G carries no graph: no second derivative
+        grad.sum().backward()
+
+
+def test_run_core_computes_half_precision_in_float32_outside_autocast():
+    S = torch.randn(4, 4).to(torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        value, W = run_core(S, lambda s: (s @ s, s))
+    assert value.dtype == W.dtype == torch.float32
 
 
 def test_with_gradient_attaches_a_precomputed_gradient():
@@ -55,7 +148,5 @@ def test_with_gradient_attaches_a_precomputed_gradient():
     leaf = S.clone().requires_grad_(True)
     value = WithGradient.apply(leaf, (S * S / 2).sum(dim=1), S.clone())
     upstream = torch.arange(5, dtype=torch.float64)
-    (grad,) = torch.autograd.grad((value * upstream).sum(), leaf, create_graph=True)
+    (grad,) = torch.autograd.grad((value * upstream).sum(), leaf)
     assert torch.allclose(grad, S * upstream[:, None], rtol=1e-15, atol=0)
-    with pytest.raises(RuntimeError):  # G carries no graph: no second derivative
-        grad.sum().backward()

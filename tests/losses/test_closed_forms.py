@@ -26,9 +26,9 @@ from dmlbook.losses import (
     lifted_structure_loss,
     triplet_loss,
 )
-from dmlbook.losses.binomial_closed_form import PairSumClosedForm, PairSumTerms
-from dmlbook.losses.contrastive_closed_form import ContrastiveClosedForm
-from dmlbook.losses.lifted_closed_form import LiftedClosedForm
+from dmlbook.losses.binomial_closed_form import PairSumTerms, pair_sum_core
+from dmlbook.losses.contrastive_closed_form import contrastive_core
+from dmlbook.losses.lifted_closed_form import lifted_core
 from dmlbook.losses.triplet_batch_hard import batch_hard_triplets
 from dmlbook.mining import batch_hard_masks
 from dmlbook.reference.classic import binlifted_loss_reference as ref_binlifted
@@ -278,19 +278,19 @@ def test_closed_forms_keep_the_input_dtype_and_refuse_double_backward():
             torch.autograd.grad(grad.float().sum(), S)
 
 
-def test_the_functions_are_the_closed_forms_of_their_losses():
-    """The autograd Functions and the batch-hard selection, called directly (label masks)."""
+def test_the_cores_are_the_closed_forms_of_their_losses():
+    """The cores and the batch-hard selection, called directly (label masks)."""
     g = torch.Generator().manual_seed(1)
     x = torch.nn.functional.normalize(torch.randn(12, 4, generator=g, dtype=torch.float64), dim=1)
     S, y = x @ x.T, torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 4, 4])
-    per, valid = LiftedClosedForm.apply(S, y, None, 0.5, "distance")
+    per, valid, _ = lifted_core(S, y, None, 0.5, "distance")
     want = lifted_loss(S, y, 0.5, form="distance", reduction="none", backward="autograd")
     torch.testing.assert_close(per, want)
     assert valid.tolist() == [bool(y[i] != 3) for i in range(12)]  # the singleton has no positive
-    per, valid = PairSumClosedForm.apply(S, y, None, 2.0, 50.0, 0.5, PairSumTerms("mean", 0.0))
+    per, valid, _ = pair_sum_core(S, y, None, 2.0, 50.0, 0.5, PairSumTerms("mean", 0.0))
     want = binomial_deviance_loss(S, y, reduction="none", backward="autograd")
     torch.testing.assert_close(per, want)
-    value = ContrastiveClosedForm.apply(S, y, None, 0.3)
+    value, _ = contrastive_core(S, y, None, 0.3)
     torch.testing.assert_close(value, contrastive_loss(S, y, 0.3, backward="autograd"))
     a, p, n = batch_hard_triplets(S, y, None)
     pos, neg = batch_hard_masks(S, y)
