@@ -32,7 +32,8 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .circle_closed_form import CircleClosedForm
+from .circle_closed_form import circle_core
+from .closed_form import closed_form_loss
 
 __all__ = ["BACKWARDS", "CircleHyperParameters", "CircleLoss", "circle_loss"]
 
@@ -88,7 +89,7 @@ def circle_loss(
     backward : {"closed_form", "autograd"}
         ``"closed_form"`` (default): with ``detach_weights=True`` and ``reduction="mean"`` or
         ``"sum"``, the loss and its gradient in one fused pass
-        (:class:`~dmlbook.losses.circle_closed_form.CircleClosedForm`; single backward only);
+        (:func:`~dmlbook.losses.circle_closed_form.circle_core`; single backward only);
         otherwise, and with ``"autograd"``, autograd through the masked log-sum-exps below.
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Pair masks from a miner (e.g. one easy positive and one hard negative per anchor).
@@ -102,7 +103,8 @@ def circle_loss(
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     if backward == "closed_form" and detach_weights and reduction != "none":
-        return CircleClosedForm.apply(S, pos, neg, gamma, float(margin), reduction == "mean")
+        args = (pos, neg, gamma, float(margin), reduction == "mean")
+        return closed_form_loss(S, circle_core, *args).to(S.dtype)
     a_p = (1 + margin - S).clamp_min(0)
     a_n = (S + margin).clamp_min(0)
     if detach_weights:

@@ -1,5 +1,5 @@
 """The fused closed form of Circle loss (Sun et al. 2020) with detached weighting factors: one
-forward pass over a few ``B x B`` buffers returns the loss and saves ``dL/dS``.
+forward pass over a few ``B x B`` buffers returns the loss and ``dL/dS``.
 
 This is the fast path of :func:`dmlbook.losses.circle_loss` (``backward="closed_form"``, the
 default, with ``detach_weights=True`` and a scalar reduction); the loss and its notation are
@@ -21,14 +21,11 @@ so the ``B x B`` work is the negatives' soft-max alone.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from torch.autograd.function import once_differentiable
 
-from ..pairs import compute_dtype, softplus
+from ..pairs import softplus
 
-__all__ = ["CircleClosedForm"]
+__all__ = ["circle_core"]
 
 
 def _negatives_softmax(z: torch.Tensor, neg: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,42 +52,25 @@ def _positives_softmax(
     return e, top + total.log()
 
 
-class CircleClosedForm(torch.autograd.Function):
-    """``CircleClosedForm.apply(S, pos, neg, gamma, margin, mean)``: Circle loss summed over the
-    anchors with a positive and a negative (divided by their number if ``mean``); 0 with
-    gradient 0 without one. The weighting factors are not differentiated (Sun et al.'s code)."""
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        S: torch.Tensor,
-        pos: torch.Tensor,
-        neg: torch.Tensor,
-        gamma: float,
-        margin: float,
-        mean: bool,
-    ) -> torch.Tensor:
-        s = S.detach().to(compute_dtype(S))
-        B = s.shape[0]
-        rows, cols = pos.nonzero(as_tuple=True)  # positives as index lists (K - 1 per row)
-        s_p = s[rows, cols]
-        a_p = (1.0 + margin - s_p).clamp_min_(0.0)
-        soft_p, lse_p = _positives_softmax(-gamma * a_p * (s_p - (1.0 - margin)), rows, B)
-        a_n = (s + margin).clamp_min_(0.0)  # (B, B); only its negatives' entries are used
-        soft_n, lse_n = _negatives_softmax((s - margin).mul_(a_n).mul_(gamma), neg)
-        gap = lse_p + lse_n  # -inf for an anchor without a positive or a negative
-        valid = gap > float("-inf")
-        count = int(valid.sum())
-        scale = 1.0 / max(count, 1) if mean else 1.0
-        value = (softplus(gap) * valid).sum() * scale
-        row = (gap.sigmoid() * valid).mul_(gamma * scale)  # dL/dLSE, times gamma
-        W = soft_n.mul_(a_n).mul_(row[:, None])  # negatives: gamma a_n softmax_N
-        W[rows, cols] = -(soft_p * a_p * row[rows])  # positives: -gamma a_p softmax_P
-        ctx.save_for_backward(W)
-        return value.to(S.dtype)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        (W,) = ctx.saved_tensors
-        return (W * grad).to(grad.dtype), None, None, None, None, None
+def circle_core(
+    s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, gamma: float, margin: float, mean: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Circle loss summed over the anchors with a positive and a negative (divided by their
+    number if ``mean``), and ``dL/dS``, on detached ``s``; 0 with gradient 0 without one. The
+    weighting factors are not differentiated (Sun et al.'s code)."""
+    B = s.shape[0]
+    rows, cols = pos.nonzero(as_tuple=True)  # positives as index lists (K - 1 per row)
+    s_p = s[rows, cols]
+    a_p = (1.0 + margin - s_p).clamp_min_(0.0)
+    soft_p, lse_p = _positives_softmax(-gamma * a_p * (s_p - (1.0 - margin)), rows, B)
+    a_n = (s + margin).clamp_min_(0.0)  # (B, B); only its negatives' entries are used
+    soft_n, lse_n = _negatives_softmax((s - margin).mul_(a_n).mul_(gamma), neg)
+    gap = lse_p + lse_n  # -inf for an anchor without a positive or a negative
+    valid = gap > float("-inf")
+    count = int(valid.sum())
+    scale = 1.0 / max(count, 1) if mean else 1.0
+    value = (softplus(gap) * valid).sum() * scale
+    row = (gap.sigmoid() * valid).mul_(gamma * scale)  # dL/dLSE, times gamma
+    W = soft_n.mul_(a_n).mul_(row[:, None])  # negatives: gamma a_n softmax_N
+    W[rows, cols] = -(soft_p * a_p * row[rows])  # positives: -gamma a_p softmax_P
+    return value, W

@@ -25,7 +25,8 @@ import torch
 
 from ..pairs import softplus
 from .base import HyperParameters, PairLoss, check_choice, check_similarity, reduce, resolve_masks
-from .cosine_triplet_all import CosineTripletAll
+from .closed_form import closed_form_loss
+from .cosine_triplet_all import cosine_triplet_all_core
 
 __all__ = ["COSINE_TRIPLET_MINING", "CosineTripletHyperParameters", "CosineTripletLoss",
            "cosine_triplet_loss"]  # fmt: skip
@@ -98,7 +99,8 @@ def cosine_triplet_loss(
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     if mining == "all":  # blocks of anchors, closed-form gradient: O(B^2) memory
-        return CosineTripletAll.apply(S, pos, neg, tau, reduction == "mean")
+        args = (pos, neg, tau, reduction == "mean")
+        return closed_form_loss(S, cosine_triplet_all_core, *args).to(S.dtype)
     per, keep = _ephn_terms(S, pos, neg, tau)
     return reduce(per, reduction, keep)
 

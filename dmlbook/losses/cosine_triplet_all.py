@@ -10,7 +10,8 @@ Every valid triplet ``(a, p, n)`` (``p`` a positive, ``n`` a negative of ``a``) 
 The ``B x K x B`` tensor of gaps (``K`` the most positives any anchor has: ``k - 1`` in a P x K
 batch, never ``B``) is formed a block of anchors at a time within a fixed budget of elements, and
 each block adds its terms to the value and its triplet weights to one ``B x B`` matrix ``W``
-(``dL/dS``), which the backward multiplies by the incoming gradient. Memory: ``W``, the positive
+(``dL/dS``), which the backward multiplies by the incoming gradient
+(:func:`dmlbook.losses.closed_form.closed_form_loss`). Memory: ``W``, the positive
 index lists and one block; the ``B x B x B`` tensor of the autograd form is never built.
 
 Tests: ``tests/surgery/test_losses.py`` (against Eq. 4 written out on all ``B^3`` triplets with
@@ -19,14 +20,11 @@ autograd, and the loop of :mod:`dmlbook.reference.gradient_surgery`).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from torch.autograd.function import once_differentiable
 
-from ..pairs import compute_dtype, softplus
+from ..pairs import softplus
 
-__all__ = ["BLOCK_ELEMENTS", "CosineTripletAll"]
+__all__ = ["BLOCK_ELEMENTS", "cosine_triplet_all_core"]
 
 #: Elements of one block of triplet gaps (anchors x positives x candidates): 16 MB in float32.
 BLOCK_ELEMENTS = 1 << 22
@@ -47,42 +45,30 @@ def _positive_lists(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return index, real
 
 
-class CosineTripletAll(torch.autograd.Function):
-    """``CosineTripletAll.apply(S, pos, neg, tau, mean)``: Eq. 4 summed over every triplet of the
-    masks, divided by their number if ``mean`` (0 with gradient 0 without a triplet)."""
-
-    @staticmethod
-    def forward(
-        ctx: Any, S: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, tau: float, mean: bool
-    ) -> torch.Tensor:
-        s = S.detach().to(compute_dtype(S))
-        index, real = _positive_lists(pos)
-        B, K = index.shape
-        count = int((real.sum(dim=1) * neg.sum(dim=1)).sum())
-        W = torch.zeros_like(s)
-        total = s.new_zeros(())
-        if count > 0:
-            s_pos = s.gather(1, index)  # (B, K): S_ap of each anchor's positives
-            real_f, neg_f = real.to(s.dtype), neg.to(s.dtype)
-            w_pos = torch.zeros_like(s_pos)
-            step = max(1, BLOCK_ELEMENTS // (K * B))
-            for a in range(0, B, step):
-                block = slice(a, a + step)
-                gap = (s[block, None, :] - s_pos[block, :, None]).mul_(tau)  # (b, K, B)
-                valid = real_f[block, :, None] * neg_f[block, None, :]
-                total += (softplus(gap) * valid).sum()
-                T = gap.sigmoid_().mul_(valid)  # Eq. 6's triplet weight, 0 off the triplets
-                W[block] = T.sum(dim=1)
-                w_pos[block] = T.sum(dim=2)
-            W.scatter_add_(1, index, w_pos.neg_())  # padded slots add 0
-            scale = tau / count if mean else tau
-            W.mul_(scale)
-            total = total / count if mean else total
-        ctx.save_for_backward(W)
-        return total.to(S.dtype)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        (W,) = ctx.saved_tensors
-        return (W * grad).to(grad.dtype), None, None, None, None
+def cosine_triplet_all_core(
+    s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, tau: float, mean: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 4 summed over every triplet of the masks, divided by their number if ``mean`` (0 with
+    gradient 0 without a triplet), and ``dL/dS``, on detached ``s``."""
+    index, real = _positive_lists(pos)
+    B, K = index.shape
+    count = int((real.sum(dim=1) * neg.sum(dim=1)).sum())
+    W = torch.zeros_like(s)
+    total = s.new_zeros(())
+    if count == 0:
+        return total, W
+    s_pos = s.gather(1, index)  # (B, K): S_ap of each anchor's positives
+    real_f, neg_f = real.to(s.dtype), neg.to(s.dtype)
+    w_pos = torch.zeros_like(s_pos)
+    step = max(1, BLOCK_ELEMENTS // (K * B))
+    for a in range(0, B, step):
+        block = slice(a, a + step)
+        gap = (s[block, None, :] - s_pos[block, :, None]).mul_(tau)  # (b, K, B)
+        valid = real_f[block, :, None] * neg_f[block, None, :]
+        total += (softplus(gap) * valid).sum()
+        T = gap.sigmoid_().mul_(valid)  # Eq. 6's triplet weight, 0 off the triplets
+        W[block] = T.sum(dim=1)
+        w_pos[block] = T.sum(dim=2)
+    W.scatter_add_(1, index, w_pos.neg_())  # padded slots add 0
+    W.mul_(tau / count if mean else tau)
+    return (total / count if mean else total), W

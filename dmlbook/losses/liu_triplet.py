@@ -246,6 +246,25 @@ def _block_terms(Ap, Dn, weighting, exponent, u=None, v=None):
     return total, t.mul_(A).sum(dim=(1, 2)), g_pos, g_neg
 
 
+def _blocks(Ap, Dn, idx, weighting, exponent, u, v, r: int, c: int):
+    """:func:`_block_terms` over blocks of ``r`` anchors and ``c`` positives, accumulated:
+    ``(total, rows, dL/dD)`` of every triplet."""
+    B = Dn.shape[0]
+    total, rows, G = Dn.new_zeros(B), Dn.new_zeros(B), Dn.new_zeros(B, B)
+    for i in range(0, B, r):
+        for j in range(0, idx.shape[1], c):
+            terms = _block_terms(
+                Ap[i : i + r, j : j + c], Dn[i : i + r], weighting, exponent,
+                None if u is None else u[i : i + r, j : j + c],
+                None if v is None else v[i : i + r],
+            )  # fmt: skip
+            total[i : i + r] += terms[0]
+            rows[i : i + r] += terms[1]
+            G[i : i + r].scatter_add_(1, idx[i : i + r, j : j + c], terms[2])
+            G[i : i + r] -= terms[3]
+    return total, rows, G
+
+
 def _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization):
     """``L_i`` (B,) and ``dL_i/dD_i.`` (B, B) of Eq. 21, never with a (B, B, B) tensor.
 
@@ -264,27 +283,20 @@ def _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization):
         u, v, scale = _exponential_factors(Ap, Dn, exponent, normalization)
     elif weighting == "exponential":  # e^0 = 1
         weighting = "constant"
-    total, rows, G = D.new_zeros(B), D.new_zeros(B), D.new_zeros(B, B)
     c = max(1, min(idx.shape[1], CHUNK_ENTRIES // B))
     r = max(1, CHUNK_ENTRIES // (c * B))
-    for i in range(0, B, r):
-        for j in range(0, idx.shape[1], c):
-            terms = _block_terms(
-                Ap[i : i + r, j : j + c], Dn[i : i + r], weighting, exponent,
-                None if u is None else u[i : i + r, j : j + c],
-                None if v is None else v[i : i + r],
-            )  # fmt: skip
-            total[i : i + r] += terms[0]
-            rows[i : i + r] += terms[1]
-            G[i : i + r].scatter_add_(1, idx[i : i + r, j : j + c], terms[2])
-            G[i : i + r] -= terms[3]
+    if r >= B and c >= idx.shape[1]:  # one block holds every triplet (a small batch)
+        total, rows, g_pos, g_neg = _block_terms(Ap, Dn, weighting, exponent, u, v)
+        G = g_neg.neg_().scatter_add_(1, idx, g_pos)
+    else:
+        total, rows, G = _blocks(Ap, Dn, idx, weighting, exponent, u, v, r, c)
     if scale is not None:
         total, rows, G = total * scale, rows * scale, G * scale[:, None]
     if normalization != "none":
         if normalization == "batch":
             total = total.sum().expand_as(total)
         norm = torch.where(total > 0, 1.0 / total.clamp_min(torch.finfo(D.dtype).tiny), 0.0)
-        rows, G = rows * norm, G * norm[:, None]
+        rows, G = rows.mul_(norm), G.mul_(norm[:, None])  # fresh tensors, in place
     return rows, G
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 import torch
-from torch.autograd.function import once_differentiable
 
 from .. import mining as miners
 from ..pairs import given_masks, positive_pairs
@@ -44,12 +43,13 @@ from .base import (
     reduce,
     resolve_masks,
 )
+from .closed_form import closed_form_loss
 from .lifted_closed_form import form_and_slope
 from .triplet_batch_hard import batch_hard_triplet_loss
 
 __all__ = [
     "AllTriplets",
-    "AllTripletsClosedForm",
+    "all_triplets_label_core",
     "TRIPLET_BLOCK",
     "TripletHyperParameters",
     "triplet_loss",
@@ -150,7 +150,8 @@ def triplet_loss(
     y = check_similarity(S, labels)
     B = S.shape[0]
     if triplet_mask is None and reduction != "none" and pos_mask is None and neg_mask is None:
-        return AllTripletsClosedForm.apply(S, y, margin, form, reduction)  # the label masks
+        args = (y, margin, form, reduction)  # the label masks
+        return closed_form_loss(S, all_triplets_label_core, *args).to(S.dtype)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
     zero = torch.zeros((), dtype=S.dtype, device=S.device)
 
@@ -258,42 +259,26 @@ class AllTriplets(torch.autograd.Function):
         return W * grad, None, None, None, None
 
 
-class AllTripletsClosedForm(torch.autograd.Function):
-    """:class:`AllTriplets` on ``S`` itself for the label masks: the form's ``dd/dS`` folded in.
+def all_triplets_label_core(
+    s: torch.Tensor, y: torch.Tensor, margin: float, form: str, reduction: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:class:`AllTriplets` on detached ``s`` for the label masks, the form's ``dd/dS`` folded
+    into ``dL/dS``.
 
     Positives are index lists (:func:`dmlbook.pairs.positive_pairs`), the dissimilarity and its
     slope come from :func:`~dmlbook.losses.lifted_closed_form.form_and_slope` without autograd,
     and ``+inf`` is written at the positives and self: no ``B x B`` label mask, no ``where``.
     """
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx,
-        S: torch.Tensor,
-        y: torch.Tensor,
-        margin: float,
-        form: str,
-        reduction: str,
-    ) -> torch.Tensor:
-        B = S.shape[0]
-        pairs = positive_pairs(y)
-        rows, cols = pairs
-        neg_d, d_ap, slope = form_and_slope(S.detach(), form, pairs)
-        d_n = neg_d.neg_()
-        d_n[pairs] = float("inf")
-        d_n.fill_diagonal_(float("inf"))
-        n_neg = B - 1 - torch.bincount(rows, minlength=B)
-        value, W = all_triplets_core(d_ap, rows, cols, d_n, margin, reduction, n_neg[rows].sum())
-        ctx.save_for_backward(W.mul_(slope))
-        return value
-
-    @staticmethod
-    @once_differentiable  # the hinge's slope is piecewise constant, dd/dS is not
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
-    ) -> tuple[torch.Tensor | None, ...]:
-        (W,) = ctx.saved_tensors
-        return W * grad, None, None, None, None
+    B = s.shape[0]
+    pairs = positive_pairs(y)
+    rows, cols = pairs
+    neg_d, d_ap, slope = form_and_slope(s, form, pairs)
+    d_n = neg_d.neg_()
+    d_n[pairs] = float("inf")
+    d_n.fill_diagonal_(float("inf"))
+    n_neg = B - 1 - torch.bincount(rows, minlength=B)
+    value, W = all_triplets_core(d_ap, rows, cols, d_n, margin, reduction, n_neg[rows].sum())
+    return value, W.mul_(slope)
 
 
 class TripletLoss(PairLoss):

@@ -246,7 +246,7 @@ def test_batch_hard_index_path_matches_the_masks_path(case, form, margin):
     st.sampled_from([0.0, 0.2, 1.0]),
 )
 def test_all_triplets_closed_form_matches_the_masks_path_and_loop(batch, form, reduction, margin):
-    """Without masks every valid triplet goes through AllTripletsClosedForm (on S); an all-True
+    """Without masks every valid triplet goes through all_triplets_label_core (on S); an all-True
     mask takes the autograd-through-dissimilarity path of AllTriplets on the same triplets."""
     S, y = batch
     B = S.shape[0]

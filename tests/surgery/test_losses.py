@@ -182,8 +182,12 @@ def test_circle_closed_form_matches_autograd(labels, reduction, seed, with_masks
         }
     S = (f @ f.T).requires_grad_(True)
     got = circle_loss(S, y, gamma, margin, reduction=reduction, **masks)
-    assert type(got.grad_fn).__name__ == circle_closed_form.CircleClosedForm.__name__ + "Backward"
+    assert type(got.grad_fn).__name__ == "WithGradientBackward"  # the closed form, on S
     (g_got,) = torch.autograd.grad(got, S)
+    pos, neg = resolve_masks(y, masks.get("pos_mask"), masks.get("neg_mask"), (B, B))
+    mean = reduction == "mean"
+    core_value, W = circle_closed_form.circle_core(S.detach(), pos, neg, gamma, margin, mean)
+    assert float(core_value) == float(got.detach()) and torch.equal(W, g_got)  # its core, attached
     S2 = S.detach().clone().requires_grad_(True)
     want = circle_loss(S2, y, gamma, margin, reduction=reduction, backward="autograd", **masks)
     (g_want,) = torch.autograd.grad(want, S2)
