@@ -127,9 +127,8 @@ def _mined(S, labels, epsilon, pos_mask, neg_mask):
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     D, keep = distances(S)
+    has_pos, has_neg = pos.any(dim=1, keepdim=True), neg.any(dim=1, keepdim=True)
     pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
-    has_pos = pos.amax(dim=1, keepdim=True) > 0
-    has_neg = neg.amax(dim=1, keepdim=True) > 0
     # D is in [0, 2]: D * pos and D + 4 (1 - neg) keep the pairs' D exact and bury the others
     farthest = (D * pos).amax(dim=1, keepdim=True).masked_fill_(~has_pos, float("-inf"))
     nearest = neg.mul(-4.0).add_(4.0).add_(D).amin(dim=1, keepdim=True)
