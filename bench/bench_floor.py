@@ -67,18 +67,20 @@ OWN = "dmlbook's S alone (one-product backward)"
 Step = Callable[[], float]
 
 PROFILE_NOTE = """\
-How the rows got here, and why some stay above the target at B = 80. Every loss module forms
-its similarity with `cosine_similarity`, whose backward takes one product where autograd's
-takes two (the row "dmlbook's S alone"), and every loss with a closed form (the default
+How the rows got here, and why some stay above the target. Every loss module forms its
+similarity with `cosine_similarity`, whose backward takes one product where autograd's takes two
+(the row "dmlbook's S alone"). Every loss with a closed form (the default
 `backward="closed_form"`) computes its value and its weights dL/dS in one forward pass over a
-few B x B buffers, so that its backward is one multiplication. At B = 320 and 1000 that leaves
-the matrix products as the largest item of every profile. At B = 80 the products are small
-(about 60 us) and what remains is the fixed cost of the calls: each ATen call costs 3-10 us on
-these two cores whatever its size (and a B x B element-wise kernel that wakes the second thread
-about 10-80 us more), and a loss needs 40-100 of them (checks, masks, the closed form, its
-backward and the similarity's), against about 15 for the floor. The profiles below are of the
-rows above the target; their top entries are the loss's own autograd Function and its small
-kernels (`sum`, `mul`, `where`, index ops), not any one expensive operation."""
+few B x B buffers, and since S is the module's own `cosine_similarity(x)` the value hangs on the
+embeddings directly: one autograd node, whose backward is the weights times the incoming
+gradient, then the similarity's one product (`dmlbook.losses.closed_form.attach`). At B = 320
+and 1000 that leaves the matrix products as the largest item of every profile. At B = 80 the
+products are small (about 50 us each) and what remains is the fixed cost of the calls: each ATen
+call costs about 3 us on these two cores whatever its size (more for a B x B kernel), and a loss
+needs 40 to 110 of them (checks, masks, its closed form, the similarity's normalisation and its
+backward), against about 15 for the floor. The profiles below are of the rows above the target;
+their top entries are the matrix products and many small kernels (`mul`, `sum`, `where`, index
+ops), not any one expensive operation."""
 
 
 def batch(B: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
