@@ -7,6 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
+from dmlbook.losses import available_losses, get_loss
 from dmlbook.losses.closed_form import (
     WithGradient,
     attach,
@@ -150,3 +151,28 @@ def test_with_gradient_attaches_a_precomputed_gradient():
     upstream = torch.arange(5, dtype=torch.float64)
     (grad,) = torch.autograd.grad((value * upstream).sum(), leaf)
     assert torch.allclose(grad, S * upstream[:, None], rtol=1e-15, atol=0)
+
+
+# gradient surgery has no loss on S (its module designs the gradient of the embeddings)
+ON_S = [name for name in available_losses() if name != "gradient_surgery"]
+
+
+@pytest.mark.parametrize("name", ON_S)
+def test_every_module_hung_on_the_embeddings_matches_its_loss_on_a_plain_S(name):
+    """A module's call (where a closed form goes straight to ``x``) against the same loss on an
+    ``S`` built by plain autograd (where it hangs on ``S``): value and gradient, float64."""
+    g = torch.Generator().manual_seed(7)
+    x0 = torch.randn(14, 6, generator=g, dtype=torch.float64)
+    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 4, 4, 4])  # 3: a singleton
+    out = []
+    for through_x in (True, False):
+        x = x0.clone().requires_grad_(True)
+        loss = get_loss(name)  # a fresh module: the sampled DRO-KL draws the same pairs twice
+        if through_x:
+            value = loss(x, y)
+        else:
+            value = loss.loss_on_similarity(cosine_similarity(x, twice_differentiable=True), y)
+        value.backward()
+        out.append((value.detach(), x.grad))
+    torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out[0][1], out[1][1], rtol=1e-10, atol=1e-12)
