@@ -43,6 +43,7 @@ __all__ = [
     "masked_logsumexp",
     "masked_mean",
     "pair_masks",
+    "positive_lists",
     "positive_pairs",
     "prepare_batch",
     "reduce",
@@ -269,6 +270,22 @@ def positive_pairs(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     partner = start.repeat_interleave(size) + torch.arange(n, device=labels.device) - first
     keep = anchor != partner
     return order[anchor[keep]], order[partner[keep]]
+
+
+def positive_lists(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's positives of the mask ``pos`` as a padded ``(B, K)`` index list (``K`` the
+    largest count, ``K - 1`` in a P x K batch; padding 0) and the ``(B, K)`` mask of its real
+    entries: the form in which the triplet losses gather ``(B, K, B)`` instead of ``(B, B, B)``."""
+    B = pos.shape[0]
+    rows, cols = pos.nonzero(as_tuple=True)
+    counts = torch.bincount(rows, minlength=B)
+    K = int(counts.max()) if rows.numel() else 0
+    slot = torch.arange(rows.numel(), device=pos.device) - (counts.cumsum(0) - counts)[rows]
+    index = torch.zeros(B, K, dtype=torch.long, device=pos.device)
+    real = torch.zeros(B, K, dtype=torch.bool, device=pos.device)
+    index[rows, slot] = cols
+    real[rows, slot] = True
+    return index, real
 
 
 # ----------------------------------------------------------------------------- forms

@@ -17,6 +17,7 @@ from dmlbook import pairs as pairs_module
 from dmlbook.pairs import (
     dissimilarity,
     masked_logsumexp,
+    positive_lists,
     positive_pairs,
     safe_distance,
 )
@@ -66,3 +67,17 @@ def test_positive_pairs_are_the_positive_mask(labels, dense):
         pairs_module.DENSE_PAIRS_UP_TO = old
     got = sorted(zip(rows.tolist(), cols.tolist(), strict=True))
     assert got == sorted(map(tuple, pos.nonzero().tolist()))
+
+
+@FAST
+@given(st.integers(0, 9), st.integers(0, 2**16))
+def test_positive_lists_pad_each_rows_positives(B, seed):
+    """Row i of the index list is the columns of row i's True entries, in order, then padding."""
+    pos = torch.rand(B, B, generator=torch.Generator().manual_seed(seed)) < 0.4
+    index, real = positive_lists(pos)
+    K = max((int(row.sum()) for row in pos), default=0)
+    assert index.shape == real.shape == (B, K)
+    for i in range(B):
+        cols = [j for j in range(B) if pos[i, j]]
+        assert real[i].tolist() == [True] * len(cols) + [False] * (K - len(cols))
+        assert index[i, : len(cols)].tolist() == cols

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import softplus
+from ..pairs import positive_lists, softplus
 
 __all__ = ["BLOCK_ELEMENTS", "cosine_triplet_all_core"]
 
@@ -30,27 +30,12 @@ __all__ = ["BLOCK_ELEMENTS", "cosine_triplet_all_core"]
 BLOCK_ELEMENTS = 1 << 22
 
 
-def _positive_lists(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row's positives as a ``(B, K)`` index list (``K`` the largest count, padded with 0)
-    and the ``(B, K)`` bool mask of its real entries."""
-    B = pos.shape[0]
-    rows, cols = pos.nonzero(as_tuple=True)
-    counts = pos.sum(dim=1)
-    K = int(counts.max()) if rows.numel() else 0
-    slot = torch.arange(rows.shape[0], device=pos.device) - (counts.cumsum(0) - counts)[rows]
-    index = torch.zeros(B, K, dtype=torch.long, device=pos.device)
-    real = torch.zeros(B, K, dtype=torch.bool, device=pos.device)
-    index[rows, slot] = cols
-    real[rows, slot] = True
-    return index, real
-
-
 def cosine_triplet_all_core(
     s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, tau: float, mean: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 4 summed over every triplet of the masks, divided by their number if ``mean`` (0 with
     gradient 0 without a triplet), and ``dL/dS``, on detached ``s``."""
-    index, real = _positive_lists(pos)
+    index, real = positive_lists(pos)
     B, K = index.shape
     count = int((real.sum(dim=1) * neg.sum(dim=1)).sum())
     W = torch.zeros_like(s)

@@ -27,7 +27,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype
+from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype, positive_lists
 from .base import (
     HyperParameters,
     PairLoss,
@@ -164,23 +164,6 @@ def triplet_weights(
 CHUNK_ENTRIES = 2**18
 
 
-def _positive_lists(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each anchor's positives as a padded index list: ``idx`` (B, P) and ``present`` (B, P).
-
-    ``P`` is the largest number of positives of an anchor (``K - 1`` for a P x K batch), so the
-    triplets ``(i, j, k)`` fit in (B, P, B) instead of (B, B, B).
-    """
-    rows, cols = pos.nonzero(as_tuple=True)
-    counts = torch.bincount(rows, minlength=pos.shape[0])
-    P = int(counts.max()) if rows.numel() else 0
-    rank = torch.arange(rows.numel(), device=pos.device) - (counts.cumsum(0) - counts)[rows]
-    idx = torch.zeros(pos.shape[0], P, dtype=torch.long, device=pos.device)
-    present = torch.zeros(pos.shape[0], P, dtype=torch.bool, device=pos.device)
-    idx[rows, rank] = cols
-    present[rows, rank] = True
-    return idx, present
-
-
 def _power(t: torch.Tensor, p: float) -> torch.Tensor:
     """``t^p`` in place for ``t >= 0``: repeated squaring for an integer ``p <= 16`` (a few
     multiplications, within a few ulp of ``torch.pow``, which is several times slower here)."""
@@ -273,7 +256,7 @@ def _triplet_rows(D, pos, neg, margin, weighting, exponent, normalization):
     entries (:func:`_block_terms`): O(B^2 K) time. The totals normalise at the end.
     """
     B = D.shape[0]
-    idx, present = _positive_lists(pos)
+    idx, present = positive_lists(pos)
     if idx.shape[1] == 0:  # no anchor has a positive: no triplet
         return D.new_zeros(B), D.new_zeros(B, B)
     Ap = D.gather(1, idx).add_(margin).masked_fill_(~present, float("-inf"))
