@@ -13,12 +13,9 @@ from loss_cases import (
     batches,
 )
 
-from dmlbook import pairs as pairs_module
 from dmlbook.pairs import (
     dissimilarity,
     masked_logsumexp,
-    positive_lists,
-    positive_pairs,
     safe_distance,
 )
 
@@ -50,34 +47,3 @@ def test_safe_distance_has_finite_gradient_at_zero():
     assert D[0].item() == 0.0 and bool(torch.isfinite(S.grad).all())
     assert D[3].item() == pytest.approx(2.0)
     assert safe_distance(torch.tensor([-1e-7])).item() == 0.0
-
-
-@FAST
-@given(st.lists(st.integers(0, 4), min_size=0, max_size=12), st.booleans())
-def test_positive_pairs_are_the_positive_mask(labels, dense):
-    """Both constructions (the mask's nonzero, the sorted labels) list exactly the positive pairs."""
-    y = torch.tensor(labels, dtype=torch.long)
-    pos = y[:, None] == y[None, :]
-    pos.fill_diagonal_(False)
-    old = pairs_module.DENSE_PAIRS_UP_TO
-    pairs_module.DENSE_PAIRS_UP_TO = 10**9 if dense else -1
-    try:
-        rows, cols = positive_pairs(y)
-    finally:
-        pairs_module.DENSE_PAIRS_UP_TO = old
-    got = sorted(zip(rows.tolist(), cols.tolist(), strict=True))
-    assert got == sorted(map(tuple, pos.nonzero().tolist()))
-
-
-@FAST
-@given(st.integers(0, 9), st.integers(0, 2**16))
-def test_positive_lists_pad_each_rows_positives(B, seed):
-    """Row i of the index list is the columns of row i's True entries, in order, then padding."""
-    pos = torch.rand(B, B, generator=torch.Generator().manual_seed(seed)) < 0.4
-    index, real = positive_lists(pos)
-    K = max((int(row.sum()) for row in pos), default=0)
-    assert index.shape == real.shape == (B, K)
-    for i in range(B):
-        cols = [j for j in range(B) if pos[i, j]]
-        assert real[i].tolist() == [True] * len(cols) + [False] * (K - len(cols))
-        assert index[i, : len(cols)].tolist() == cols

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import positive_lists, softplus
+from ..pair_lists import positive_lists
+from ..pairs import softplus
 
 __all__ = ["BLOCK_ELEMENTS", "cosine_triplet_all_core"]
 

@@ -12,7 +12,7 @@ How
 ---
 Both losses are soft maxima (log-sum-exp) over an anchor's positives and over its negatives.
 Positives are few (``K - 1`` per row in a P x K batch) and kept as index lists
-(:func:`dmlbook.pairs.positive_pairs`); negatives are handled densely in one ``B x B`` buffer
+(:func:`dmlbook.pair_lists.positive_pairs`); negatives are handled densely in one ``B x B`` buffer
 that holds the exponent, then the soft-max weights, then the saved ``dL/dS``. Positives and self
 pairs are removed from it by writing ``-inf`` at their indices (``exp(-inf) = 0``), not with a
 ``B x B`` mask and a data-dependent ``torch.where``, which is slow on CPUs (see
@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..pairs import positive_pairs
+from ..pair_lists import positive_pairs
 
 __all__ = ["candidates", "form_and_slope", "lifted_core", "lifted_structure_core"]
 

@@ -27,7 +27,8 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype, positive_lists
+from ..pair_lists import positive_lists
+from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype
 from .base import (
     HyperParameters,
     PairLoss,

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import positive_pairs
+from ..pair_lists import positive_pairs
 
 __all__ = ["ms_core"]
 
 
 #: Up to this batch size :func:`ms_core` works on dense ``B x B`` masks (:func:`_ms_core_dense`:
 #: fewer calls, where a call's fixed cost dominates); above it, positives are index lists
-#: (:func:`dmlbook.pairs.positive_pairs`) and negatives one dense buffer (less memory traffic).
+#: (:func:`dmlbook.pair_lists.positive_pairs`) and negatives one dense buffer (less memory traffic).
 #: The pair-sum core of binomial deviance, BinLifted and LiftedStruct* switches here too.
 DENSE_CORE_UP_TO = 128
 

@@ -32,7 +32,8 @@ from dataclasses import KW_ONLY, dataclass
 import torch
 
 from .. import mining as miners
-from ..pairs import given_masks, positive_pairs
+from ..pair_lists import positive_pairs
+from ..pairs import given_masks
 from .base import (
     FORMS,
     HyperParameters,
@@ -265,7 +266,7 @@ def all_triplets_label_core(
     """:class:`AllTriplets` on detached ``s`` for the label masks, the form's ``dd/dS`` folded
     into ``dL/dS``.
 
-    Positives are index lists (:func:`dmlbook.pairs.positive_pairs`), the dissimilarity and its
+    Positives are index lists (:func:`dmlbook.pair_lists.positive_pairs`), the dissimilarity and its
     slope come from :func:`~dmlbook.losses.lifted_closed_form.form_and_slope` without autograd,
     and ``+inf`` is written at the positives and self: no ``B x B`` label mask, no ``where``.
     """

@@ -4,7 +4,7 @@
 as two ``B x B`` masks, and :func:`dmlbook.losses.triplet_loss` then gathers ``S_ap`` and
 ``S_an`` with a masked sum over each row (and autograd scatters their gradient back through the
 same masks): about twenty ``B x B`` passes for ``B`` numbers. :func:`batch_hard_triplets` selects
-the same triplets as index lists (positives listed by :func:`dmlbook.pairs.positive_pairs`, the
+the same triplets as index lists (positives listed by :func:`dmlbook.pair_lists.positive_pairs`, the
 hardest negative by one ``max`` over a copy of ``S`` with the positives and self set to
 ``-inf``), and :func:`batch_hard_triplet_loss` evaluates the hinge on the ``2 B`` gathered
 similarities: the same triplets (ties to the lowest column, as ``batch_hard_masks``), the same
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import dissimilarity, positive_pairs, reduce
+from ..pair_lists import positive_pairs
+from ..pairs import dissimilarity, reduce
 
 __all__ = ["batch_hard_triplets", "batch_hard_triplet_loss"]
 
