@@ -127,6 +127,12 @@ def _benchmark_root(name: str, data: str | None) -> str:
             f"{name} needs a data folder: pass --data DIR (the folder that holds the data sets, "
             "or the extracted copy itself) or set DMLBOOK_DATA."
         )
+    if not Path(data_dir).expanduser().is_dir():
+        given = "--data" if data else "DMLBOOK_DATA"
+        raise ValueError(
+            f"{given} {data_dir}: no such folder. Check the spelling; to download {name} into a "
+            f"new folder, create it first (mkdir -p {data_dir})."
+        )
     copy = find_copy(name, data_dir)
     if copy is not None:
         print(f"{name}: checking the copy in {copy} (nothing to download)")

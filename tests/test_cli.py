@@ -266,7 +266,15 @@ def test_prepare_a_corrupt_image_strict_then_skipped(tmp_path, capsys, no_networ
     assert code == 2 and "drop --no-cache" in err
 
 
+def test_prepare_refuses_a_data_folder_that_does_not_exist(tmp_path, capsys, no_network):
+    code, out, err = run(["prepare", "cub", "--data", tmp_path / "does/not/exist"], capsys)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert err.startswith(f"dmlbook prepare: error: --data {tmp_path / 'does/not/exist'}: no such")
+    assert "mkdir -p" in err and not (tmp_path / "does").exists()
+
+
 def test_prepare_offline_is_one_line(tmp_path, capsys, no_network):
+    (tmp_path / "empty").mkdir()
     code, out, err = run(["prepare", "cub", "--data", tmp_path / "empty"], capsys)
     assert code == 2 and out == "" and len(err.splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("dmlbook prepare: error: Could not download")
