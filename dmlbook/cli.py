@@ -32,6 +32,7 @@ import argparse
 import ast
 import os
 import re
+import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -191,8 +192,9 @@ def _cmd_recall(args: argparse.Namespace) -> None:
         print(f"{key:>6}  {100 * value:6.2f}")
 
 
-def _cmd_train(args: argparse.Namespace) -> None:
+def _cmd_train(args: argparse.Namespace) -> int:
     from .engine import load_config, train
+    from .engine.runtime import exit_status
 
     cfg = load_config(args.config, args.set, data_dir=args.data)
     if args.dry_run:  # the checked config, then the dry run's report as YAML comments
@@ -208,8 +210,24 @@ def _cmd_train(args: argparse.Namespace) -> None:
         print("\n".join(f"# {line}" for line in report.describe().splitlines()))
         return
     resume = True if args.resume == "" else (args.resume or False)
-    result = train(cfg, resume=resume, progress=not args.quiet and None)
+    result = train(
+        cfg, resume=resume, progress=not args.quiet and None, resume_command=_resume_command(args)
+    )
     print(f"outputs in {result.out_dir}")
+    return exit_status(result.stopped_by)
+
+
+def _resume_command(args: argparse.Namespace) -> str:
+    """The exact command that resumes the run ``args`` describes (printed if it stops early)."""
+    words = ["dmlbook", "train", "--config", args.config]
+    if args.data is not None:
+        words += ["--data", args.data]
+    for item in args.set:
+        words += ["--set", item]
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world > 1:  # under torchrun: the same processes again
+        words[:2] = ["torchrun", "--nproc-per-node", str(world), "-m", "dmlbook.cli", "train"]
+    return shlex.join([*words, "--resume"])
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> None:
@@ -358,8 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dmlbook`` command; returns the exit status.
 
     Bad input (``ValueError``, ``TypeError``, ``OSError`` and their subclasses, e.g. the engine's
-    ``ConfigError`` or a failed download) is printed as one line without a traceback, exit status
-    2. Warnings (e.g. images left out of a partial copy) are printed as they happen, one line
+    ``ConfigError``, a failed download, a damaged checkpoint, a full disk, a run folder another
+    run holds; and a loss that became NaN) is printed as one line without a traceback, exit
+    status 2. A training run stopped by a signal exits with 128 + its number, as the shell
+    reports a process the signal killed: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP); its last line
+    is the command that resumes it. Warnings (e.g. images left out of a partial copy) are printed as they happen, one line
     each, in the command's spelling.
     """
     args = build_parser().parse_args(argv)
@@ -373,11 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = show
         try:
-            args.func(args)
-        except (ValueError, TypeError, OSError) as err:
+            status = args.func(args)
+        except (ValueError, TypeError, OSError, FloatingPointError) as err:
             print(f"dmlbook {args.command}: error: {one_line(str(err))}", file=sys.stderr)
             return 2
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":
