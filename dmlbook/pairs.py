@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from .similarity import cosine_similarity, pair_masks
-from .validation import as_embeddings, as_labels, check_same_length
+from .validation import as_embeddings, as_labels, check_loss_batch, check_same_length
 
 __all__ = [
     "BACKWARDS",
@@ -119,13 +119,19 @@ def check_batch(
     Raises
     ------
     ValueError
-        For non-2-D or non-finite embeddings, or a label count that does not match.
+        For non-2-D or non-finite embeddings, or a label count that does not match, and as
+        :func:`~dmlbook.validation.check_loss_batch` (norms beyond the dtype, float16 zero rows;
+        a warning for a batch without positive or negative pairs).
+    TypeError
+        For complex embeddings.
     """
     if _fast_ok(embeddings, labels, square=False):
-        return embeddings, labels.to(device=embeddings.device, dtype=torch.long)
-    x = as_embeddings(embeddings)
-    y = as_labels(labels).to(x.device)
-    check_same_length(x, y)
+        x, y = embeddings, labels.to(device=embeddings.device, dtype=torch.long)
+    else:
+        x = as_embeddings(embeddings)
+        y = as_labels(labels).to(x.device)
+        check_same_length(x, y)
+    check_loss_batch(x, y)  # norms that overflow, float16 zero rows; warns on no pair to learn
     return x, y
 
 
