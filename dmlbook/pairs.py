@@ -89,13 +89,14 @@ def check_nonnegative(value: float, name: str, hint: str = "") -> float:
     return v
 
 
-def _fast_ok(x: torch.Tensor, labels: torch.Tensor, square: bool) -> bool:
+def _fast_ok(x: torch.Tensor, labels: torch.Tensor, square: bool, finite: bool = True) -> bool:
     """True when a cheap test already proves ``(x, labels)`` valid.
 
     ``torch.isfinite`` over a ``B x B`` matrix costs as much as a whole loss on some CPUs; the sum
     of a matrix is finite whenever every entry is (it overflows only for entries near the float
     limit), so a finite sum accepts at the cost of one reduction. Anything else goes through the
-    full check, which raises with its message or accepts.
+    full check, which raises with its message or accepts. ``finite=False`` checks types and
+    shapes only (:func:`check_batch` reads finiteness from the row norms it needs anyway).
     """
     return (
         isinstance(x, torch.Tensor)
@@ -107,7 +108,7 @@ def _fast_ok(x: torch.Tensor, labels: torch.Tensor, square: bool) -> bool:
         and labels.ndim == 1
         and labels.shape[0] == x.shape[0]
         and not torch.is_floating_point(labels)
-        and math.isfinite(float(x.detach().sum()))  # a Python float: half the calls
+        and (not finite or math.isfinite(float(x.detach().sum())))  # a Python float: half the calls
     )
 
 
@@ -125,7 +126,7 @@ def check_batch(
     TypeError
         For complex embeddings.
     """
-    if _fast_ok(embeddings, labels, square=False):
+    if _fast_ok(embeddings, labels, square=False, finite=False):  # finiteness: check_loss_batch
         x, y = embeddings, labels.to(device=embeddings.device, dtype=torch.long)
     else:
         x = as_embeddings(embeddings)

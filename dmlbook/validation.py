@@ -149,9 +149,11 @@ def check_loss_batch(x: torch.Tensor, labels: torch.Tensor, name: str = "embeddi
     if not math.isfinite(top):
         as_embeddings(x, name)  # NaN or inf entries: its message, with the rows
         rows = (~torch.isfinite(norms)).nonzero().flatten()[:5].tolist()
+        limit = torch.finfo(x.dtype).max  # float16 norms accumulate in float32
+        limit = limit if x.dtype == torch.float16 else math.sqrt(limit)  # else |x|^2 overflows
         raise ValueError(
             f"{name} rows {', '.join(map(str, rows))} have norms beyond the range of {x.dtype} "
-            f"(above {math.sqrt(torch.finfo(x.dtype).max) if x.dtype != torch.float16 else torch.finfo(x.dtype).max:.3g}): "
+            f"(above {limit:.3g}): "
             "their cosine similarities would all be 0. The model diverged or the inputs are not "
             "scaled: lower the learning rate, or divide the embeddings by a constant (the cosine "
             "does not change)."

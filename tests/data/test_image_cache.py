@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import types
 
 import numpy as np
 import pytest
@@ -255,6 +256,16 @@ def test_links_planted_under_the_cache_names_are_never_followed(images, tmp_path
     with pytest.raises(OSError, match="symbolic link, not a lock file"):
         build_image_cache(images.files, size=SIZE, cache_dir=other, progress=False)
     assert not (tmp_path / "made-by-the-lock").exists()
+
+
+def test_a_disk_too_small_for_the_cache_is_one_error_before_decoding(images, tmp_path, monkeypatch):
+    """A memory map that meets a full disk dies of SIGBUS with no message; check the space first."""
+    from dmlbook.data import atomic
+
+    monkeypatch.setattr(atomic.shutil, "disk_usage", lambda p: types.SimpleNamespace(free=1000))
+    with pytest.raises(OSError, match=r"not enough space in .* GiB free\): free some space"):
+        build_image_cache(images.files, size=SIZE, cache_dir=tmp_path / "cache", progress=False)
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.suffix != ".lock"]
 
 
 def test_progress_file_of_an_older_format_restarts_the_build(images, tmp_path, monkeypatch):
