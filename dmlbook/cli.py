@@ -21,9 +21,10 @@
 Parsing the arguments imports neither torch nor numpy: each command imports what it needs when
 it runs, so that ``dmlbook --help`` and a mistyped argument answer at once (tested in
 ``tests/test_cli.py``). Every error a command raises for bad input (``ValueError``,
-``TypeError``, ``OSError``) is printed as one line, ``dmlbook <command>: error: ...``, with exit
-status 2; the fixes the data layer suggests in Python spelling (``allow_partial=True``) are
-rewritten to the command's flags by :func:`cli_spelling`.
+``TypeError``, ``OSError``, a NaN loss's ``FloatingPointError``) is printed as one line,
+``dmlbook <command>: error: ...``, with exit status 2 (a training run a signal stopped: 128 + the
+signal, after the command that resumes it); the fixes the data layer suggests in Python
+spelling (``allow_partial=True``) are rewritten to the command's flags by :func:`cli_spelling`.
 """
 
 from __future__ import annotations
@@ -379,9 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     ``ConfigError``, a failed download, a damaged checkpoint, a full disk, a run folder another
     run holds; and a loss that became NaN) is printed as one line without a traceback, exit
     status 2. A training run stopped by a signal exits with 128 + its number, as the shell
-    reports a process the signal killed: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP); its last line
-    is the command that resumes it. Warnings (e.g. images left out of a partial copy) are printed as they happen, one line
-    each, in the command's spelling.
+    reports a process the signal killed: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP), after
+    printing the command that resumes it. Warnings (e.g. images left out of a partial copy) are
+    printed as they happen, one line each, in the command's spelling.
     """
     args = build_parser().parse_args(argv)
 
