@@ -158,28 +158,21 @@ def new_memmap(
     The file is made under a random name beside ``path`` (``O_EXCL``), sized, mapped, then renamed
     onto ``path``; the map stays valid (same file) and a link at ``path`` is replaced, not followed.
     """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w+b") as f:
-            header = {
-                "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                "fortran_order": False,
-                "shape": tuple(shape),
-            }
-            np.lib.format.write_array_header_1_0(f, header)
-            offset = f.tell()
-            size = offset + int(np.prod(shape)) * np.dtype(dtype).itemsize
-            _check_space(size, path)
-            f.truncate(size)
-            array = np.memmap(f, dtype=dtype, mode="r+", offset=offset, shape=tuple(shape))
-        os.chmod(tmp, file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-    return array
+    path, maps = Path(path), []
+
+    def write(f: IO) -> None:
+        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                  "fortran_order": False, "shape": tuple(shape)}  # fmt: skip
+        np.lib.format.write_array_header_1_0(f, header)
+        f.flush()
+        offset = f.tell()
+        size = offset + int(np.prod(shape)) * np.dtype(dtype).itemsize
+        _check_space(size, path)
+        f.truncate(size)
+        maps.append(np.memmap(f, dtype=dtype, mode="r+", offset=offset, shape=tuple(shape)))
+
+    atomic_write(path, write)  # the map stays valid: it maps the file, whatever its name
+    return maps[0]
 
 
 def open_memmap(path: str | os.PathLike[str]) -> np.memmap:
