@@ -38,12 +38,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
+import numpy as np
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no advisory locks, builds are not shared
     fcntl = None  # type: ignore[assignment]
-
-import numpy as np
 
 __all__ = ["atomic_write", "exclusive_lock", "file_mode", "new_memmap", "open_memmap"]
 

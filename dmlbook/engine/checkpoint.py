@@ -116,9 +116,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
             f"{p} is not a dmlbook checkpoint (written by dmlbook train); for bare backbone "
             "weights use dmlbook.models.load_pretrained."
         )
-    missing = [k for k in ("model",) if not isinstance(data.get(k), dict)]
-    if missing:
-        raise ValueError(f"{p} is a damaged dmlbook checkpoint (no {', '.join(missing)}). {fix}")
+    if not isinstance(data.get("model"), dict):
+        raise ValueError(f"{p} is a damaged dmlbook checkpoint (it holds no model). {fix}")
     return data
 
 
