@@ -35,7 +35,7 @@ help:
 	@echo "make grade SUBMISSIONS=dir  grade a folder of submitted notebooks into CSV (per test)"
 
 # One line per package pip collects, so that the first install (minutes) is not silent.
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml setup.py constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@index=""; \
 	if [ -n "$(TORCH_INDEX)" ]; then \
