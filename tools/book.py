@@ -31,8 +31,8 @@ them, behind a dropdown. The chapters in ``book/`` always hold the answers: publ
 build, not the repository, where answers must stay private.
 
 Rendering (``prepare`` + ``render``): the errata page is generated from the chapters' erratum
-cells (``dmlbook/errata.py``), the Binder/Colab links get the repository when it is on GitHub,
-and the rendered HTML is scanned for anything a page would fetch from the network (a script,
+cells (``dmlbook/errata.py``), the Binder/Colab links open the notebooks of the edition built,
+where they are published on GitHub (``tools/book_links.py``), and the rendered HTML is scanned for anything a page would fetch from the network (a script,
 style sheet, font or image; ``tools/book_check.py``), which fails the build: the book must read
 offline. ``python tools/book_check.py build/book/_build/html`` opens every page in headless
 Chromium as well.
@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import resource
 import shutil
 import subprocess
@@ -57,6 +56,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from book_check import network_references  # noqa: E402  (tools/ is not a package)
+from book_links import LaunchTarget, apply_to_config, launch_target, write_manifest  # noqa: E402
 
 from dmlbook.errata import collect, errata_page  # noqa: E402
 
@@ -240,27 +240,6 @@ def write_toc(paths: list[Path], root: Path, appendices: tuple[str, ...] = ()) -
     (root / "_toc.yml").write_text("\n".join(lines) + "\n")
 
 
-GITHUB = re.compile(r"^(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
-
-
-def repository_url(root: Path = ROOT) -> str | None:
-    """The book's GitHub repository for the Binder/Colab links, or None (links left out).
-
-    ``$DMLBOOK_REPOSITORY`` when set, else the ``origin`` remote when it is on GitHub (the links
-    launch that repository's notebooks, so a clone of a clone gets none rather than wrong ones).
-    """
-    url = os.environ.get("DMLBOOK_REPOSITORY", "")
-    if not url:
-        try:
-            url = subprocess.run(
-                ["git", "remote", "get-url", "origin"], cwd=root, capture_output=True, text=True
-            ).stdout.strip()
-        except OSError:  # no git: a book from a tarball gets no launch links
-            url = ""
-    match = GITHUB.match(url)
-    return f"https://github.com/{match.group(1)}" if match else None
-
-
 def remove_answers(path: Path) -> int:
     """Delete every cell tagged ``answer`` from the notebook at ``path``; returns how many."""
     nb = nbformat.read(path, as_version=4)
@@ -273,11 +252,16 @@ def remove_answers(path: Path) -> int:
 
 
 def prepare(
-    book: Path, out: Path, paths: list[Path], repository: str | None, edition: str = "student"
+    book: Path,
+    out: Path,
+    paths: list[Path],
+    launch: LaunchTarget | None,
+    edition: str = "student",
 ) -> None:
     """Write the Jupyter Book sources beside the executed chapters in ``out``.
 
-    The configuration (with the repository filled in for the launch links), the intro page,
+    The configuration (launch buttons to ``launch``'s tree, none without one; see
+    ``tools/book_links.py``) and a record of it for ``make check-book``, the intro page,
     ``_static/`` (the book's CSS), the errata page collected from the chapters, and the table of
     contents listing ``paths`` (chapters under ``out``) in reading order. The ``student``
     edition deletes the answer cells from ``paths`` (copies under ``out``, never ``book/``); the
@@ -295,9 +279,9 @@ def prepare(
     config = yaml.safe_load((book / "_config.yml").read_text())
     if edition == "instructor":
         config["title"] = f"{config.get('title', '')} (instructor edition)".strip()
-    if repository:
-        config.setdefault("repository", {})["url"] = repository
+    apply_to_config(config, launch)
     (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    write_manifest(out, edition, launch)
     for extra in ("intro.md", "references.bib"):
         if (book / extra).exists():
             shutil.copy2(book / extra, out / extra)
@@ -357,7 +341,12 @@ def build(
             file=sys.stderr,
         )
     executed = [out / p.relative_to(book) for p in paths if (out / p.relative_to(book)).exists()]
-    prepare(book, out, executed, repository_url(), edition)
+    repository = yaml.safe_load((book / "_config.yml").read_text()).get("repository", {})
+    launch, why = launch_target(
+        edition, ROOT, repository.get("branch", "main"), repository.get("path_to_book", "book")
+    )
+    print(why, flush=True)
+    prepare(book, out, executed, launch, edition)
     code = render(out)
     if code:
         return code
