@@ -116,10 +116,23 @@ def test_the_command_and_a_shipped_config_by_name(installed):
     assert "train" in run([bin_dir / "dmlbook", "--help"], work, env).stdout
     out = run(
         [
-            bin_dir / "dmlbook", "train", "--config", "synthetic_ms_cpu", "--quiet",
-            "--set", "data.options.num_classes=8", "--set", "train.batch_size=20",
-            "--set", "train.iterations=2", "--set", "train.epoch_iters=2",
-            "--set", "train.eval_at_start=false", "--set", f"train.out_dir={work / 'run'}",
+            bin_dir / "dmlbook",
+            "train",
+            "--config",
+            "synthetic_ms_cpu",
+            "--quiet",
+            "--set",
+            "data.options.num_classes=8",
+            "--set",
+            "train.batch_size=20",
+            "--set",
+            "train.iterations=2",
+            "--set",
+            "train.epoch_iters=2",
+            "--set",
+            "train.eval_at_start=false",
+            "--set",
+            f"train.out_dir={work / 'run'}",
         ],  # fmt: skip
         work,
         env,

@@ -247,7 +247,9 @@ def check_book(html_root: Path, browser: str | None, report=print) -> list[str]:
     manifest = read_manifest(html_root)
     problems = network_references(html_root)
     pages = [
-        p for p in sorted(html_root.glob("*.html")) if p.name not in ("genindex.html", "search.html")
+        p
+        for p in sorted(html_root.glob("*.html"))
+        if p.name not in ("genindex.html", "search.html")
     ]
     for n, page in enumerate(pages, 1):
         found = link_problems(html_root, page, manifest)

@@ -173,7 +173,9 @@ def _launch_problem(url: str, page: str, target: LaunchTarget | None) -> str | N
         )
     if ok:
         return None
-    return f"launch link to {url}, not to {target.repository} {target.branch} {target.notebook(page)}"
+    return (
+        f"launch link to {url}, not to {target.repository} {target.branch} {target.notebook(page)}"
+    )
 
 
 def link_problems(html_root: Path, page: Path, manifest: dict | None) -> list[str]:
