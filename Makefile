@@ -34,7 +34,8 @@ help:
 	@echo "make coursework  student releases + autograders of every assignment, build/coursework/"
 	@echo "make grade SUBMISSIONS=dir  grade a folder of submitted notebooks into CSV (per test)"
 
-# One line per package pip collects, so that the first install (minutes) is not silent.
+# One line per package pip collects, then (pip's "Installing collected packages" is silent for
+# minutes) how many are in place every 10 s: tools/heartbeat.py.
 $(STAMP): pyproject.toml setup.py constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@index=""; \
@@ -45,9 +46,8 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 			"(plain PyPI: the CUDA build; see README, Install)"; fi; \
 	fi; \
 	echo "installing dmlbook and its dependencies into $(VENV) (first run: a few minutes) ..."; \
-	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off $$index \
-		-c constraints.txt -e ".[book,test]" 2>&1 \
-		| { grep --line-buffered -oE "^(Collecting|Processing|Installing collected|Successfully installed|ERROR).{0,80}" || true; }
+	$(BIN)/python tools/heartbeat.py pip install --disable-pip-version-check --progress-bar off \
+		$$index -c constraints.txt -e ".[book,test]"
 	$(BIN)/python -c "import dmlbook, torch, nbval, sympy; print('dmlbook', dmlbook.__version__, '| torch', torch.__version__, '| CUDA build' if torch.version.cuda else '| CPU build')"
 	@touch $(STAMP)
 

@@ -15,6 +15,7 @@ spec = importlib.util.spec_from_file_location("book_tool", ROOT / "tools" / "boo
 book = importlib.util.module_from_spec(spec)
 sys.modules["book_tool"] = book
 spec.loader.exec_module(book)
+heartbeat = sys.modules["heartbeat"]  # tools/heartbeat.py, as book.py imported it
 
 
 def notebook(*sources: str) -> nbformat.NotebookNode:
@@ -91,7 +92,7 @@ def test_budget_is_kernel_cpu_time_enforced_by_refresh_and_a_warning_otherwise(t
     assert (tmp_path / "b.ipynb").exists()
 
 
-def test_build_renders_a_book_whose_chapter_is_over_budget(tmp_path, capsys):
+def test_build_renders_a_book_whose_chapter_is_over_budget(tmp_path, capsys, monkeypatch):
     src_book = tmp_path / "book"
     src_book.mkdir()
     (src_book / "intro.md").write_text("# A tiny book\n")
@@ -100,9 +101,15 @@ def test_build_renders_a_book_whose_chapter_is_over_budget(tmp_path, capsys):
     nb.cells.insert(0, nbformat.v4.new_markdown_cell("# Slow chapter"))
     nbformat.write(nb, src_book / "01_slow.ipynb")
     out = tmp_path / "out"
+    monkeypatch.setattr(heartbeat, "EVERY", 0.2)  # the slow cell runs 0.6 s: a progress mark
     assert book.build(60, 0.3, book=src_book, out=out) == 0
-    err = capsys.readouterr().err
-    assert "warning: over the chapter time budget" in err and "01_slow.ipynb" in err
+    lines = capsys.readouterr().out.splitlines()
+    chapter = next(line for line in lines if line.startswith("[1/1] ") and "01_slow" in line)
+    assert "[cell 2/3, " in chapter and chapter.endswith("s CPU (over the 0 s CPU budget)")
+    assert any(line.startswith("  read 01_slow") for line in lines), "rendering shows its pages"
+    warning = lines.index(next(line for line in lines if line.startswith("warning: over")))
+    assert "01_slow.ipynb" in lines[warning + 1]
+    assert lines[-1] == f"open {out / '_build' / 'html' / 'index.html'}", "the book is the last line"
     page = (out / "_build" / "html" / "01_slow.html").read_text()
     assert "rendered" in page
 

@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import shutil
-import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -57,6 +58,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from book_check import network_references  # noqa: E402  (tools/ is not a package)
 from book_links import LaunchTarget, apply_to_config, launch_target, write_manifest  # noqa: E402
+from heartbeat import Heartbeat, minutes, run_filtered  # noqa: E402
 
 from dmlbook.errata import collect, errata_page  # noqa: E402
 
@@ -146,7 +148,11 @@ def children_cpu_seconds() -> float:
 
 
 def execute(
-    src: Path, dst: Path, cell_timeout: int, keep_failed: bool = False
+    src: Path,
+    dst: Path,
+    cell_timeout: int,
+    keep_failed: bool = False,
+    on_cell: Callable[[int, int], None] | None = None,
 ) -> tuple[float, float]:
     """Execute ``src`` in a fresh kernel (working directory: its folder) and write it to ``dst``.
 
@@ -155,6 +161,7 @@ def execute(
     waited for) lands in this process's ``RUSAGE_CHILDREN``. Raises ``ChapterError`` when a cell
     fails or writes to stderr; with ``keep_failed`` a failed chapter is still written to ``dst``
     with its error output (the reader's build shows it), otherwise ``dst`` is left untouched.
+    ``on_cell(index, cells)`` is called as each cell starts (the progress of a long chapter).
     """
     nb = nbformat.read(src, as_version=4)
     os.environ["TQDM_DISABLE"] = "1"
@@ -168,6 +175,8 @@ def execute(
         extra_arguments=["--IPKernelApp.log_level=ERROR"],
         resources={"metadata": {"path": str(src.parent)}},
     )
+    if on_cell is not None:
+        client.on_cell_start = lambda cell, cell_index: on_cell(cell_index, len(nb.cells))
     cpu_before, start = children_cpu_seconds(), time.perf_counter()
     error = None
     try:
@@ -195,6 +204,23 @@ def execute(
     return seconds, cpu
 
 
+def execute_with_progress(
+    src: Path, dst: Path, cell_timeout: int, keep_failed: bool
+) -> tuple[float, float]:
+    """:func:`execute`, adding ``[cell i/n]`` to the chapter's line every 10 s it runs."""
+    at = [0, 0]  # the cell running, of how many
+
+    def started(index: int, cells: int) -> None:
+        at[:] = [index, cells]
+
+    def status(elapsed: float) -> str:
+        where = f"cell {at[0] + 1}/{at[1]}" if at[1] else "starting the kernel"
+        return f"[{where}, {elapsed:.0f} s]"
+
+    with Heartbeat(status, end=" "):
+        return execute(src, dst, cell_timeout, keep_failed=keep_failed, on_cell=started)
+
+
 def run_all(
     paths: list[Path],
     out_of: callable,
@@ -215,7 +241,7 @@ def run_all(
         name = src.relative_to(BOOK).as_posix() if src.is_relative_to(BOOK) else str(src)
         print(f"[{n}/{len(paths)}] {name} ...", end=" ", flush=True)
         try:
-            seconds, cpu = execute(src, out_of(src), cell_timeout, keep_failed=keep_failed)
+            seconds, cpu = execute_with_progress(src, out_of(src), cell_timeout, keep_failed)
         except ChapterError as err:
             failures += 1
             print("FAILED")
@@ -292,12 +318,18 @@ def prepare(
 
 
 def render(out: Path) -> int:
-    """Render ``out`` with Jupyter Book, then scan the HTML for anything fetched from the network."""
+    """Render ``out`` with Jupyter Book, then scan the HTML for anything fetched from the network.
+
+    Sphinx's lines are shortened to one per page read and one per page written, its warnings are
+    printed as they come, and a line every 10 s says it is still at work; on failure the end of
+    its whole output is printed.
+    """
     print("rendering HTML with Jupyter Book ...", flush=True)
     jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(jb), "build", str(out), "--quiet"], cwd=ROOT)
-    if proc.returncode:
-        return proc.returncode
+    code, tail = run_filtered([str(jb), "build", str(out)], _sphinx_line, _rendering, cwd=ROOT)
+    if code:
+        print("\n".join(tail), file=sys.stderr)
+        return code
     html = out / "_build" / "html"
     remote = network_references(html)
     if remote:
@@ -305,6 +337,24 @@ def render(out: Path) -> int:
         return 1
     print("offline: no page loads a script, style sheet, font or image from the network")
     return 0
+
+
+SPHINX_PROGRESS = re.compile(r"^(reading sources|writing output)\.\.\. \[\s*(\d+)%\] (\S+)")
+
+
+def _sphinx_line(line: str) -> str | None:
+    """What ``make book`` shows of Sphinx's output: pages read and written, warnings, errors."""
+    match = SPHINX_PROGRESS.match(line)
+    if match:
+        verb = "read" if match[1].startswith("reading") else "wrote"
+        return f"  {verb} {match[3]} ({match[2]} %)"
+    if re.search(r"\b(WARNING|ERROR|CRITICAL)\b|^Traceback|Error:", line):
+        return line
+    return None
+
+
+def _rendering(elapsed: float) -> str:
+    return f"  ... still rendering ({minutes(elapsed)})"
 
 
 def build(
@@ -334,12 +384,6 @@ def build(
         enforce_budget=False,
         keep_failed=True,
     )
-    if slow:
-        print(
-            "warning: over the chapter time budget here (rendered all the same; a busy machine "
-            "inflates these, `make refresh` enforces the budget):\n  " + "\n  ".join(slow),
-            file=sys.stderr,
-        )
     executed = [out / p.relative_to(book) for p in paths if (out / p.relative_to(book)).exists()]
     repository = yaml.safe_load((book / "_config.yml").read_text()).get("repository", {})
     launch, why = launch_target(
@@ -350,12 +394,18 @@ def build(
     code = render(out)
     if code:
         return code
-    index = out / "_build" / "html" / "index.html"
-    print(f"open {index.relative_to(ROOT) if index.is_relative_to(ROOT) else index}")
+    if slow:
+        print(
+            "warning: over the chapter time budget here (rendered all the same; a busy machine "
+            "inflates these, `make refresh` enforces the budget):\n  " + "\n  ".join(slow),
+            flush=True,
+        )
     if failures:
-        print(f"{failures} chapter(s) failed: their pages show the error", file=sys.stderr)
-        return 1
-    return 0
+        print(f"{failures} chapter(s) failed: their pages show the error", flush=True)
+    index = out / "_build" / "html" / "index.html"
+    # The last line is the book, whatever was said before it.
+    print(f"open {index.relative_to(ROOT) if index.is_relative_to(ROOT) else index}", flush=True)
+    return 1 if failures else 0
 
 
 def main(argv: list[str] | None = None) -> int:
