@@ -75,9 +75,12 @@ refresh: $(STAMP)
 	$(BIN)/python tools/book.py refresh $(CHAPTERS)
 
 # Jupyter refuses to start as root (containers, cloud notebooks) unless told it may.
+# tools/jupyter/ (first on JUPYTER_CONFIG_PATH) hides the book's machinery from the file browser.
+LAB_CONFIG := $(CURDIR)/tools/jupyter
 lab: $(STAMP)
 	@if [ "$$(id -u)" = 0 ]; then echo "running as root: starting JupyterLab with --allow-root"; fi
-	$(BIN)/jupyter lab book $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+	JUPYTER_CONFIG_PATH="$(LAB_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		$(BIN)/jupyter lab book $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

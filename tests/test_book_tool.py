@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from ipykernel.ipkernel import IPythonKernel
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("book_tool", ROOT / "tools" / "book.py")
@@ -35,6 +36,8 @@ def test_execute_stores_counts_outputs_and_strips_metadata(tmp_path):
     assert nb.cells[0].outputs[0].text == "1\n"
     assert nb.cells[1].outputs[0].data["text/plain"] == "2"
     assert set(nb.metadata) == {"kernelspec", "language_info"}
+    # what the kernel reports, whole: JupyterLab writes it on open and marks any difference
+    assert nb.metadata.language_info == IPythonKernel.language_info
     assert "execution" not in nb.cells[0].metadata
 
 
@@ -133,3 +136,5 @@ def test_stored_chapters_were_executed_top_to_bottom():
         counts = [c.execution_count for c in nb.cells if c.cell_type == "code" and c.source.strip()]
         assert counts == list(range(1, len(counts) + 1)), f"{path.name}: run `make refresh`"
         assert set(nb.metadata) <= {"kernelspec", "language_info"}, f"{path.name}: unnormalised"
+        # The kernel's whole language_info (its version is the Python that executed the chapter)
+        assert set(nb.metadata.language_info) == set(IPythonKernel.language_info), path.name

@@ -109,10 +109,21 @@ def merge_streams(outputs: list) -> list:
     return merged
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
 def normalise(nb: nbformat.NotebookNode) -> None:
-    """Strip volatile metadata, keep outputs (consecutive streams joined) and execution counts."""
+    """Strip volatile metadata, keep outputs (consecutive streams joined) and execution counts.
+
+    ``language_info`` is kept whole, as the kernel reported it: JupyterLab writes the kernel's
+    ``language_info`` into a notebook it opens, and anything less than the same dict marks the
+    chapter as changed the moment it opens. A live widget's view (``WIDGET_VIEW``) is dropped:
+    its model exists only while the kernel runs (JupyterLab would show "model not found"); the
+    static rendering the widget displays beside it (``dmlbook.explorer``) is kept.
+    """
+    language = nb.metadata.get("language_info") or {"name": "python"}
     nb.metadata = nbformat.from_dict(
-        {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+        {"kernelspec": KERNELSPEC, "language_info": language}
         | {k: v for k, v in nb.metadata.items() if k in ("jupytext_skip",)}
     )
     for cell in nb.cells:
@@ -121,6 +132,8 @@ def normalise(nb: nbformat.NotebookNode) -> None:
         cell.pop("id", None)
         if "outputs" in cell:
             cell.outputs = merge_streams(cell.outputs)
+            for out in cell.outputs:
+                out.get("data", {}).pop(WIDGET_VIEW, None)
     nb.nbformat, nb.nbformat_minor = 4, 4
 
 
