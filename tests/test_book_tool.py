@@ -112,7 +112,9 @@ def test_build_renders_a_book_whose_chapter_is_over_budget(tmp_path, capsys, mon
     assert any(line.startswith("  read 01_slow") for line in lines), "rendering shows its pages"
     warning = lines.index(next(line for line in lines if line.startswith("warning: over")))
     assert "01_slow.ipynb" in lines[warning + 1]
-    assert lines[-1] == f"open {out / '_build' / 'html' / 'index.html'}", "the book is the last line"
+    assert lines[-1] == f"open {out / '_build' / 'html' / 'index.html'}", (
+        "the book is the last line"
+    )
     page = (out / "_build" / "html" / "01_slow.html").read_text()
     assert "rendered" in page
 
