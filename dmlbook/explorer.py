@@ -40,6 +40,7 @@ __all__ = [
     "BatchWeights",
     "batch_weights",
     "default_batch",
+    "dependence_line",
     "explorer_figure",
     "paper_row",
     "pair_weights",
@@ -161,6 +162,21 @@ def similarity_dependence(name: str, params: dict[str, Any], tol: float = 1e-9) 
     return {s: change[s] > tol for s in SIMILARITIES}
 
 
+def dependence_line(name: str, params: dict[str, Any]) -> str:
+    """Table 1's row in words: the probe's marks at these settings, and the paper's column."""
+    mark = {True: "yes", False: "no"}
+    ours = similarity_dependence(name, params)
+    line = "weights move with Similarity-S, -P, -N: " + ", ".join(mark[v] for v in ours.values())
+    paper = paper_row(name)
+    if paper is not None:
+        line += (
+            f" (Wang et al., Table 1, {paper[0]}: "
+            + ", ".join(mark[v] for v in paper[1].values())
+            + ")"
+        )
+    return line
+
+
 def paper_row(name: str) -> tuple[str, dict[str, bool]] | None:
     """Wang et al.'s Table 1 column for loss ``name`` (as Chapter 8 matches them), or None."""
     for spec in default_probes():
@@ -170,8 +186,11 @@ def paper_row(name: str) -> tuple[str, dict[str, bool]] | None:
     return None
 
 
-def explorer_figure(weights: BatchWeights, dpi: int = 80) -> bytes:
-    """PNG: the weights against ``S`` (left) and the batch's weight map (right)."""
+def explorer_figure(weights: BatchWeights, caption: str = "", dpi: int = 80) -> bytes:
+    """PNG: the weights against ``S`` (left) and the batch's weight map (right).
+
+    The title is :meth:`BatchWeights.summary`, then ``caption`` (e.g. Table 1's row).
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -201,7 +220,8 @@ def explorer_figure(weights: BatchWeights, dpi: int = 80) -> bytes:
     right.set_xlabel("j")
     right.set_ylabel("i")
     fig.colorbar(image, ax=right, fraction=0.046, pad=0.04)
-    fig.suptitle(textwrap.fill(weights.summary(), 120), fontsize=9)
+    title = "\n".join(filter(None, (textwrap.fill(weights.summary(), 120), caption)))
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})

@@ -23,6 +23,7 @@ import torch
 from .explorer import (
     batch_weights,
     default_batch,
+    dependence_line,
     explorer_figure,
     paper_row,
     similarity_dependence,
@@ -122,7 +123,8 @@ def weight_explorer(
         weights = batch_weights(chooser.value, values, S, labels)
         summary.value = f"<b>{weights.summary()}</b>"
         table.value = _dependence_html(chooser.value, values, bool(weights.error))
-        picture.value = explorer_figure(weights)
+        caption = "" if weights.error else dependence_line(chooser.value, values)
+        picture.value = explorer_figure(weights, caption)
         box.static = (weights.settings(), picture.value)
 
     def choose(_: object = None, start: dict[str, Any] | None = None) -> None:
