@@ -54,7 +54,7 @@ def build_edition(out: Path, edition: str) -> Path:
     site = out / "site"
     site.mkdir()
     nbformat.write(chapter_with_exercise(), site / "01_demo.ipynb")
-    book_tool.prepare(src, site, [site / "01_demo.ipynb"], None, edition)
+    book_tool.prepare(src, site, [site / "01_demo.ipynb"], None, edition, api=False)
     assert book_tool.render(site) == 0
     return site / "_build" / "html"
 

@@ -93,7 +93,7 @@ def chapter() -> nbformat.NotebookNode:
     return nb
 
 
-def build_small_book(out: Path, config_edit=None, offline: bool = True) -> Path:
+def build_small_book(out: Path, config_edit=None, offline: bool = True, api: bool = False) -> Path:
     """Build the small book in ``out`` through tools/book.py; returns the HTML folder.
 
     ``render`` returns 0 for a book that reads offline and 1 when a page needs the network.
@@ -110,7 +110,7 @@ def build_small_book(out: Path, config_edit=None, offline: bool = True) -> Path:
     site = out / "site"
     site.mkdir()
     nbformat.write(chapter(), site / "01_demo.ipynb")
-    book_tool.prepare(src, site, [site / "01_demo.ipynb"], LAUNCH)
+    book_tool.prepare(src, site, [site / "01_demo.ipynb"], LAUNCH, api=api)
     assert book_tool.render(site) == (0 if offline else 1)
     assert (site / "_build" / "html" / "01_demo.html").is_file(), "Jupyter Book rendered nothing"
     return site / "_build" / "html"
@@ -118,7 +118,7 @@ def build_small_book(out: Path, config_edit=None, offline: bool = True) -> Path:
 
 @pytest.fixture(scope="module")
 def html(tmp_path_factory) -> Path:
-    return build_small_book(tmp_path_factory.mktemp("offline-book"))
+    return build_small_book(tmp_path_factory.mktemp("offline-book"), api=True)
 
 
 @pytest.fixture(scope="module")
@@ -253,6 +253,19 @@ def test_clipped_code_and_shrunken_figures_are_reported(tmp_path, browser):
     problems = book_check.page_problems(book_check.open_offline(page, browser), expect_math=False)
     assert any(p.startswith("code line clipped: 'values = [0, 1") for p in problems)
     assert any("shown at 200px of its 855px" in p for p in problems)
+
+
+def test_api_reference_renders_an_entry_for_every_public_name(html):
+    """Sphinx's autodoc rendered each name of the public modules' ``__all__`` (an import or
+    docstring failure leaves a name out with only a warning)."""
+    import re
+
+    api_test = importlib.import_module("test_api_reference")
+    page = (html / "api.html").read_text()
+    ids = {i.rsplit(".", 1)[1] for i in re.findall(r'<dt class="sig[^"]*" id="([\w.]+)"', page)}
+    missing = [f"{m}.{n}" for m, n in api_test.public_names() if n not in ids]
+    assert missing == [], "not rendered on the API page"
+    assert "API reference" in (html / "intro.html").read_text(), "in the table of contents"
 
 
 def test_no_chapter_title_carries_maths():

@@ -105,7 +105,7 @@ def test_build_renders_a_book_whose_chapter_is_over_budget(tmp_path, capsys, mon
     nbformat.write(nb, src_book / "01_slow.ipynb")
     out = tmp_path / "out"
     monkeypatch.setattr(heartbeat, "EVERY", 0.2)  # the slow cell runs 0.6 s: a progress mark
-    assert book.build(60, 0.3, book=src_book, out=out) == 0
+    assert book.build(60, 0.3, book=src_book, out=out, api=False) == 0
     lines = capsys.readouterr().out.splitlines()
     chapter = next(line for line in lines if line.startswith("[1/1] ") and "01_slow" in line)
     assert "[cell 2/3, " in chapter and chapter.endswith("s CPU (over the 0 s CPU budget)")

@@ -56,7 +56,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from book_check import network_references  # noqa: E402  (tools/ is not a package)
+import api_reference  # noqa: E402  (tools/ is not a package)
+from book_check import network_references  # noqa: E402
 from book_links import LaunchTarget, apply_to_config, launch_target, write_manifest  # noqa: E402
 from heartbeat import Heartbeat, minutes, run_filtered  # noqa: E402
 
@@ -296,11 +297,13 @@ def prepare(
     paths: list[Path],
     launch: LaunchTarget | None,
     edition: str = "student",
+    api: bool = True,
 ) -> None:
     """Write the Jupyter Book sources beside the executed chapters in ``out``.
 
     The configuration (launch buttons to ``launch``'s tree, none without one; see
-    ``tools/book_links.py``) and a record of it for ``make check-book``, the intro page,
+    ``tools/book_links.py``) and a record of it for ``make check-book``, the intro page, the API
+    reference generated from the package (``tools/api_reference.py``; ``api=False`` leaves it out),
     ``_static/`` (the book's CSS), the errata page collected from the chapters, and the table of
     contents listing ``paths`` (chapters under ``out``) in reading order. The ``student``
     edition deletes the answer cells from ``paths`` (copies under ``out``, never ``book/``); the
@@ -327,7 +330,11 @@ def prepare(
     if (book / "_static").is_dir():
         shutil.copytree(book / "_static", out / "_static", dirs_exist_ok=True)
     (out / "errata.md").write_text(errata_page(collect(paths)))
-    write_toc(paths, out, appendices=("errata",))
+    appendices = ("errata",)
+    if api:
+        (out / "api.md").write_text(api_reference.page())
+        appendices += ("api",)
+    write_toc(paths, out, appendices=appendices)
 
 
 def render(out: Path) -> int:
@@ -376,6 +383,7 @@ def build(
     book: Path = BOOK,
     out: Path | None = None,
     edition: str = "student",
+    api: bool = True,
 ) -> int:
     """Execute every chapter of ``book`` into ``out`` and render the HTML book there.
 
@@ -403,7 +411,7 @@ def build(
         edition, ROOT, repository.get("branch", "main"), repository.get("path_to_book", "book")
     )
     print(why, flush=True)
-    prepare(book, out, executed, launch, edition)
+    prepare(book, out, executed, launch, edition, api)
     code = render(out)
     if code:
         return code
