@@ -38,9 +38,10 @@ help:
 # One line per package pip collects, then (pip's "Installing collected packages" is silent for
 # minutes) how many are in place every 10 s: tools/heartbeat.py.
 $(STAMP): pyproject.toml setup.py constraints.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || $(PYTHON) tools/heartbeat.py run "creating $(VENV)" $(PYTHON) -m venv $(VENV)
 	@index=""; \
 	if [ -n "$(TORCH_INDEX)" ]; then \
+		echo "checking that $(TORCH_INDEX) (torch's builds) can be reached, 10 s at most ..."; \
 		if $(BIN)/python -c "import urllib.request as u; u.urlopen('$(TORCH_INDEX)/', timeout=10)" 2>/dev/null; \
 		then index="--extra-index-url $(TORCH_INDEX)"; echo "torch from $(TORCH_INDEX)"; \
 		else echo "warning: $(TORCH_INDEX) cannot be reached: torch comes from pip's configured sources" \

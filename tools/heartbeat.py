@@ -9,7 +9,8 @@ Standard library only, because ``make install`` runs it before anything else is 
   output, so that a failure can still be shown whole.
 - ``python tools/heartbeat.py pip ARGS...`` is ``make install``'s pip: one line per package
   collected, then, through pip's long silent "Installing collected packages", how many of them
-  are in place every ten seconds.
+  are in place every ten seconds; ``python tools/heartbeat.py run LABEL COMMAND...`` runs any
+  command that way (``make install``'s ``python -m venv``).
 """
 
 from __future__ import annotations
@@ -136,7 +137,18 @@ def pip_with_progress(
     return code
 
 
+def run_with_progress(label: str, cmd: list[str]) -> int:
+    """Run ``cmd`` showing its output, and ``... still LABEL (N s)`` through its silences."""
+    print(f"{label} ...", flush=True)
+    code, tail = run_filtered(cmd, lambda line: line, lambda t: f"  ... still {label} ({minutes(t)})")
+    return code
+
+
+USAGE = "usage: python tools/heartbeat.py pip ARGS... | run LABEL COMMAND..."
+
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["pip"]:
-        sys.exit("usage: python tools/heartbeat.py pip ARGS...")
-    sys.exit(pip_with_progress(sys.argv[2:]))
+    if sys.argv[1:2] == ["pip"]:
+        sys.exit(pip_with_progress(sys.argv[2:]))
+    if sys.argv[1:2] == ["run"] and len(sys.argv) > 3:
+        sys.exit(run_with_progress(sys.argv[2], sys.argv[3:]))
+    sys.exit(USAGE)
