@@ -162,10 +162,9 @@ def similarity_dependence(name: str, params: dict[str, Any], tol: float = 1e-9) 
     return {s: change[s] > tol for s in SIMILARITIES}
 
 
-def dependence_line(name: str, params: dict[str, Any]) -> str:
-    """Table 1's row in words: the probe's marks at these settings, and the paper's column."""
+def dependence_line(name: str, ours: dict[str, bool]) -> str:
+    """Table 1's row in words: the probe's marks (:func:`similarity_dependence`), the paper's."""
     mark = {True: "yes", False: "no"}
-    ours = similarity_dependence(name, params)
     line = "weights move with Similarity-S, -P, -N: " + ", ".join(mark[v] for v in ours.values())
     paper = paper_row(name)
     if paper is not None:

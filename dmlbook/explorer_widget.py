@@ -62,11 +62,10 @@ def _control(w: Any, key: str, value: float | int | bool) -> Any:
                          readout_format=".3g", style=style, continuous_update=False)  # fmt: skip
 
 
-def _dependence_html(name: str, params: dict[str, Any], failed: bool) -> str:
+def _dependence_html(name: str, ours: dict[str, bool] | None) -> str:
     """Table 1's row for this loss: dmlbook's probe beside the paper's column, where it has one."""
-    if failed:
+    if ours is None:
         return ""
-    ours = similarity_dependence(name, params)
     paper = paper_row(name)
     mark = {True: "&#10003;", False: "&ndash;"}
     head = "<tr><th></th>" + "".join(f"<th>Similarity-{s}</th>" for s in ours) + "</tr>"
@@ -100,15 +99,18 @@ def weight_explorer(
         A similarity matrix and its labels; default :func:`dmlbook.explorer.default_batch`
         (8 Omniglot characters x 4 drawings).
     **params
-        Starting values of the loss's hyper-parameters (others at their defaults).
-
-    Examples
-    --------
-    >>> box = weight_explorer("contrastive", margin=0.3)  # doctest: +SKIP
+        Starting values of the loss's hyper-parameters (others at their defaults): those of
+        :func:`dmlbook.explorer.tunable_parameters`, or ``ValueError`` naming them.
     """
     w = _widgets()
     from IPython.display import Markdown, display
 
+    unknown = sorted(set(params) - set(tunable_parameters(loss)))
+    if unknown:
+        raise ValueError(
+            f"weight_explorer({loss!r}) moves {', '.join(tunable_parameters(loss))}; "
+            f"not {', '.join(unknown)}."
+        )
     S, labels = default_batch() if batch is None else batch
     chooser = w.Dropdown(options=available_losses(), value=loss, description="loss")
     knobs = w.VBox()
@@ -122,8 +124,9 @@ def weight_explorer(
         values = {k: c.value for k, c in state["controls"].items()}
         weights = batch_weights(chooser.value, values, S, labels)
         summary.value = f"<b>{weights.summary()}</b>"
-        table.value = _dependence_html(chooser.value, values, bool(weights.error))
-        caption = "" if weights.error else dependence_line(chooser.value, values)
+        ours = None if weights.error else similarity_dependence(chooser.value, values)
+        table.value = _dependence_html(chooser.value, ours)
+        caption = "" if ours is None else dependence_line(chooser.value, ours)
         picture.value = explorer_figure(weights, caption)
         box.static = (weights.settings(), picture.value)
 
@@ -136,7 +139,7 @@ def weight_explorer(
         redraw()
 
     chooser.observe(choose, names="value")
-    choose(start={k: v for k, v in params.items() if k in tunable_parameters(loss)})
+    choose(start=params)
     display(Markdown(NOTE))
     return box
 

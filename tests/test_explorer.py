@@ -103,6 +103,8 @@ def test_the_widget_redraws_for_another_loss_and_another_value(batch):
     sliders["margin"].value = 0.3
     expected = batch_weights("contrastive", {"margin": 0.3}, *batch).summary()
     assert summary.value == f"<b>{expected}</b>"
+    with pytest.raises(ValueError, match="moves margin; not marign"):
+        weight_explorer("contrastive", batch=batch, marign=0.3)
     bundle = box._repr_mimebundle_()
     assert bundle["text/plain"] == "weight explorer: contrastive(margin=0.3)"
     assert "image/png" in bundle and "application/vnd.jupyter.widget-view+json" in bundle
