@@ -31,10 +31,11 @@ them, behind a dropdown. The chapters in ``book/`` always hold the answers: publ
 build, not the repository, where answers must stay private.
 
 Rendering (``prepare`` + ``render``): the errata page is generated from the chapters' erratum
-cells (``dmlbook/errata.py``), the Binder/Colab links open the notebooks of the edition built,
-where they are published on GitHub (``tools/book_links.py``), and the rendered HTML is scanned for anything a page would fetch from the network (a script,
-style sheet, font or image; ``tools/book_check.py``), which fails the build: the book must read
-offline. ``python tools/book_check.py build/book/_build/html`` opens every page in headless
+cells (``dmlbook/errata.py``), the API reference from the package (``tools/api_reference.py``),
+the Binder/Colab links open the notebooks of the edition built where they are published on GitHub
+(``tools/book_links.py``), and the rendered HTML is scanned for anything a page would fetch from
+the network (a script, style sheet, font or image; ``tools/book_check.py``), which fails the
+build: the book must read offline. ``python tools/book_check.py build/book/_build/html`` opens every page in headless
 Chromium as well.
 """
 
