@@ -278,6 +278,11 @@ def _resolve(target: str) -> object:
     return getattr(importlib.import_module(module), name)
 
 
+def docstring_text(found: list[Entry]) -> str:
+    """The docstrings the page renders: the text its links come from (``make check-book``)."""
+    return "\n".join(inspect.getdoc(_resolve(t)) or "" for e in found for t in e.targets)
+
+
 def page(found: list[Entry] | None = None) -> str:
     """The MyST page."""
     found = entries() if found is None else found

@@ -333,7 +333,11 @@ def prepare(
     (out / "errata.md").write_text(errata_page(collect(paths)))
     appendices = ("errata",)
     if api:
-        (out / "api.md").write_text(api_reference.page())
+        found = api_reference.entries()
+        (out / "api.md").write_text(api_reference.page(found))
+        # the page's links come from the docstrings, which its source (api.md) only names
+        (out / "_sources_extra").mkdir(exist_ok=True)
+        (out / "_sources_extra" / "api.txt").write_text(api_reference.docstring_text(found))
         appendices += ("api",)
     write_toc(paths, out, appendices=appendices)
 

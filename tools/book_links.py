@@ -7,8 +7,9 @@ checks every external link on every page against it (:func:`link_problems`):
 - a link to a launch service (the hosts in :data:`LAUNCH_HOSTS`) must open this page's notebook in
   the tree the build meant (repository, branch and folder), and there must be none when the build
   meant none;
-- any other external link must be written in the page's own source (``_sources/``): a link an
-  author put there, not one a theme or a default added.
+- any other external link must be written in the page's own source (``_sources/``, and for a
+  page generated from docstrings, the API reference, the docstrings the build saved beside it in
+  ``_sources_extra/``): a link an author put there, not one a theme or a default added.
 
 Which tree a page launches. The **instructor** edition's chapters hold the answers, as the
 repository's ``book/`` does: its buttons open the repository (``$DMLBOOK_REPOSITORY``, or the
@@ -184,7 +185,8 @@ def link_problems(html_root: Path, page: Path, manifest: dict | None) -> list[st
         return [f"no {MANIFEST} beside the book: build it with `make book` to check its links"]
     target = LaunchTarget(**manifest["launch"]) if manifest.get("launch") else None
     name = page.relative_to(html_root).with_suffix("").as_posix()
-    sources = sorted((html_root / "_sources").glob(f"{name}.*"))
+    extra = html_root.resolve().parents[1] / "_sources_extra"  # text a generated page renders
+    sources = sorted((html_root / "_sources").glob(f"{name}.*")) + sorted(extra.glob(f"{name}.*"))
     written = unquote(" ".join(s.read_text(errors="replace") for s in sources))
     problems = []
     for url in external_links(page.read_text(errors="replace")):

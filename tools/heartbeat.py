@@ -140,7 +140,9 @@ def pip_with_progress(
 def run_with_progress(label: str, cmd: list[str]) -> int:
     """Run ``cmd`` showing its output, and ``... still LABEL (N s)`` through its silences."""
     print(f"{label} ...", flush=True)
-    code, tail = run_filtered(cmd, lambda line: line, lambda t: f"  ... still {label} ({minutes(t)})")
+    code, tail = run_filtered(
+        cmd, lambda line: line, lambda t: f"  ... still {label} ({minutes(t)})"
+    )
     return code
 
 
