@@ -50,7 +50,8 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 	echo "installing dmlbook and its dependencies into $(VENV) (first run: a few minutes) ..."; \
 	$(BIN)/python tools/heartbeat.py pip install --disable-pip-version-check --progress-bar off \
 		$$index -c constraints.txt -e ".[book,test]"
-	$(BIN)/python -c "import dmlbook, torch, nbval, sympy; print('dmlbook', dmlbook.__version__, '| torch', torch.__version__, '| CUDA build' if torch.version.cuda else '| CPU build')"
+	@$(BIN)/python tools/heartbeat.py run "checking the install (the first imports compile)" \
+		$(BIN)/python -c "import dmlbook, torch, nbval, sympy; print('dmlbook', dmlbook.__version__, '| torch', torch.__version__, '| CUDA build' if torch.version.cuda else '| CPU build')"
 	@touch $(STAMP)
 
 install: $(STAMP)

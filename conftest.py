@@ -41,18 +41,24 @@ class RunningTests:
         more = f" (and {len(self.started) - 1} more)" if len(self.started) > 1 else ""
         return f"[{elapsed:.0f} s] running for {time.monotonic() - since:.0f} s: {nodeid}{more}"
 
-    def pytest_sessionstart(self) -> None:
+    def start(self) -> None:
         writer = self.config.pluginmanager.get_plugin("terminalreporter")
         if writer is not None:  # a line of its own, wherever the progress dots stand
             self.heart = Heartbeat(self.status, write=lambda line: writer.write(f"\n{line}\n"))
             self.heart.__enter__()
 
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtestloop(self):  # collection (xdist's workers) and the tests
-        yield
+    def stop(self) -> None:
         if self.heart is not None:
             self.heart.__exit__()
             self.heart = None
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtestloop(self):  # collection (xdist's workers) and the tests
+        yield
+        self.stop()
+
+    def pytest_unconfigure(self) -> None:  # runs without a test loop too (--collect-only)
+        self.stop()
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.started[nodeid] = time.monotonic()
@@ -63,6 +69,9 @@ class RunningTests:
             self.heart.beat()
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controlling process (or the only one)
-        config.pluginmanager.register(RunningTests(config), "dmlbook-running-tests")
+        running = RunningTests(config)
+        config.pluginmanager.register(running, "dmlbook-running-tests")
+        running.start()

@@ -41,6 +41,9 @@ Chromium as well.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # the imports below take seconds, more on a busy machine
+    print("loading the book's tools (nbclient, nbformat, dmlbook) ...", flush=True)
+
 import argparse
 import os
 import re
@@ -57,8 +60,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import api_reference  # noqa: E402  (tools/ is not a package)
-from book_check import network_references  # noqa: E402
+from book_check import network_references  # noqa: E402  (tools/ is not a package)
 from book_links import LaunchTarget, apply_to_config, launch_target, write_manifest  # noqa: E402
 from heartbeat import Heartbeat, minutes, run_filtered  # noqa: E402
 
@@ -333,6 +335,8 @@ def prepare(
     (out / "errata.md").write_text(errata_page(collect(paths)))
     appendices = ("errata",)
     if api:
+        import api_reference  # imports torch: only when the page is made
+
         found = api_reference.entries()
         (out / "api.md").write_text(api_reference.page(found))
         # the page's links come from the docstrings, which its source (api.md) only names
