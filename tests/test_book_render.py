@@ -265,6 +265,9 @@ def test_api_reference_renders_an_entry_for_every_public_name(html):
     ids = {i.rsplit(".", 1)[1] for i in re.findall(r'<dt class="sig[^"]*" id="([\w.]+)"', page)}
     missing = [f"{m}.{n}" for m, n in api_test.public_names() if n not in ids]
     assert missing == [], "not rendered on the API page"
+    # docstrings' formulas are plain text in literal blocks (`::`), never half-rendered TeX
+    prose = " ".join(book_check.parse(page).prose)
+    assert not book_check.RAW_TEX.findall(prose), "TeX-like text in a docstring"
     assert "API reference" in (html / "intro.html").read_text(), "in the table of contents"
 
 
