@@ -38,21 +38,23 @@ help:
 	@echo "make coursework  student releases + autograders of every assignment, build/coursework/"
 	@echo "make grade SUBMISSIONS=dir  grade a folder of submitted notebooks into CSV (per test)"
 
-# One line per package pip collects, so that the first install (minutes) is not silent.
-$(STAMP): pyproject.toml constraints.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+# One line per package pip collects, then (pip's "Installing collected packages" is silent for
+# minutes) how many are in place every 10 s: tools/heartbeat.py.
+$(STAMP): pyproject.toml setup.py constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) tools/heartbeat.py run "creating $(VENV)" $(PYTHON) -m venv $(VENV)
 	@index=""; \
 	if [ -n "$(TORCH_INDEX)" ]; then \
+		echo "checking that $(TORCH_INDEX) (torch's builds) can be reached, 10 s at most ..."; \
 		if $(BIN)/python -c "import urllib.request as u; u.urlopen('$(TORCH_INDEX)/', timeout=10)" 2>/dev/null; \
 		then index="--extra-index-url $(TORCH_INDEX)"; echo "torch from $(TORCH_INDEX)"; \
 		else echo "warning: $(TORCH_INDEX) cannot be reached: torch comes from pip's configured sources" \
 			"(plain PyPI: the CUDA build; see README, Install)"; fi; \
 	fi; \
 	echo "installing dmlbook and its dependencies into $(VENV) (first run: a few minutes) ..."; \
-	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off $$index \
-		-c constraints.txt -e ".[book,test]" 2>&1 \
-		| { grep --line-buffered -oE "^(Collecting|Processing|Installing collected|Successfully installed|ERROR).{0,80}" || true; }
-	$(BIN)/python -c "import dmlbook, torch, nbval, sympy; print('dmlbook', dmlbook.__version__, '| torch', torch.__version__, '| CUDA build' if torch.version.cuda else '| CPU build')"
+	$(BIN)/python tools/heartbeat.py pip install --disable-pip-version-check --progress-bar off \
+		$$index -c constraints.txt -e ".[book,test]"
+	@$(BIN)/python tools/heartbeat.py run "checking the install (the first imports compile)" \
+		$(BIN)/python -c "import dmlbook, torch, nbval, sympy; print('dmlbook', dmlbook.__version__, '| torch', torch.__version__, '| CUDA build' if torch.version.cuda else '| CPU build')"
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -79,9 +81,12 @@ refresh: $(STAMP)
 	$(BIN)/python tools/book.py refresh $(CHAPTERS)
 
 # Jupyter refuses to start as root (containers, cloud notebooks) unless told it may.
+# tools/jupyter/ (first on JUPYTER_CONFIG_PATH) hides the book's machinery from the file browser.
+LAB_CONFIG := $(CURDIR)/tools/jupyter
 lab: $(STAMP)
 	@if [ "$$(id -u)" = 0 ]; then echo "running as root: starting JupyterLab with --allow-root"; fi
-	$(BIN)/jupyter lab book $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+	JUPYTER_CONFIG_PATH="$(LAB_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		$(BIN)/jupyter lab book $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import csv
 import os
 import re
 import shlex
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -236,7 +238,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> None:
 
     note = load_checkpoint(args.checkpoint).get("best")
     metrics = evaluate_checkpoint(
-        args.checkpoint, data_dir=args.data, device=args.device, ks=args.ks
+        args.checkpoint,
+        data_dir=args.data,
+        device=args.device,
+        ks=args.ks,
+        describe=lambda line: print(line, flush=True),
     )
     for key, value in metrics.items():
         print(f"{key:>6}  {100 * value:6.2f}")
@@ -276,11 +282,19 @@ In-Shop has no direct download: extract it by hand under /data/InShop.""",
 }
 
 
-def _sub(sub: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
+def _gpu_keys() -> list[str]:
+    """The GPUs of ``dmlbook/data/gpu_specs.csv`` (read with csv: ``--help`` imports no torch)."""
+    with open(Path(__file__).parent / "data" / "gpu_specs.csv", newline="", encoding="utf-8") as f:
+        return [row["gpu"] for row in csv.DictReader(f)]
+
+
+def _sub(
+    sub: argparse._SubParsersAction, name: str, help: str, more: str = ""
+) -> argparse.ArgumentParser:
     return sub.add_parser(
         name,
         help=help,
-        description=help[0].upper() + help[1:] + ".",
+        description=textwrap.fill(" ".join(filter(None, (help[0].upper() + help[1:] + ".", more)))),
         epilog=_EXAMPLES[name],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -336,10 +350,17 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--gallery", metavar="G.npy", help="gallery embeddings (query/gallery)")
     rec.add_argument("--gallery-labels", metavar="GL.npy", help="gallery labels")
     rec.set_defaults(func=_cmd_recall)
-    tr = _sub(sub, "train", "train the run a config file describes")
+    tr = _sub(
+        sub,
+        "train",
+        "train the run a config file describes",
+        "Outputs (last.pt, best.pt, metrics.csv, train_log.csv, run.json) go to the config's "
+        "train.out_dir: runs/<name> under the current folder by default; --set "
+        "train.out_dir=DIR puts them elsewhere.",
+    )
     tr.add_argument(
         "--config", required=True, metavar="FILE",
-        help="a .yaml/.yml/.toml file, or the name of one in configs/ (e.g. ms_cub_bninception)",
+        help="a .yaml/.yml/.toml file, or the name of a shipped config (e.g. ms_cub_bninception)",
     )  # fmt: skip
     tr.add_argument("--data", metavar="DIR", help="folder holding the data sets (data.root)")
     tr.add_argument(
@@ -355,7 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the checked config, run one step on fake tensors (no data, no GPU) and "
         "report memory per GPU, FLOPs per image and predicted images/s; fail if it cannot fit",
     )  # fmt: skip
-    tr.add_argument("--gpu", default="h100_sxm", help="dry run: GPU of dmlbook/data/gpu_specs.csv")
+    gpus = _gpu_keys()
+    tr.add_argument(
+        "--gpu", default="h100_sxm", choices=gpus, metavar="GPU",
+        help=f"dry run: the GPU to predict for, one of {', '.join(gpus)} "
+        "(dmlbook/data/gpu_specs.csv; default h100_sxm)",
+    )  # fmt: skip
     tr.add_argument("--gpus", type=int, default=1, help="dry run: GPUs (processes) of the run")
     tr.add_argument(
         "--gpu-memory", type=float, metavar="GIB", help="dry run: GPU memory if not the datasheet's"

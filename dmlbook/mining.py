@@ -265,6 +265,15 @@ def npair_negatives(
     """The rows of :func:`npair_masks`' negative mask at ``anchors``: the other classes' positives.
 
     Returns a bool Tensor of shape ``(len(anchors), B)``.
+
+    Examples
+    --------
+    >>> labels = torch.tensor([0, 0, 1, 1, 2, 2])
+    >>> anchors, positives = npair_pairs(labels)
+    >>> npair_negatives(labels, anchors, positives).int()
+    tensor([[0, 0, 0, 1, 0, 1],
+            [0, 1, 0, 0, 0, 1],
+            [0, 1, 0, 1, 0, 0]], dtype=torch.int32)
     """
     chosen = torch.zeros(labels.shape[0], dtype=torch.bool, device=labels.device)
     chosen[positives] = True

@@ -54,7 +54,7 @@ def build_edition(out: Path, edition: str) -> Path:
     site = out / "site"
     site.mkdir()
     nbformat.write(chapter_with_exercise(), site / "01_demo.ipynb")
-    book_tool.prepare(src, site, [site / "01_demo.ipynb"], None, edition)
+    book_tool.prepare(src, site, [site / "01_demo.ipynb"], None, edition, api=False)
     assert book_tool.render(site) == 0
     return site / "_build" / "html"
 
@@ -83,6 +83,15 @@ def test_answers_only_in_the_instructor_edition(edition):
         assert ANSWER_TEXT in page and "Answer 1.1" in page
         assert "dropdown" in page, "the answer sits behind a toggle"
         assert "instructor edition" in (html / "intro.html").read_text()
+
+
+def test_no_launch_buttons_where_the_build_meant_none(edition):
+    """Built without a launch target, no page opens anyone's notebooks (Jupyter Book's default
+    repository, its own project, once filled the gap), and the link check agrees."""
+    name, html = edition
+    page = (html / "01_demo.html").read_text()
+    assert "mybinder.org" not in page and "colab.research.google.com" not in page
+    assert helpers.book_check.check_book(html, None, report=lambda line: None) == []
 
 
 def test_student_edition_never_edits_the_sources(tmp_path):

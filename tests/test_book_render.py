@@ -32,13 +32,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 book_check = importlib.import_module("book_check")
+book_links = importlib.import_module("book_links")
 spec = importlib.util.spec_from_file_location("book_tool", ROOT / "tools" / "book.py")
 book_tool = sys.modules.get("book_tool") or importlib.util.module_from_spec(spec)
 if "book_tool" not in sys.modules:
     sys.modules["book_tool"] = book_tool
     spec.loader.exec_module(book_tool)
 
-REPOSITORY = "https://github.com/dmlbook-readers/dmlbook"
+LAUNCH = book_links.LaunchTarget("dmlbook-readers", "dmlbook", "main", "book")
 LONG_LINE = "values = [" + ", ".join(str(i) for i in range(60)) + "]"
 INTRO = r"""# A small book
 
@@ -92,7 +93,7 @@ def chapter() -> nbformat.NotebookNode:
     return nb
 
 
-def build_small_book(out: Path, config_edit=None, offline: bool = True) -> Path:
+def build_small_book(out: Path, config_edit=None, offline: bool = True, api: bool = False) -> Path:
     """Build the small book in ``out`` through tools/book.py; returns the HTML folder.
 
     ``render`` returns 0 for a book that reads offline and 1 when a page needs the network.
@@ -109,7 +110,7 @@ def build_small_book(out: Path, config_edit=None, offline: bool = True) -> Path:
     site = out / "site"
     site.mkdir()
     nbformat.write(chapter(), site / "01_demo.ipynb")
-    book_tool.prepare(src, site, [site / "01_demo.ipynb"], REPOSITORY)
+    book_tool.prepare(src, site, [site / "01_demo.ipynb"], LAUNCH, api=api)
     assert book_tool.render(site) == (0 if offline else 1)
     assert (site / "_build" / "html" / "01_demo.html").is_file(), "Jupyter Book rendered nothing"
     return site / "_build" / "html"
@@ -117,7 +118,7 @@ def build_small_book(out: Path, config_edit=None, offline: bool = True) -> Path:
 
 @pytest.fixture(scope="module")
 def html(tmp_path_factory) -> Path:
-    return build_small_book(tmp_path_factory.mktemp("offline-book"))
+    return build_small_book(tmp_path_factory.mktemp("offline-book"), api=True)
 
 
 @pytest.fixture(scope="module")
@@ -189,19 +190,55 @@ def test_launch_links_are_plain_links_and_each_chapter_downloads_as_ipynb(html):
 @pytest.mark.parametrize(
     ("remote", "expected"),
     [
-        ("https://github.com/owner/dmlbook.git", "https://github.com/owner/dmlbook"),
-        ("git@github.com:owner/dml.book.git", "https://github.com/owner/dml.book"),
-        ("https://github.com/owner/dmlbook/", "https://github.com/owner/dmlbook"),
+        ("https://github.com/owner/dmlbook.git", ("owner", "dmlbook", "main", "book")),
+        ("git@github.com:owner/dml.book.git", ("owner", "dml.book", "main", "book")),
+        ("https://github.com/owner/dmlbook/", ("owner", "dmlbook", "main", "book")),
+        ("https://github.com/c/stu/tree/v2/notebooks/", ("c", "stu", "v2", "notebooks")),
+        ("https://github.com/c/stu/tree/student", ("c", "stu", "student", "")),
         ("/work/main", None),
         ("https://gitlab.com/owner/dmlbook.git", None),
         ("", None),
     ],
 )
-def test_launch_links_only_for_a_github_repository(monkeypatch, tmp_path, remote, expected):
+def test_launch_buttons_only_for_a_github_tree(monkeypatch, tmp_path, remote, expected):
+    monkeypatch.delenv("DMLBOOK_STUDENT_REPOSITORY", raising=False)
     monkeypatch.setenv("DMLBOOK_REPOSITORY", remote)
     if not remote:
         monkeypatch.delenv("DMLBOOK_REPOSITORY")  # and tmp_path is no git clone: no origin
-    assert book_tool.repository_url(tmp_path) == expected
+    target, why = book_links.launch_target("instructor", tmp_path)
+    assert target == (book_links.LaunchTarget(*expected) if expected else None), why
+    # The student edition never opens the repository's notebooks (they hold the answers) ...
+    student, why = book_links.launch_target("student", tmp_path)
+    assert student is None and "DMLBOOK_STUDENT_REPOSITORY" in why
+    # ... only the student notebooks, where they are published
+    monkeypatch.setenv("DMLBOOK_STUDENT_REPOSITORY", remote)
+    assert book_links.launch_target("student", tmp_path)[0] == target
+
+
+def test_link_check_accepts_what_the_build_meant_and_names_the_rest(tmp_path, html):
+    assert book_check.check_book(html, None, report=lambda line: None) == []
+    binder = "https://mybinder.org/v2/gh/{}/main?urlpath=lab/tree/book/01_demo.ipynb"
+    page = tmp_path / "_build" / "html" / "01_demo.html"
+    (page.parent / "_sources").mkdir(parents=True)
+    (page.parent / "_sources" / "01_demo.ipynb").write_text("see https://example.org/paper")
+    page.write_text(
+        "".join(
+            f'<a href="{url}">x</a>'
+            for url in (
+                "https://example.org/paper",  # written by the author: fine
+                binder.format("dmlbook-readers/dmlbook"),  # the one the build meant
+                binder.format("executablebooks/jupyter-book"),  # Jupyter Book's default
+                "https://example.org/elsewhere",  # written by no one
+            )
+        )
+    )
+    book_links.write_manifest(tmp_path, "instructor", LAUNCH)
+    problems = book_links.link_problems(page.parent, page, book_links.read_manifest(page.parent))
+    assert len(problems) == 2, problems
+    assert "executablebooks/jupyter-book" in problems[0] and "elsewhere" in problems[1]
+    book_links.write_manifest(tmp_path, "student", None)
+    problems = book_links.link_problems(page.parent, page, book_links.read_manifest(page.parent))
+    assert sum("the build did not mean" in p for p in problems) == 2
 
 
 def test_clipped_code_and_shrunken_figures_are_reported(tmp_path, browser):
@@ -216,6 +253,22 @@ def test_clipped_code_and_shrunken_figures_are_reported(tmp_path, browser):
     problems = book_check.page_problems(book_check.open_offline(page, browser), expect_math=False)
     assert any(p.startswith("code line clipped: 'values = [0, 1") for p in problems)
     assert any("shown at 200px of its 855px" in p for p in problems)
+
+
+def test_api_reference_renders_an_entry_for_every_public_name(html):
+    """Sphinx's autodoc rendered each name of the public modules' ``__all__`` (an import or
+    docstring failure leaves a name out with only a warning)."""
+    import re
+
+    api_test = importlib.import_module("test_api_reference")
+    page = (html / "api.html").read_text()
+    ids = {i.rsplit(".", 1)[1] for i in re.findall(r'<dt class="sig[^"]*" id="([\w.]+)"', page)}
+    missing = [f"{m}.{n}" for m, n in api_test.public_names() if n not in ids]
+    assert missing == [], "not rendered on the API page"
+    # docstrings' formulas are plain text in literal blocks (`::`), never half-rendered TeX
+    prose = " ".join(book_check.parse(page).prose)
+    assert not book_check.RAW_TEX.findall(prose), "TeX-like text in a docstring"
+    assert "API reference" in (html / "intro.html").read_text(), "in the table of contents"
 
 
 def test_no_chapter_title_carries_maths():

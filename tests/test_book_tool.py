@@ -9,12 +9,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from ipykernel.ipkernel import IPythonKernel
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("book_tool", ROOT / "tools" / "book.py")
 book = importlib.util.module_from_spec(spec)
 sys.modules["book_tool"] = book
 spec.loader.exec_module(book)
+heartbeat = sys.modules["heartbeat"]  # tools/heartbeat.py, as book.py imported it
 
 
 def notebook(*sources: str) -> nbformat.NotebookNode:
@@ -34,6 +36,8 @@ def test_execute_stores_counts_outputs_and_strips_metadata(tmp_path):
     assert nb.cells[0].outputs[0].text == "1\n"
     assert nb.cells[1].outputs[0].data["text/plain"] == "2"
     assert set(nb.metadata) == {"kernelspec", "language_info"}
+    # what the kernel reports, whole: JupyterLab writes it on open and marks any difference
+    assert nb.metadata.language_info == IPythonKernel.language_info
     assert "execution" not in nb.cells[0].metadata
 
 
@@ -91,7 +95,7 @@ def test_budget_is_kernel_cpu_time_enforced_by_refresh_and_a_warning_otherwise(t
     assert (tmp_path / "b.ipynb").exists()
 
 
-def test_build_renders_a_book_whose_chapter_is_over_budget(tmp_path, capsys):
+def test_build_renders_a_book_whose_chapter_is_over_budget(tmp_path, capsys, monkeypatch):
     src_book = tmp_path / "book"
     src_book.mkdir()
     (src_book / "intro.md").write_text("# A tiny book\n")
@@ -100,9 +104,17 @@ def test_build_renders_a_book_whose_chapter_is_over_budget(tmp_path, capsys):
     nb.cells.insert(0, nbformat.v4.new_markdown_cell("# Slow chapter"))
     nbformat.write(nb, src_book / "01_slow.ipynb")
     out = tmp_path / "out"
-    assert book.build(60, 0.3, book=src_book, out=out) == 0
-    err = capsys.readouterr().err
-    assert "warning: over the chapter time budget" in err and "01_slow.ipynb" in err
+    monkeypatch.setattr(heartbeat, "EVERY", 0.2)  # the slow cell runs 0.6 s: a progress mark
+    assert book.build(60, 0.3, book=src_book, out=out, api=False) == 0
+    lines = capsys.readouterr().out.splitlines()
+    chapter = next(line for line in lines if line.startswith("[1/1] ") and "01_slow" in line)
+    assert "[cell 2/3, " in chapter and chapter.endswith("s CPU (over the 0 s CPU budget)")
+    assert any(line.startswith("  read 01_slow") for line in lines), "rendering shows its pages"
+    warning = lines.index(next(line for line in lines if line.startswith("warning: over")))
+    assert "01_slow.ipynb" in lines[warning + 1]
+    assert lines[-1] == f"open {out / '_build' / 'html' / 'index.html'}", (
+        "the book is the last line"
+    )
     page = (out / "_build" / "html" / "01_slow.html").read_text()
     assert "rendered" in page
 
@@ -126,3 +138,5 @@ def test_stored_chapters_were_executed_top_to_bottom():
         counts = [c.execution_count for c in nb.cells if c.cell_type == "code" and c.source.strip()]
         assert counts == list(range(1, len(counts) + 1)), f"{path.name}: run `make refresh`"
         assert set(nb.metadata) <= {"kernelspec", "language_info"}, f"{path.name}: unnormalised"
+        # The kernel's whole language_info (its version is the Python that executed the chapter)
+        assert set(nb.metadata.language_info) == set(IPythonKernel.language_info), path.name

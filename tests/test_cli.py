@@ -102,7 +102,11 @@ def test_train_then_evaluate_then_resume(config_file, tmp_path, capsys):
     code, out, err = run(["evaluate", run_dir / "best.pt", "--device", "cpu"], capsys)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].split()[0] == "R@1" and lines[-1].startswith("note: best checkpoint")
+    best = torch.load(run_dir / "best.pt", weights_only=False)["best"]["iteration"]
+    header = f"checkpoint {run_dir / 'best.pt'} (run tiny, iteration {best}): "
+    assert lines[0].startswith(header) and "images; device cpu" in lines[0], lines[0]
+    assert lines[0].split(": ")[1].startswith("synthetic test, 48 images")  # 8 classes x 6
+    assert lines[1].split()[0] == "R@1" and lines[-1].startswith("note: best checkpoint")
     code, out, err = run(
         ["train", "--config", config_file, "--set", "train.iterations=6", "--resume", "--quiet"],
         capsys,
@@ -273,7 +277,13 @@ def test_subcommand_help_lists_choices_and_examples(capsys):
     assert "--allow-partial" in out and "--skip-bad-images" in out and "examples:" in out
     with pytest.raises(SystemExit):
         main(["train", "--help"])
-    assert "--set data.options.allow_partial=true" in capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--set data.options.allow_partial=true" in out
+    assert "train.out_dir: runs/<name> under the current folder by default" in out
+    assert "one of h100_sxm, h100_pcie, h200_sxm, a100_sxm_80gb, a100_sxm_40gb" in out
+    with pytest.raises(SystemExit):
+        main(["train", "--config", "x", "--dry-run", "--gpu", "h100"])
+    assert "invalid choice: 'h100' (choose from 'h100_sxm'" in capsys.readouterr().err
 
 
 def test_cli_spelling_rewrites_every_python_fix():

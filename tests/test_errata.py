@@ -144,7 +144,7 @@ def test_the_build_writes_the_page_and_lists_it_after_the_chapters(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     nbformat.write(nb, out / "01_a.ipynb")
-    book_tool.prepare(tmp_path, out, [out / "01_a.ipynb"], None)
+    book_tool.prepare(tmp_path, out, [out / "01_a.ipynb"], None, api=False)
     page = (out / "errata.md").read_text()
     assert "### Eq. 20" in page and "([01_a](01_a.ipynb), cell 1)" in page
     assert (out / "_toc.yml").read_text().splitlines()[-2:] == ["- file: 01_a", "- file: errata"]

@@ -31,23 +31,27 @@ them, behind a dropdown. The chapters in ``book/`` always hold the answers: publ
 build, not the repository, where answers must stay private.
 
 Rendering (``prepare`` + ``render``): the errata page is generated from the chapters' erratum
-cells (``dmlbook/errata.py``), the Binder/Colab links get the repository when it is on GitHub,
-and the rendered HTML is scanned for anything a page would fetch from the network (a script,
-style sheet, font or image; ``tools/book_check.py``), which fails the build: the book must read
-offline. ``python tools/book_check.py build/book/_build/html`` opens every page in headless
+cells (``dmlbook/errata.py``), the API reference from the package (``tools/api_reference.py``),
+the Binder/Colab links open the notebooks of the edition built where they are published on GitHub
+(``tools/book_links.py``), and the rendered HTML is scanned for anything a page would fetch from
+the network (a script, style sheet, font or image; ``tools/book_check.py``), which fails the
+build: the book must read offline. ``python tools/book_check.py build/book/_build/html`` opens every page in headless
 Chromium as well.
 """
 
 from __future__ import annotations
+
+if __name__ == "__main__":  # the imports below take seconds, more on a busy machine
+    print("loading the book's tools (nbclient, nbformat, dmlbook) ...", flush=True)
 
 import argparse
 import os
 import re
 import resource
 import shutil
-import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -57,6 +61,8 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from book_check import network_references  # noqa: E402  (tools/ is not a package)
+from book_links import LaunchTarget, apply_to_config, launch_target, write_manifest  # noqa: E402
+from heartbeat import Heartbeat, minutes, run_filtered  # noqa: E402
 
 from dmlbook.errata import collect, errata_page  # noqa: E402
 
@@ -107,10 +113,21 @@ def merge_streams(outputs: list) -> list:
     return merged
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
 def normalise(nb: nbformat.NotebookNode) -> None:
-    """Strip volatile metadata, keep outputs (consecutive streams joined) and execution counts."""
+    """Strip volatile metadata, keep outputs (consecutive streams joined) and execution counts.
+
+    ``language_info`` is kept whole, as the kernel reported it: JupyterLab writes the kernel's
+    ``language_info`` into a notebook it opens, and anything less than the same dict marks the
+    chapter as changed the moment it opens. A live widget's view (``WIDGET_VIEW``) is dropped:
+    its model exists only while the kernel runs (JupyterLab would show "model not found"); the
+    static rendering the widget displays beside it (``dmlbook.explorer``) is kept.
+    """
+    language = nb.metadata.get("language_info") or {"name": "python"}
     nb.metadata = nbformat.from_dict(
-        {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+        {"kernelspec": KERNELSPEC, "language_info": language}
         | {k: v for k, v in nb.metadata.items() if k in ("jupytext_skip",)}
     )
     for cell in nb.cells:
@@ -119,6 +136,8 @@ def normalise(nb: nbformat.NotebookNode) -> None:
         cell.pop("id", None)
         if "outputs" in cell:
             cell.outputs = merge_streams(cell.outputs)
+            for out in cell.outputs:
+                out.get("data", {}).pop(WIDGET_VIEW, None)
     nb.nbformat, nb.nbformat_minor = 4, 4
 
 
@@ -146,7 +165,11 @@ def children_cpu_seconds() -> float:
 
 
 def execute(
-    src: Path, dst: Path, cell_timeout: int, keep_failed: bool = False
+    src: Path,
+    dst: Path,
+    cell_timeout: int,
+    keep_failed: bool = False,
+    on_cell: Callable[[int, int], None] | None = None,
 ) -> tuple[float, float]:
     """Execute ``src`` in a fresh kernel (working directory: its folder) and write it to ``dst``.
 
@@ -155,6 +178,7 @@ def execute(
     waited for) lands in this process's ``RUSAGE_CHILDREN``. Raises ``ChapterError`` when a cell
     fails or writes to stderr; with ``keep_failed`` a failed chapter is still written to ``dst``
     with its error output (the reader's build shows it), otherwise ``dst`` is left untouched.
+    ``on_cell(index, cells)`` is called as each cell starts (the progress of a long chapter).
     """
     nb = nbformat.read(src, as_version=4)
     os.environ["TQDM_DISABLE"] = "1"
@@ -168,6 +192,8 @@ def execute(
         extra_arguments=["--IPKernelApp.log_level=ERROR"],
         resources={"metadata": {"path": str(src.parent)}},
     )
+    if on_cell is not None:
+        client.on_cell_start = lambda cell, cell_index: on_cell(cell_index, len(nb.cells))
     cpu_before, start = children_cpu_seconds(), time.perf_counter()
     error = None
     try:
@@ -195,6 +221,23 @@ def execute(
     return seconds, cpu
 
 
+def execute_with_progress(
+    src: Path, dst: Path, cell_timeout: int, keep_failed: bool
+) -> tuple[float, float]:
+    """:func:`execute`, adding ``[cell i/n]`` to the chapter's line every 10 s it runs."""
+    at = [0, 0]  # the cell running, of how many
+
+    def started(index: int, cells: int) -> None:
+        at[:] = [index, cells]
+
+    def status(elapsed: float) -> str:
+        where = f"cell {at[0] + 1}/{at[1]}" if at[1] else "starting the kernel"
+        return f"[{where}, {elapsed:.0f} s]"
+
+    with Heartbeat(status, end=" "):
+        return execute(src, dst, cell_timeout, keep_failed=keep_failed, on_cell=started)
+
+
 def run_all(
     paths: list[Path],
     out_of: callable,
@@ -215,7 +258,7 @@ def run_all(
         name = src.relative_to(BOOK).as_posix() if src.is_relative_to(BOOK) else str(src)
         print(f"[{n}/{len(paths)}] {name} ...", end=" ", flush=True)
         try:
-            seconds, cpu = execute(src, out_of(src), cell_timeout, keep_failed=keep_failed)
+            seconds, cpu = execute_with_progress(src, out_of(src), cell_timeout, keep_failed)
         except ChapterError as err:
             failures += 1
             print("FAILED")
@@ -240,27 +283,6 @@ def write_toc(paths: list[Path], root: Path, appendices: tuple[str, ...] = ()) -
     (root / "_toc.yml").write_text("\n".join(lines) + "\n")
 
 
-GITHUB = re.compile(r"^(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
-
-
-def repository_url(root: Path = ROOT) -> str | None:
-    """The book's GitHub repository for the Binder/Colab links, or None (links left out).
-
-    ``$DMLBOOK_REPOSITORY`` when set, else the ``origin`` remote when it is on GitHub (the links
-    launch that repository's notebooks, so a clone of a clone gets none rather than wrong ones).
-    """
-    url = os.environ.get("DMLBOOK_REPOSITORY", "")
-    if not url:
-        try:
-            url = subprocess.run(
-                ["git", "remote", "get-url", "origin"], cwd=root, capture_output=True, text=True
-            ).stdout.strip()
-        except OSError:  # no git: a book from a tarball gets no launch links
-            url = ""
-    match = GITHUB.match(url)
-    return f"https://github.com/{match.group(1)}" if match else None
-
-
 def remove_answers(path: Path) -> int:
     """Delete every cell tagged ``answer`` from the notebook at ``path``; returns how many."""
     nb = nbformat.read(path, as_version=4)
@@ -273,11 +295,18 @@ def remove_answers(path: Path) -> int:
 
 
 def prepare(
-    book: Path, out: Path, paths: list[Path], repository: str | None, edition: str = "student"
+    book: Path,
+    out: Path,
+    paths: list[Path],
+    launch: LaunchTarget | None,
+    edition: str = "student",
+    api: bool = True,
 ) -> None:
     """Write the Jupyter Book sources beside the executed chapters in ``out``.
 
-    The configuration (with the repository filled in for the launch links), the intro page,
+    The configuration (launch buttons to ``launch``'s tree, none without one; see
+    ``tools/book_links.py``) and a record of it for ``make check-book``, the intro page, the API
+    reference generated from the package (``tools/api_reference.py``; ``api=False`` leaves it out),
     ``_static/`` (the book's CSS), the errata page collected from the chapters, and the table of
     contents listing ``paths`` (chapters under ``out``) in reading order. The ``student``
     edition deletes the answer cells from ``paths`` (copies under ``out``, never ``book/``); the
@@ -295,25 +324,41 @@ def prepare(
     config = yaml.safe_load((book / "_config.yml").read_text())
     if edition == "instructor":
         config["title"] = f"{config.get('title', '')} (instructor edition)".strip()
-    if repository:
-        config.setdefault("repository", {})["url"] = repository
+    apply_to_config(config, launch)
     (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    write_manifest(out, edition, launch)
     for extra in ("intro.md", "references.bib"):
         if (book / extra).exists():
             shutil.copy2(book / extra, out / extra)
     if (book / "_static").is_dir():
         shutil.copytree(book / "_static", out / "_static", dirs_exist_ok=True)
     (out / "errata.md").write_text(errata_page(collect(paths)))
-    write_toc(paths, out, appendices=("errata",))
+    appendices = ("errata",)
+    if api:
+        import api_reference  # imports torch: only when the page is made
+
+        found = api_reference.entries()
+        (out / "api.md").write_text(api_reference.page(found))
+        # the page's links come from the docstrings, which its source (api.md) only names
+        (out / "_sources_extra").mkdir(exist_ok=True)
+        (out / "_sources_extra" / "api.txt").write_text(api_reference.docstring_text(found))
+        appendices += ("api",)
+    write_toc(paths, out, appendices=appendices)
 
 
 def render(out: Path) -> int:
-    """Render ``out`` with Jupyter Book, then scan the HTML for anything fetched from the network."""
+    """Render ``out`` with Jupyter Book, then scan the HTML for anything fetched from the network.
+
+    Sphinx's lines are shortened to one per page read and one per page written, its warnings are
+    printed as they come, and a line every 10 s says it is still at work; on failure the end of
+    its whole output is printed.
+    """
     print("rendering HTML with Jupyter Book ...", flush=True)
     jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(jb), "build", str(out), "--quiet"], cwd=ROOT)
-    if proc.returncode:
-        return proc.returncode
+    code, tail = run_filtered([str(jb), "build", str(out)], _sphinx_line, _rendering, cwd=ROOT)
+    if code:
+        print("\n".join(tail), file=sys.stderr)
+        return code
     html = out / "_build" / "html"
     remote = network_references(html)
     if remote:
@@ -323,12 +368,31 @@ def render(out: Path) -> int:
     return 0
 
 
+SPHINX_PROGRESS = re.compile(r"^(reading sources|writing output)\.\.\. \[\s*(\d+)%\] (\S+)")
+
+
+def _sphinx_line(line: str) -> str | None:
+    """What ``make book`` shows of Sphinx's output: pages read and written, warnings, errors."""
+    match = SPHINX_PROGRESS.match(line)
+    if match:
+        verb = "read" if match[1].startswith("reading") else "wrote"
+        return f"  {verb} {match[3]} ({match[2]} %)"
+    if re.search(r"\b(WARNING|ERROR|CRITICAL)\b|^Traceback|Error:", line):
+        return line
+    return None
+
+
+def _rendering(elapsed: float) -> str:
+    return f"  ... still rendering ({minutes(elapsed)})"
+
+
 def build(
     cell_timeout: int,
     max_cpu_seconds: float,
     book: Path = BOOK,
     out: Path | None = None,
     edition: str = "student",
+    api: bool = True,
 ) -> int:
     """Execute every chapter of ``book`` into ``out`` and render the HTML book there.
 
@@ -350,23 +414,28 @@ def build(
         enforce_budget=False,
         keep_failed=True,
     )
+    executed = [out / p.relative_to(book) for p in paths if (out / p.relative_to(book)).exists()]
+    repository = yaml.safe_load((book / "_config.yml").read_text()).get("repository", {})
+    launch, why = launch_target(
+        edition, ROOT, repository.get("branch", "main"), repository.get("path_to_book", "book")
+    )
+    print(why, flush=True)
+    prepare(book, out, executed, launch, edition, api)
+    code = render(out)
+    if code:
+        return code
     if slow:
         print(
             "warning: over the chapter time budget here (rendered all the same; a busy machine "
             "inflates these, `make refresh` enforces the budget):\n  " + "\n  ".join(slow),
-            file=sys.stderr,
+            flush=True,
         )
-    executed = [out / p.relative_to(book) for p in paths if (out / p.relative_to(book)).exists()]
-    prepare(book, out, executed, repository_url(), edition)
-    code = render(out)
-    if code:
-        return code
-    index = out / "_build" / "html" / "index.html"
-    print(f"open {index.relative_to(ROOT) if index.is_relative_to(ROOT) else index}")
     if failures:
-        print(f"{failures} chapter(s) failed: their pages show the error", file=sys.stderr)
-        return 1
-    return 0
+        print(f"{failures} chapter(s) failed: their pages show the error", flush=True)
+    index = out / "_build" / "html" / "index.html"
+    # The last line is the book, whatever was said before it.
+    print(f"open {index.relative_to(ROOT) if index.is_relative_to(ROOT) else index}", flush=True)
+    return 1 if failures else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,11 @@
-"""Check a rendered HTML book offline: nothing fetched from the network, maths typeset, code readable.
+"""Check a rendered HTML book offline: nothing fetched, maths typeset, code readable, links meant.
 
 Usage::
 
     python tools/book_check.py build/book/_build/html            # after `make book`
     python tools/book_check.py build/book/_build/html --no-browser  # the static scan only
 
-Two checks, both usable on any Jupyter Book 1.x output (``tests/test_book_render.py`` runs them on a
+Three checks, usable on any Jupyter Book 1.x output (``tests/test_book_render.py`` runs them on a
 small book built with the real ``book/_config.yml``):
 
 - ``network_references``: every ``<script src>``, ``<link href>`` (style sheets, fonts, preloads,
@@ -17,6 +17,9 @@ small book built with the real ``book/_config.yml``):
   blocks whose lines are clipped, images shown smaller than they were stored.
   ``page_problems`` turns both into readable complaints: no MathJax output, raw TeX left in the
   text, network requests, clipped code.
+- ``book_links.link_problems``: every external link of a page points where the build meant it
+  to (the launch buttons to the edition's published notebooks, or none; other links written in
+  the page's source). One line per page is printed as it is checked.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import tempfile
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+
+from book_links import link_problems, read_manifest
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 REMOTE = re.compile(r"^(https?:)?//", re.IGNORECASE)
@@ -233,20 +238,29 @@ def page_problems(result: PageResult, expect_math: bool = True) -> list[str]:
     return problems
 
 
-def check_book(html_root: Path, browser: str | None) -> list[str]:
-    """All problems of a rendered book: the static scan, then (with a browser) every page opened."""
+def check_book(html_root: Path, browser: str | None, report=print) -> list[str]:
+    """All problems of a rendered book, one ``report`` line per page as it is checked.
+
+    The static scan of the whole book, then for every page its external links (where the build
+    meant them to point, ``tools/book_links.py``) and, with a browser, the page opened offline.
+    """
+    manifest = read_manifest(html_root)
     problems = network_references(html_root)
-    if browser is None:
-        return problems
-    for page in sorted(html_root.glob("*.html")):
-        if page.name in ("genindex.html", "search.html"):
-            continue
+    pages = [
+        p
+        for p in sorted(html_root.glob("*.html"))
+        if p.name not in ("genindex.html", "search.html")
+    ]
+    for n, page in enumerate(pages, 1):
+        found = link_problems(html_root, page, manifest)
         source = page.read_text(errors="replace")
-        if 'http-equiv="Refresh"' in source:
-            continue  # a redirect (index.html -> the first page), nothing to render
-        expect_math = 'class="math' in source
-        result = open_offline(page, browser)
-        problems += [f"{page.name}: {p}" for p in page_problems(result, expect_math)]
+        # a redirect (index.html -> the first page) has nothing to render
+        if browser is not None and 'http-equiv="Refresh"' not in source:
+            expect_math = 'class="math' in source
+            found += page_problems(open_offline(page, browser), expect_math)
+        verdict = "ok" if not found else f"{len(found)} problem(s)"
+        report(f"[{n}/{len(pages)}] {page.name}: {verdict}" + "".join(f"\n  {p}" for p in found))
+        problems += [f"{page.name}: {p}" for p in found]
     return problems
 
 
@@ -260,9 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     browser = None if args.no_browser else find_browser()
     if browser is None and not args.no_browser:
         parser.error("no Chromium found: `apt-get install chromium`, or pass --no-browser")
-    problems = check_book(args.html, browser)
-    for line in problems:
-        print(line)
+    print(
+        f"checking {args.html} "
+        + (f"in {browser} with the network cut off" if browser else "(static scan only)"),
+        flush=True,
+    )
+    problems = check_book(args.html, browser, report=lambda line: print(line, flush=True))
     pages = len(list(args.html.glob("*.html")))
     print(f"{pages} pages checked{' in ' + browser if browser else ''}: {len(problems)} problem(s)")
     return 1 if problems else 0

@@ -258,8 +258,14 @@ class TrainTransform:
 
     Examples
     --------
-    >>> aug = TrainTransform(227, normalization="bn_inception")   # doctest: +SKIP
-    >>> x = aug(batch.images, generator, regions=batch.regions)   # (B, 3, 227, 227) float32
+    A batch of uint8 images (a cache's ``batch.images``; ``regions=batch.regions`` where the
+    images were stored with padding) to random crops of side 32, normalised for BN-Inception:
+
+    >>> aug = TrainTransform(32, normalization="bn_inception")
+    >>> images = torch.randint(0, 256, (4, 3, 40, 40), dtype=torch.uint8)
+    >>> x = aug(images, torch.Generator().manual_seed(0))
+    >>> x.shape, x.dtype
+    (torch.Size([4, 3, 32, 32]), torch.float32)
     """
 
     def __init__(

@@ -350,15 +350,27 @@ def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, A
     return values
 
 
-#: The configs of a source checkout (``configs/`` beside the package), found by bare name.
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+def _shipped_configs() -> Path:
+    """Where the shipped configs are: inside an installed wheel, or beside the package's source.
+
+    A wheel holds them as package data (``dmlbook/configs/``, mapped from the checkout's
+    ``configs/`` by ``setup.py``); a source checkout or an editable install has ``configs/``
+    beside the ``dmlbook`` folder.
+    """
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "configs"
+    return installed if installed.is_dir() else package.parent / "configs"
+
+
+#: The shipped configs, found by bare name (``--config ms_cub_bninception``).
+CONFIG_DIR = _shipped_configs()
 
 
 def find_config(path: str | Path) -> Path:
-    """A config file: ``path`` itself, or ``configs/<path>.yaml`` of the checkout for a bare name.
+    """A config file: ``path`` itself, or the shipped ``<path>.yaml`` (:data:`CONFIG_DIR`) for a bare name.
 
-    ``find_config("ms_cub_bninception")`` finds ``configs/ms_cub_bninception.yaml`` from any
-    working directory.
+    ``find_config("ms_cub_bninception")`` finds the shipped ``ms_cub_bninception.yaml`` from any
+    working directory, in a source checkout and in an installed wheel alike.
 
     Raises
     ------

@@ -10,6 +10,7 @@ process scores the same full embedding matrix.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -18,7 +19,7 @@ from torch import nn
 from ..evaluate import retrieval_metrics
 from .build import build_model, resolve_device
 from .checkpoint import load_checkpoint
-from .config import config_from_dict
+from .config import Config, config_from_dict
 from .data import Splits, build_splits
 from .distributed import DistContext, gather_rows, shard_bounds
 
@@ -94,6 +95,7 @@ def evaluate_checkpoint(
     device: str = "auto",
     ks: tuple[int, ...] | None = None,
     batch_size: int | None = None,
+    describe: Callable[[str], object] | None = None,
 ) -> dict[str, float]:
     """Load a checkpoint of :func:`dmlbook.engine.train` and evaluate it on its test split.
 
@@ -109,6 +111,10 @@ def evaluate_checkpoint(
         Default: the run's Recall@K set.
     batch_size : int, optional
         Default: the run's ``train.eval_batch_size``.
+    describe : callable, optional
+        Called, before the (long) embedding pass, with one line saying what is evaluated: the
+        checkpoint, the run and iteration it holds, the data set, split and image count, the
+        device (``dmlbook evaluate`` prints it as its header).
 
     Returns
     -------
@@ -125,6 +131,8 @@ def evaluate_checkpoint(
     model.load_state_dict(state["model"])
     model.to(dev)
     splits = build_splits(cfg, dev, model.input_spec, train=False)
+    if describe is not None:
+        describe(_header(path, state, cfg, splits, dev))
     return evaluate_model(
         model,
         splits,
@@ -132,3 +140,14 @@ def evaluate_checkpoint(
         batch_size=batch_size or cfg.train.eval_batch_size,
         bf16=cfg.train.bf16,
     )
+
+
+def _header(path: str | Path, state: dict, cfg: Config, splits: Splits, device: object) -> str:
+    """``checkpoint runs/x/best.pt (run x, iteration 3000): cub test, 5,924 images; cpu``."""
+    at = (state.get("best") or state.get("position") or {}).get("iteration")  # best.pt, last.pt
+    where = f"run {cfg.name}" + (f", iteration {at}" if at is not None else "")
+    images = f"{cfg.data.dataset} {cfg.data.test_split}, {len(splits.test.labels):,} images"
+    if splits.gallery is not None:
+        gallery = f"{cfg.data.gallery_split}, {len(splits.gallery.labels):,} images"
+        images = f"queries {images} against gallery {gallery}"
+    return f"checkpoint {path} ({where}): {images}; device {device}"

@@ -160,7 +160,7 @@ def binlifted_loss(
 ) -> torch.Tensor:
     """BinLifted: the loss whose negative-pair weight is Wang et al. 2019, supplement Eq. 10.
 
-    Anchor term
+    Anchor term::
 
         L_i = 1/(2 beta)  [ sum_{N_i} log(1 + e^{beta (S_ik - lambda)}) + log sum_{N_i} e^{beta S_ik} ]
             + 1/(2 alpha) [ sum_{P_i} log(1 + e^{alpha (lambda - S_ik)}) + log sum_{P_i} e^{-alpha S_ik} ]

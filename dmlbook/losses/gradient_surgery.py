@@ -41,8 +41,7 @@ class GradientSurgeryLoss(PairLoss):
 
     Parameters
     ----------
-    direction, pair_weight, triplet_weight, selection, alpha, beta, lam, epsilon, tau,
-    circle_margin, scale
+    direction, pair_weight, triplet_weight, selection, alpha, beta, lam, epsilon, tau, circle_margin, scale
         See :class:`dmlbook.surgery.SurgerySpec`.
     """
 

@@ -129,6 +129,14 @@ class EmbeddingModel(nn.Module):
     backbone, pool, embedding, norm : nn.Module
     input_spec : InputSpec
         The backbone's expected input (colour order, range, mean, std).
+
+    Examples
+    --------
+    >>> from dmlbook.models import resnet18
+    >>> model = EmbeddingModel(resnet18(width=16), dim=32)
+    >>> x = model(torch.randn(2, 3, 32, 32))
+    >>> x.shape, bool(torch.allclose(x.norm(dim=1), torch.ones(2)))
+    (torch.Size([2, 32]), True)
     """
 
     def __init__(

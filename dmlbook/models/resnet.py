@@ -126,6 +126,14 @@ class ResNet(nn.Module):
         Channels of :meth:`features` (2048 for ResNet-50).
     input_spec : InputSpec
         RGB, ImageNet mean and standard deviation.
+
+    Examples
+    --------
+    A narrow ResNet-18 (``resnet18(width=16)`` builds the same) returning its pooled features:
+
+    >>> net = ResNet(BasicBlock, (2, 2, 2, 2), num_classes=0, width=16)
+    >>> net(torch.randn(2, 3, 32, 32)).shape, net.num_features
+    (torch.Size([2, 128]), 128)
     """
 
     input_spec = RESNET_INPUT
