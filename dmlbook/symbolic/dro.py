@@ -94,7 +94,7 @@ def kl_inner_max(n: int = 3) -> dict[str, bool]:
     lim_inf = sp.limit(closed.subs(gamma, 1 / t), t, 0, "+")
     out["gamma -> inf: mean l"] = prove_equal(lim_inf, sum(ls) / n)
     theta = sp.Symbol("theta", real=True)
-    lf = [sp.Function(f"l{k}")(theta) for k in range(1, n + 1)]
+    lf = [sp.Function(f"l{k}", real=True)(theta) for k in range(1, n + 1)]  # real losses
     F = gamma * sp.log(sum(sp.exp(l / gamma) for l in lf) / n)
     pw = [sp.exp(l / gamma) / sum(sp.exp(m / gamma) for m in lf) for l in lf]
     grad = sum(p * sp.diff(l, theta) for p, l in zip(pw, lf, strict=True))
@@ -141,11 +141,14 @@ def chi2_inner_max(n: int = 3) -> dict[str, bool]:
     value = sum(pi * l for pi, l in zip(p, ls, strict=True))
     nonneg_lhs = p[0] * n * norm / sp.sqrt(2 * rho)  # p_1 >= 0, times a positive number
     cond = c[0] + sp.sqrt(n * var / (2 * rho))
+    spread = [sp.Ne(sum(x**2 for x in c), 0)]  # p* divides by ||l - mean||: not all equal
     return {
-        "sum p* = 1": prove_equal(sum(p), 1),
-        "ball tight": prove_equal(ball, rho / n),
-        "value = mean + sqrt(2 rho Var/n)": prove_equal(value, mean + sp.sqrt(2 * rho * var / n)),
-        "p*_i >= 0 iff condition": prove_equal(nonneg_lhs, cond),
+        "sum p* = 1": prove_equal(sum(p), 1, where=spread),
+        "ball tight": prove_equal(ball, rho / n, where=spread),
+        "value = mean + sqrt(2 rho Var/n)": prove_equal(
+            value, mean + sp.sqrt(2 * rho * var / n), where=spread
+        ),
+        "p*_i >= 0 iff condition": prove_equal(nonneg_lhs, cond, where=spread),
     }
 
 

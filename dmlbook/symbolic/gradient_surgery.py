@@ -164,13 +164,18 @@ def ms_positive_weight(n_other: int = 2) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     return w, by_sum, by_mean
 
 
+#: The condition of Eq. 20's derivation: ``f_p != f_a`` (``D > 0``), for ``prove_equal``'s ``where``.
+PROJECTION_CONDITION = [sp.Ne(2 - 2 * sp.cos(sp.Symbol("t", positive=True)), 0)]
+
+
 def projection_lengths() -> dict[str, sp.Expr]:
     """Squared tangential lengths of the unit directions on the positive, for ``f_a = (1, 0)``,
     ``f_p = (cos t, sin t)``, ``t`` in (0, pi): the derivation behind Eq. 20 (appendix).
 
     Returns the derived squares (``"euc"``, ``"cos"``) and the squares of Eq. 20 as printed
     (``"euc_printed"``, ``"cos_printed"``, with ``S = cos t``), all functions of ``t``. Both
-    lengths are >= 0, so equal squares prove Eq. 20.
+    lengths are >= 0, so equal squares prove Eq. 20; ``e^euc`` divides by ``D``, so the proof
+    holds where ``2 - 2 cos t != 0`` (:data:`PROJECTION_CONDITION`).
     """
     t = sp.Symbol("t", positive=True)
     fa = sp.Matrix([1, 0])
@@ -207,7 +212,8 @@ def euc_is_cos_over_distance_on_sphere() -> bool:
 
     at_p = tangential((fp - fa) / D, fp) - tangential(-fa, fp) / D
     at_a = tangential((fa - fp) / D, fa) - tangential(-fp, fa) / D
-    return prove_equal([*at_p, *at_a], [0] * 6, verbose=False)
+    apart = [sp.Ne((fp - fa).dot(fp - fa), 0)]  # f_a != f_p: D > 0
+    return prove_equal([*at_p, *at_a], [0] * 6, where=apart, verbose=False)
 
 
 def closed_form_test(w_plus: sp.Expr, w_minus: sp.Expr) -> sp.Expr:

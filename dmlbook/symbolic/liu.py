@@ -71,7 +71,10 @@ def eq18_detached_gradient(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     s = sp.Symbol("s", real=True)
     c = sp.Symbol("c", real=True)
     on_S = prove_equal(
-        sp.diff(c * (unit_sphere_distance(s) - m1), s), -c / unit_sphere_distance(s), verbose=False
+        sp.diff(c * (unit_sphere_distance(s) - m1), s),
+        -c / unit_sphere_distance(s),
+        where=[s < 1],  # distinct points: D > 0
+        verbose=False,
     )
     live = L.subs(detach)
     extra = sp.simplify(sp.diff(live, Dp[0]) - wp(Dp[0]))
