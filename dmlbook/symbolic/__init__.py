@@ -25,8 +25,8 @@ from .differentiate import pair_weights
 from .embeddings import (
     embedding_gradient_closed_form,
     embedding_symbols,
-    normalization_jacobian,
     nonzero_rows,
+    normalization_jacobian,
     normalization_jacobian_closed_form,
     similarity_from_embeddings,
     unit_rows,

@@ -38,7 +38,9 @@ def loss_of(values_pos: list[float], values_neg: list[float], R: int) -> float:
 def test_histogram_loss_matches_the_loop(batch, R):
     S, y = batch
     got = histogram_loss(S, y, R)
-    assert float(got) == pytest.approx(histogram_loss_reference(S.tolist(), y.tolist(), R), abs=1e-12)
+    assert float(got) == pytest.approx(
+        histogram_loss_reference(S.tolist(), y.tolist(), R), abs=1e-12
+    )
 
 
 @FAST
@@ -66,7 +68,13 @@ def test_the_printed_nodes_lose_the_mass_of_similarities_below_the_first_node():
         printed = sum(histogram_reference([s], R, printed=True))
         assert printed == pytest.approx(kept, abs=1e-12)
         assert sum(histogram_reference([s], R)) == pytest.approx(1.0, abs=1e-12)
-    assert histogram_nodes(R, printed=True)[0] == -0.5 and histogram_nodes(R) == [-1, -0.5, 0, 0.5, 1]
+    assert histogram_nodes(R, printed=True)[0] == -0.5 and histogram_nodes(R) == [
+        -1,
+        -0.5,
+        0,
+        0.5,
+        1,
+    ]
 
 
 def test_eq3_three_lines_are_one_sum():
