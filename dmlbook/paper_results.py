@@ -11,6 +11,9 @@ companion files record what the papers say about those numbers:
   metric), e.g. the DRO paper's "MS" row against Wang et al.'s MS^512 row.
 - ``paper_claims.csv``: an improvement stated in a paper's text ("improves Recall@1 by 1.3%"),
   with the two rows it compares.
+- ``paper_statements.csv``: a comparison stated in words ("v1 performs much better than v0"),
+  as the pairs of rows it compares and the verdict the text asserts; :func:`check_statements`
+  computes each verdict from the rows.
 
 The checks (``recall_not_monotone``, ``compare_quotes``, ``check_claims``) return tables of what
 they found; ``versus`` computes the comparisons a chapter states in words ("beats", "ties",
@@ -258,6 +261,50 @@ def versus(
                     "verdict": verdict(r.value, b),
                 }
             )
+    return pd.DataFrame(out)
+
+
+def _value_at(df: pd.DataFrame, paper: str, spec: str, dataset: str, metric: str) -> float:
+    """The value of ``table|method[|dim[|batch]]`` of ``paper`` on ``dataset`` at ``metric``."""
+    table, method, dim, batch = ([*spec.split("|"), "", ""])[:4]
+    sel = (df.paper == paper) & (df.table == table) & (df.method == method)
+    sel &= (df.dataset == dataset) & (df.metric == metric)
+    if dim:
+        sel &= df.dim == dim
+    if batch:
+        sel &= df.batch == batch
+    if int(sel.sum()) != 1:
+        raise KeyError(f"{paper} {spec!r} on {dataset} {metric}: {int(sel.sum())} values, need 1")
+    return float(df[sel].value.iloc[0])
+
+
+def check_statements(df: pd.DataFrame, statements: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each comparison a paper states in words, computed from its rows.
+
+    ``statements`` (default ``paper_statements.csv``) gives, per compared pair of rows, the
+    statement's wording, the rows (``table|method[|dim[|batch]]``) and the verdict the text
+    asserts. Returns them with both values, the computed :func:`verdict` and ``holds``.
+    """
+    statements = _read("paper_statements.csv", None) if statements is None else statements
+    out = []
+    for s in statements.itertuples(index=False):
+        a = _value_at(df, s.paper, s.row, s.dataset, s.metric)
+        b = _value_at(df, s.paper, s.against, s.dataset, s.metric)
+        out.append(
+            {
+                "paper": s.paper,
+                "where": s.where,
+                "statement": s.statement,
+                "dataset": s.dataset,
+                "row": s.row.split("|", 1)[1],
+                "against": s.against.split("|", 1)[1],
+                "value": a,
+                "against value": b,
+                "says": s.says,
+                "computed": verdict(a, b),
+                "holds": verdict(a, b) == s.says,
+            }
+        )
     return pd.DataFrame(out)
 
 

@@ -110,7 +110,10 @@ def test_every_paper_number_in_the_prose_is_printed_by_the_chapter(path):
 def test_the_rule_flags_typed_and_unprinted_numbers(tmp_path):
     nb = {
         "cells": [
-            {"cell_type": "markdown", "source": "LS reaches 56.8 and gamma = 1 gets 56.4; see Section 12.8."},
+            {
+                "cell_type": "markdown",
+                "source": "LS reaches 56.8 and gamma = 1 gets 56.4; see Section 12.8.",
+            },
             {"cell_type": "code", "source": "print(table)", "outputs": [{"text": "LS  56.80\n"}]},
             {"cell_type": "code", "source": "r1 = 65.7\nassert r1 > 57.0", "outputs": []},
         ]

@@ -105,7 +105,12 @@ def test_the_wheel_ships_the_data(tmp_path):
     The wheel is built from a clean copy of the sources, so that neither a stale ``build/`` or
     ``*.egg-info`` of the checkout can supply the files nor the build leaves them behind.
     """
-    for name in ("paper_results.csv", "paper_quotes.csv", "paper_claims.csv"):
+    for name in (
+        "paper_results.csv",
+        "paper_quotes.csv",
+        "paper_claims.csv",
+        "paper_statements.csv",
+    ):
         assert (pr.DATA / name).is_file()
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
@@ -119,8 +124,8 @@ def test_the_wheel_ships_the_data(tmp_path):
     )  # fmt: skip
     (wheel,) = tmp_path.glob("dmlbook-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for name in ("paper_results.csv", "paper_quotes.csv", "paper_claims.csv", "omniglot28.npz",
-                 "OMNIGLOT_LICENSE"):  # fmt: skip
+    for name in ("paper_results.csv", "paper_quotes.csv", "paper_claims.csv",
+                 "paper_statements.csv", "omniglot28.npz", "OMNIGLOT_LICENSE"):  # fmt: skip
         assert f"dmlbook/data/{name}" in names, f"the wheel lacks dmlbook/data/{name}"
 
 
@@ -261,8 +266,50 @@ def test_versus_reads_the_dro_papers_table_2_against_ls(results):
     cub = v[v.dataset == "CUB-200-2011"].set_index("method")
     gammas = [m for m in cub.index if m.startswith("DRO-KL-G")]
     assert [cub.loc[m, "verdict"] for m in gammas] == ["loses to", "ties", "beats", "loses to"]
-    assert list(cub.loc[gammas, "value"]) == [56.4, 56.8, 57.0, 56.7] and cub.baseline.iloc[0] == 56.8
+    assert (
+        list(cub.loc[gammas, "value"]) == [56.4, 56.8, 57.0, 56.7] and cub.baseline.iloc[0] == 56.8
+    )
     cars = v[v.dataset == "Cars-196"].set_index("method")
     assert (cars.loc[gammas, "verdict"] == "beats").all()
     with pytest.raises(KeyError, match="no row dro / Table 2 / 'LT'"):
         pr.versus(results, "dro", "Table 2", "LT")
+
+
+def test_statements_in_words_against_their_rows(results):
+    """Every stated comparison evaluates; the ones that fail are those read off the tables by
+    hand (typed here from the seeds, not from the CSV)."""
+    st = pr.check_statements(results)
+    assert len(st) == 106
+    failed = st[~st.holds]
+    found = {(r.paper, r.where, r.dataset, r.row, r.against) for r in failed.itertuples()}
+    expected = {
+        # CUB rises from batch 20 to 80 before it falls (64.75, 65.07, 65.65, 65.43, 64.60)
+        ("wang2019_ms", "supplement Sec. 4", "CUB-200-2011", "MS|512|40", "MS|512|20"),
+        ("wang2019_ms", "supplement Sec. 4", "CUB-200-2011", "MS|512|80", "MS|512|40"),
+        # MS 55.6 < LS 56.8 (CUB), 79.8 < 82.6 (In-Shop); gamma = 0.001 56.7 < LS 56.8 (CUB)
+        ("dro", "Sec. 4.2.1", "CUB-200-2011", "MS", "LS"),
+        ("dro", "Sec. 4.2.1", "In-Shop", "MS", "LS"),
+        ("dro", "Sec. 4.2.1", "CUB-200-2011", "DRO-KL-G gamma=0.001", "LS"),
+        # e^euc, lr 0.05: P^sig-ms 67.7 < P^sig 68.0
+        ("xuan2020", "Sec. 5.2", "Cars-196", "pair weight P^sig-ms, direction e^euc, T^con, lr 0.05",
+         "pair weight P^sig, direction e^euc, T^con, lr 0.05"),
+        # In-Shop: e^euc 85.2 > e^cos 84.8 (P^euc), 87.4 > 87.3 (P^lin), 87.5 > 87.3 (P^lin-ms)
+        ("xuan2020", "Sec. 8", "In-Shop", "pair weight P^euc, direction e^cos, T^con",
+         "pair weight P^euc, direction e^euc, T^con"),
+        ("xuan2020", "Sec. 8", "In-Shop", "pair weight P^lin, direction e^cos, T^con",
+         "pair weight P^lin, direction e^euc, T^con"),
+        ("xuan2020", "Sec. 8", "In-Shop", "pair weight P^lin-ms, direction e^cos, T^con",
+         "pair weight P^lin-ms, direction e^euc, T^con"),
+    }  # fmt: skip
+    assert found == expected
+    liu = st[st.paper == "liu_gpw"]
+    assert liu.holds.all() and len(liu) == 54
+
+
+def test_a_statement_needs_exactly_one_row(results):
+    bad = pd.DataFrame(
+        [["dro", "x", "y", "CUB-200-2011", "R@1", "Table 2|MS", "Table 2|NOPE", "beats"]],
+        columns=["paper", "where", "statement", "dataset", "metric", "row", "against", "says"],
+    )
+    with pytest.raises(KeyError, match="'Table 2\\|NOPE' on CUB-200-2011 R@1: 0 values"):
+        pr.check_statements(results, bad)

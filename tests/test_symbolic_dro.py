@@ -75,7 +75,7 @@ def test_lemma_1_symbolic_weights_match_autograd_of_the_loss():
 
 def test_eq27_as_printed_lacks_the_one_over_n_of_eq9():
     """Erratum (supplement Eq. 27): at n = 3 anchors the printed weight is 3x the gradient."""
-    a, b, lam = 2.0, 50.0, 0.5
+    a, lam = 2.0, 0.5
     s = [0.3, 0.7]  # one anchor's two positives
     n = 3
 

@@ -39,6 +39,7 @@ import torch
 from ..surgery.directions import unit_directions
 from ..surgery.weights import pair_weights, triplet_weight
 from .proofs import prove_equal
+from .symbols import hyperparameters
 
 __all__ = [
     "TRIPLET_ROWS",
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 s_ap, s_an = sp.symbols("s_ap s_an", real=True)
-tau, gamma, alpha, beta, lam, margin = sp.symbols("tau gamma alpha beta lambda m", positive=True)
+tau, gamma, alpha, beta, lam, margin = hyperparameters("tau gamma alpha beta lambda m")
 
 
 def vectors(d: int = 3) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
@@ -70,16 +71,21 @@ def _grad(L: sp.Expr, v: sp.Matrix) -> sp.Matrix:
 
 
 def eq5_holds() -> bool:
-    """Eq. 5 is the gradient of Eq. 3 (active branch) for all vectors."""
+    """Eq. 5 is the gradient of Eq. 3 (active branch) for all vectors with ``f_p != f_a`` and
+    ``f_n != f_a`` (the unit directions ``e = (f_p - f_a) / D`` divide by the distances)."""
     fa, fp, fn = vectors()
-    m = sp.Symbol("m", positive=True)
+    (m,) = hyperparameters("m")
     L = (fa - fp).dot(fa - fp) - (fa - fn).dot(fa - fn) + m
-    D_ap, D_an = sp.sqrt((fp - fa).dot(fp - fa)), sp.sqrt((fa - fn).dot(fa - fn))
-    e_p, e_n = (fp - fa) / D_ap, (fa - fn) / D_an
-    printed = (2 * D_ap * e_p, 2 * D_an * e_n, -2 * D_ap * e_p - 2 * D_an * e_n)
+    sq_ap, sq_an = (fp - fa).dot(fp - fa), (fa - fn).dot(fa - fn)
+
+    def printed() -> list[sp.Expr]:  # as written: SymPy would cancel D * (v / D) to v
+        D_ap, D_an = sp.sqrt(sq_ap), sp.sqrt(sq_an)
+        e_p, e_n = (fp - fa) / D_ap, (fa - fn) / D_an
+        return [*(2 * D_ap * e_p), *(2 * D_an * e_n), *(-2 * D_ap * e_p - 2 * D_an * e_n)]
+
     return prove_equal(
-        [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)], [*printed[0], *printed[1], *printed[2]],
-        verbose=False,
+        [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)], printed,
+        where=[sp.Ne(sq_ap, 0), sp.Ne(sq_an, 0)], verbose=False,
     )  # fmt: skip
 
 

@@ -26,7 +26,7 @@ import sympy as sp
 
 from .conditions import build_as_written, describe, evaluated, unguarded
 from .differentiate import pair_weights
-from .symbols import AnchorSimilarities
+from .symbols import AnchorSimilarities, default_range
 
 __all__ = [
     "SpotCheck",
@@ -143,10 +143,7 @@ def _clearly_different(x: sp.Expr, y: sp.Expr) -> bool:
         if any(not isinstance(v, sp.Symbol) or v.is_integer for v in symbols):
             return False
         rng = np.random.default_rng(12345)
-        cols = [
-            rng.uniform(0.1, 3.0, 8) if v.is_positive else rng.uniform(-1.0, 1.0, 8)
-            for v in symbols
-        ]
+        cols = [rng.uniform(*(float(x) for x in default_range(v)), 8) for v in symbols]
         with np.errstate(all="ignore"):
             fx, fy = (
                 np.broadcast_to(np.asarray(_numpy_function(symbols, e)(*cols), dtype=float), (8,))
@@ -347,10 +344,8 @@ def spot_check_equal(
             lo, hi = ranges[s]
         elif s.is_integer:
             raise ValueError(f"give a range for the integer symbol {s} in ranges=.")
-        elif s.is_positive:
-            lo, hi = 0.1, 3.0
         else:
-            lo, hi = -1.0, 1.0
+            lo, hi = (float(x) for x in default_range(s))
         cols.append(rng.uniform(lo, hi, size=n))
     with np.errstate(all="ignore"):
         fa = _numpy_function(symbols, a)(*cols)

@@ -32,6 +32,7 @@ __all__ = [
     "anchor_similarities",
     "batch_similarities",
     "distance_symbols",
+    "default_range",
     "distinct_points",
     "hinge",
     "hinge_branch",
@@ -156,6 +157,21 @@ HYPERPARAMETER_DOMAINS: dict[str, tuple[dict[str, bool], str]] = {
         "MS mining margin (Wang et al., Eq. 11-12): 0, 0.1",
     ),
 }
+
+
+def default_range(symbol: sp.Symbol) -> tuple[sp.Rational, sp.Rational]:
+    """Where a symbol is drawn when no range is given, inside its assumptions: positive in
+    ``[1/10, 3]``, non-negative in ``[0, 3]``, negative and non-positive mirrored, any other
+    real in ``[-1, 1]`` (a cosine similarity)."""
+    if symbol.is_positive:
+        return sp.Rational(1, 10), sp.Integer(3)
+    if symbol.is_nonnegative:
+        return sp.Integer(0), sp.Integer(3)
+    if symbol.is_negative:
+        return sp.Integer(-3), -sp.Rational(1, 10)
+    if symbol.is_nonpositive:
+        return sp.Integer(-3), sp.Integer(0)
+    return sp.Integer(-1), sp.Integer(1)
 
 
 def hyperparameters(
