@@ -42,6 +42,7 @@ from .proofs import prove_equal
 from .symbols import hyperparameters
 
 __all__ = [
+    "sig_ms_negative_term",
     "TRIPLET_ROWS",
     "circle_weights",
     "closed_form_test",
@@ -172,6 +173,26 @@ def ms_positive_weight(n_other: int = 2) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
 
 #: The condition of Eq. 20's derivation: ``f_p != f_a`` (``D > 0``), for ``prove_equal``'s ``where``.
 PROJECTION_CONDITION = [sp.Ne(2 - 2 * sp.cos(sp.Symbol("t", positive=True)), 0)]
+
+
+def sig_ms_negative_term(n_other: int = 2) -> dict[str, object]:
+    """Appendix Sec. 2 on negative pairs: how ``m^sig_-`` of Eq. 13 moves ``P^sig-ms_-``.
+
+    ``P_- = 1 / (m_- + e^{-beta (S_an - lambda)})`` with ``m_- = (1/|N|) sum_j
+    e^{-beta (S_an - R^j_an)}``. Returns the proof that ``dP_-/dm_- = -P_-^2`` (so a larger
+    ``m_-`` always *lowers* the weight), and, with ``Delta_j = S_an - R^j_an >= 0`` (hard
+    negative mining: the selected negative is the most similar, appendix Sec. 3), the proof that
+    ``log m_-``'s every term ``-beta Delta_j`` is ``<= 0``, so ``m_- <= 1`` and the relative term
+    can only *raise* the negative weight.
+    """
+    m = sp.Symbol("m_-", positive=True)
+    P = 1 / (m + sp.exp(-beta * (s_an - lam)))
+    deltas = sp.symbols(f"Delta_1:{n_other + 1}", nonnegative=True)
+    exponents = [sp.expand_log(sp.log(sp.exp(-beta * d)), force=False) for d in deltas]
+    return {
+        "dP-/dm- = -P-^2": prove_equal(sp.diff(P, m), -(P**2)),
+        "hard mining: every log-term <= 0": all(e.is_nonpositive for e in exponents),
+    }
 
 
 def projection_lengths() -> dict[str, sp.Expr]:
