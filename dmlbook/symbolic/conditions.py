@@ -19,12 +19,12 @@ A statement whose denominators may vanish is proved only together with its condi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import sympy as sp
 
-__all__ = ["as_written", "build_as_written", "divisors", "evaluated", "unguarded"]
+__all__ = ["as_written", "build_as_written", "describe", "divisors", "evaluated", "unguarded"]
 
 
 @contextmanager
@@ -77,15 +77,17 @@ def _substitution(condition: sp.Basic) -> dict[sp.Symbol, sp.Expr]:
         return {}
     if isinstance(condition, sp.Ne) and rhs == 0:
         return {lhs: sp.Dummy(lhs.name, real=True, nonzero=True)}
-    kind = {sp.StrictGreaterThan: "positive", sp.GreaterThan: "nonnegative"}
-    kind |= {sp.StrictLessThan: "negative_side", sp.LessThan: "nonpositive_side"}
-    name = kind.get(type(condition))
-    if name is None:
+    # s > c: s = c + t (t > 0); s >= c: t >= 0; s < c: s = c - t (t > 0); s <= c: t >= 0
+    sides = {
+        sp.StrictGreaterThan: (1, "positive"),
+        sp.GreaterThan: (1, "nonnegative"),
+        sp.StrictLessThan: (-1, "positive"),
+        sp.LessThan: (-1, "nonnegative"),
+    }
+    if type(condition) not in sides:
         return {}
-    if name in ("positive", "nonnegative"):
-        return {lhs: rhs + sp.Dummy(lhs.name, **{name: True})}
-    strict = name == "negative_side"
-    return {lhs: rhs - sp.Dummy(lhs.name, **{"positive" if strict else "nonnegative": True})}
+    sign, assumption = sides[type(condition)]
+    return {lhs: rhs + sign * sp.Dummy(lhs.name, **{assumption: True})}
 
 
 def _nonzero_facts(where: Iterable[sp.Basic]) -> list[sp.Expr]:
@@ -138,6 +140,3 @@ def evaluated(expr: sp.Basic) -> sp.Basic:
 def describe(denominators: Sequence[sp.Expr]) -> str:
     """``'d1 != 0, d2 != 0'`` for a message."""
     return ", ".join(f"{sp.sstr(d)} != 0" for d in denominators)
-
-
-Builder = Callable[[], sp.Basic]
