@@ -15,11 +15,13 @@ this form (a MyST admonition; in Jupyter it reads as plain text)::
 The title names the paper and the place (``<paper>, <equation, table or section>``); the three
 fields are required, in that order. ``collect`` reads every chapter, ``errata_page`` writes the
 book's errata page from what it found (``tools/book.py`` does this on every build, so the page
-cannot drift from the chapters). Tests: ``tests/test_errata.py``.
+cannot drift from the chapters), each erratum linked to the section of its chapter by that
+section's heading. Tests: ``tests/test_errata.py``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,10 +48,20 @@ class Erratum:
     proof: str
     chapter: str
     cell: int
+    section: str = ""
 
     @property
     def title(self) -> str:
         return f"{self.paper}, {self.where}"
+
+
+_HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*$", re.MULTILINE)
+
+
+def heading_slug(heading: str) -> str:
+    """The anchor MyST gives a heading: lower case, punctuation dropped, spaces to hyphens
+    (``14.9 The loss chapters`` -> ``149-the-loss-chapters``)."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
 def parse_cell(source: str, chapter: str, cell: int) -> Erratum:
@@ -87,7 +99,11 @@ def errata_in(path: Path) -> list[Erratum]:
     """Every erratum cell of one chapter notebook, in order."""
     nb = nbformat.read(path, as_version=4)
     found = []
+    section = ""
     for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and not cell.source.lstrip().startswith(OPENING.rstrip()):
+            headings = [h for _, h in _HEADING.findall(cell.source)]
+            section = headings[-1] if headings else section  # the section the cell ends in
         if cell.cell_type != "markdown" or OPENING.rstrip() not in cell.source:
             continue
         if not cell.source.lstrip().startswith(OPENING.rstrip()):
@@ -96,7 +112,8 @@ def errata_in(path: Path) -> list[Erratum]:
                 f"{path.name}, cell {i}: move the erratum admonition into a markdown cell of its "
                 f"own (the cell must start with '{OPENING}<paper>, <place>')"
             )
-        found.append(parse_cell(cell.source, path.name, i))
+        erratum = parse_cell(cell.source, path.name, i)
+        found.append(dataclasses.replace(erratum, section=section))
     return found
 
 
@@ -105,15 +122,24 @@ def collect(paths: list[Path]) -> list[Erratum]:
     return [e for path in paths for e in errata_in(path)]
 
 
+def where_proved(e: Erratum) -> str:
+    """A link to the section that proves ``e``: ``[12.5 Grouped ...](12_dro.ipynb#125-grouped-...)``."""
+    chapter = Path(e.chapter).stem
+    if not e.section:
+        return f"[{chapter}]({chapter}.ipynb)"
+    label = e.section.replace("[", "(").replace("]", ")")
+    return f"[{label}]({chapter}.ipynb#{heading_slug(e.section)})"
+
+
 def errata_page(errata: list[Erratum]) -> str:
     """The errata page (MyST markdown): one section per paper, each erratum with its chapter."""
     lines = [
         "# Errata of the papers",
         "",
         "Misprints this book found in its source papers, each with what was printed, what is "
-        "correct and the chapter whose cell proves it (usually with SymPy, otherwise on a worked "
-        "batch or against the paper's own tables). The page is generated from the chapters' "
-        "erratum cells every time the book is built.",
+        "correct and the section of the chapter that proves it (usually with SymPy, otherwise "
+        "on a worked batch or against the paper's own tables). The page is generated from the "
+        "chapters' erratum cells every time the book is built.",
         "",
     ]
     if not errata:
@@ -122,13 +148,12 @@ def errata_page(errata: list[Erratum]) -> str:
     for paper in papers:
         lines += [f"## {paper}", ""]
         for e in (e for e in errata if e.paper == paper):
-            chapter = Path(e.chapter).stem
             lines += [
                 f"### {e.where}",
                 "",
                 f"- **Printed:** {e.printed}",
                 f"- **Correct:** {e.correct}",
-                f"- **Proof:** {e.proof} ([{chapter}]({chapter}.ipynb), cell {e.cell})",
+                f"- **Proof:** {e.proof} ({where_proved(e)})",
                 "",
             ]
     lines.append(f"{len(errata)} errata in {len(papers)} papers.")

@@ -2,19 +2,23 @@
 
 ``dmlbook/data/paper_results.csv`` holds every number of the results tables of the four seed
 papers that have them (Wang et al. 2019, Tables 2-5 and supplement Tables 1-2; Liu et al.,
-Tables I-V; the DRO paper, Tables 1-4; Xuan and Pless, Tables 2-5 and appendix Tables 1-3),
-one row per number, as
-printed in the OCR text (``note`` says where the reading is uncertain). Two companion files
-record what the papers say about those numbers:
+Tables I-V and the values printed in their Fig. 4-5; the DRO paper, Tables 1-4 and the mean its
+Sec. 6.2 states for Fig. 4; Xuan and Pless, Tables 2-5 and appendix Tables 1-3), one row per
+number, as printed in the OCR text (``note`` says where the reading is uncertain). Two
+companion files record what the papers say about those numbers:
 
 - ``paper_quotes.csv``: a row of one table that quotes a row of another (same data set and
   metric), e.g. the DRO paper's "MS" row against Wang et al.'s MS^512 row.
 - ``paper_claims.csv``: an improvement stated in a paper's text ("improves Recall@1 by 1.3%"),
   with the two rows it compares.
+- ``paper_statements.csv``: a comparison stated in words ("v1 performs much better than v0"),
+  as the pairs of rows it compares and the verdict the text asserts; :func:`check_statements`
+  computes each verdict from the rows.
 
 The checks (``recall_not_monotone``, ``compare_quotes``, ``check_claims``) return tables of what
-they found; ``measured_beside`` sets this book's own measurements (``bench/results``) beside the
-papers'. The appendix notebook ``book/90_papers_numbers.ipynb`` prints them all; tests in
+they found; ``versus`` computes the comparisons a chapter states in words ("beats", "ties",
+"rises") from the rows, so that the words cannot drift from the numbers; ``measured_beside``
+sets this book's own measurements (``bench/results``) beside the papers'. The appendix notebook ``book/90_papers_numbers.ipynb`` prints them all; tests in
 ``tests/test_paper_results.py``.
 """
 
@@ -40,10 +44,14 @@ COLUMNS = (
     "note",
 )
 PAPERS = {
-    "wang2019_ms": "Wang et al. 2019 (MS loss, seed 000)",
-    "liu_gpw": "Liu et al. (general pair-based weighting, seed 002)",
-    "dro": "DRO framework (seed 003)",
-    "xuan2020": "Xuan and Pless (gradient surgery, seed 004)",
+    "wang2019_ms": "Wang, Han, Huang, Dong, Scott: Multi-Similarity Loss with General Pair "
+    "Weighting for Deep Metric Learning (CVPR 2019)",
+    "liu_gpw": "Liu, Cheng, Wang, Su: The General Pair-based Weighting Loss for Deep Metric "
+    "Learning",
+    "dro": "A Simple and Effective Framework for Pairwise Deep Metric Learning (anonymous, "
+    "under review; the DRO paper)",
+    "xuan2020": "Xuan, Pless: Dissecting the impact of different loss functions with gradient "
+    "surgery",
 }
 DATASETS = ("CUB-200-2011", "Cars-196", "SOP", "In-Shop")
 ROW_KEY = ["paper", "table", "dataset", "method", "backbone", "dim", "batch"]
@@ -189,6 +197,112 @@ def check_claims(df: pd.DataFrame, claims: pd.DataFrame | None = None) -> pd.Dat
                 "stated": float(c.stated),
                 "table_difference": difference,
                 "holds": abs(difference - float(c.stated)) <= 0.5 * 10.0**-decimals + 1e-9,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+#: Two printed numbers closer than this are a tie (half a unit of the papers' one decimal).
+TIE = 0.05
+
+
+def verdict(value: float, baseline: float) -> str:
+    """``"beats"``, ``"ties"`` or ``"loses to"``: ``value`` against ``baseline`` as printed."""
+    if abs(value - baseline) < TIE:
+        return "ties"
+    return "beats" if value > baseline else "loses to"
+
+
+def trend(values: list[float]) -> str:
+    """``"rises"``, ``"falls"``, ``"flat"`` or ``"not monotone"``: a sequence of printed numbers."""
+    steps = [b - a for a, b in zip(values, values[1:], strict=False)]
+    if all(abs(d) < TIE for d in steps):
+        return "flat"
+    if all(d > -TIE for d in steps):
+        return "rises"
+    if all(d < TIE for d in steps):
+        return "falls"
+    return "not monotone"
+
+
+def versus(
+    df: pd.DataFrame,
+    paper: str,
+    table: str,
+    baseline: str,
+    *,
+    metric: str = "R@1",
+    datasets: tuple[str, ...] | None = None,
+) -> pd.DataFrame:
+    """Every method of one table against one of its rows, with the verdict in words.
+
+    Returns one row per (data set, method other than ``baseline``): ``value``, ``baseline``
+    (its value), ``difference`` (points) and ``verdict`` (:func:`verdict`).
+    """
+    rows = df[(df.paper == paper) & (df.table == table) & (df.metric == metric)]
+    if datasets is not None:
+        rows = rows[rows.dataset.isin(datasets)]
+    if not (rows.method == baseline).any():
+        raise KeyError(f"no row {paper} / {table} / {baseline!r} at {metric}")
+    out = []
+    for dataset, group in rows.groupby("dataset", sort=False):
+        base = group[group.method == baseline]
+        if base.empty:
+            continue
+        b = float(base.value.iloc[0])
+        for r in group[group.method != baseline].itertuples():
+            out.append(
+                {
+                    "dataset": dataset,
+                    "method": r.method,
+                    "value": r.value,
+                    "baseline": b,
+                    "difference": round(r.value - b, 2),
+                    "verdict": verdict(r.value, b),
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def _value_at(df: pd.DataFrame, paper: str, spec: str, dataset: str, metric: str) -> float:
+    """The value of ``table|method[|dim[|batch]]`` of ``paper`` on ``dataset`` at ``metric``."""
+    table, method, dim, batch = ([*spec.split("|"), "", ""])[:4]
+    sel = (df.paper == paper) & (df.table == table) & (df.method == method)
+    sel &= (df.dataset == dataset) & (df.metric == metric)
+    if dim:
+        sel &= df.dim == dim
+    if batch:
+        sel &= df.batch == batch
+    if int(sel.sum()) != 1:
+        raise KeyError(f"{paper} {spec!r} on {dataset} {metric}: {int(sel.sum())} values, need 1")
+    return float(df[sel].value.iloc[0])
+
+
+def check_statements(df: pd.DataFrame, statements: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each comparison a paper states in words, computed from its rows.
+
+    ``statements`` (default ``paper_statements.csv``) gives, per compared pair of rows, the
+    statement's wording, the rows (``table|method[|dim[|batch]]``) and the verdict the text
+    asserts. Returns them with both values, the computed :func:`verdict` and ``holds``.
+    """
+    statements = _read("paper_statements.csv", None) if statements is None else statements
+    out = []
+    for s in statements.itertuples(index=False):
+        a = _value_at(df, s.paper, s.row, s.dataset, s.metric)
+        b = _value_at(df, s.paper, s.against, s.dataset, s.metric)
+        out.append(
+            {
+                "paper": s.paper,
+                "where": s.where,
+                "statement": s.statement,
+                "dataset": s.dataset,
+                "row": s.row.split("|", 1)[1],
+                "against": s.against.split("|", 1)[1],
+                "value": a,
+                "against value": b,
+                "says": s.says,
+                "computed": verdict(a, b),
+                "holds": verdict(a, b) == s.says,
             }
         )
     return pd.DataFrame(out)

@@ -17,6 +17,7 @@ from dmlbook.errata import (
     collect,
     errata_in,
     errata_page,
+    heading_slug,
     parse_cell,
 )
 
@@ -47,10 +48,35 @@ EXPECTED = {
     ("07_npair.ipynb", "Wang et al. 2019", "supplement Eq. 1 (NCA)"),
     ("08_three_similarities.ipynb", "Wang et al. 2019", "Sec. 4.1 (Figure 2, middle)"),
     ("10_multi_similarity.ipynb", "Liu et al.", "Eq. 39"),
-    ("11_liu_weighting.ipynb", "Liu et al.", "Eq. 4 with Eq. 26-28 and 32-34"),
-    ("11_liu_weighting.ipynb", "Liu et al.", "Sec. IV-B5 (MS at alpha, beta = 0)"),
+    ("10_multi_similarity.ipynb", "MS blog post", "definition of the weight"),
+    ("10_multi_similarity.ipynb", "MS blog post", '"Self Similarity" and "Hard Positive Mining"'),
+    ("08_three_similarities.ipynb", "Wang et al. 2019", "supplement Eq. 5 (the histogram's nodes)"),
+    (
+        "08_three_similarities.ipynb",
+        "Wang et al. 2019",
+        "supplement Sec. 2 (reading of the histogram weights)",
+    ),
+    (
+        "11_liu_weighting.ipynb",
+        "Liu et al.",
+        "Table III (triplet-based exponential weighting, alpha = 5)",
+    ),
     ("13_gradient_surgery.ipynb", "Xuan & Pless", "Eq. 17 and Table 1 (Circle loss)"),
-    ("13_gradient_surgery.ipynb", "Xuan & Pless", "Eq. 13"),
+    ("13_gradient_surgery.ipynb", "Xuan & Pless", "Table 1 (the MS loss row)"),
+    (
+        "13_gradient_surgery.ipynb",
+        "Xuan & Pless",
+        "appendix Sec. 2 (the relative term of a negative pair)",
+    ),
+    ("13_gradient_surgery.ipynb", "Xuan & Pless", "appendix Sec. 4 (MS's batch size on SOP)"),
+    ("13_gradient_surgery.ipynb", "Xuan & Pless", "Table 5 (bold in the SOP R@10 column)"),
+    ("13_gradient_surgery.ipynb", "Xuan & Pless", "appendix Sec. 3 (a missing table number)"),
+    (
+        "13_gradient_surgery.ipynb",
+        "Xuan & Pless",
+        "appendix Tables 1-3 (the spread of one setting)",
+    ),
+    ("14_training_at_scale.ipynb", "Wang et al. 2019", "supplement Tables 1-2 (captions)"),
     ("13_gradient_surgery.ipynb", "Xuan & Pless", "Table 1 (SC triplet row)"),
     ("13_gradient_surgery.ipynb", "Xuan & Pless", "Eq. 19"),
     ("13_gradient_surgery.ipynb", "Xuan & Pless", "appendix Eq. 3"),
@@ -62,6 +88,15 @@ EXPECTED = {
     ("12_dro.ipynb", "DRO paper", "supplement Eq. 34 (HAP2S_E)"),
     ("12_dro.ipynb", "DRO paper", "Sec. 4.2.3 (pair counts)"),
     ("12_dro.ipynb", "DRO paper", "Sec. 4 (In-Shop training classes)"),
+    ("12_dro.ipynb", "DRO paper", "Eq. 3 and supplement Eq. 8 (lambda of the LS loss)"),
+    ("12_dro.ipynb", "DRO paper", "Eq. 2-3 and supplement Eq. 9 (the anchor index)"),
+    ("12_dro.ipynb", "DRO paper", "supplement Eq. 11 and Eq. 14 (the groups' divergence)"),
+    ("12_dro.ipynb", "DRO paper", "supplement Eq. 27 (the factor of Eq. 9)"),
+    ("12_dro.ipynb", "DRO paper", "supplement Eq. 30-31 (indices of HAP2S)"),
+    ("12_dro.ipynb", "DRO paper", "Table 4 (DRO-KL-G at gamma = 0.01)"),
+    ("12_dro.ipynb", "DRO paper", "Table 1 (the MS row on CUB-200-2011)"),
+    ("12_dro.ipynb", "DRO paper", "Table 3 (the FashionNet, ABE and DRO-TopK_A rows)"),
+    ("12_dro.ipynb", "DRO paper", "Sec. 4.2.2 (the ratio at B = 320)"),
     ("90_papers_numbers.ipynb", "DRO paper", "Table 2 (Cars-196 rows quoted from Wang et al.)"),
     ("90_papers_numbers.ipynb", "Wang et al. 2019", "Sec. 5.1 (LiftedStruct*_m at recall@1)"),
     ("90_papers_numbers.ipynb", "Wang et al. 2019", "Sec. 5.3 (In-Shop against ABE)"),
@@ -132,7 +167,8 @@ def test_the_page_lists_every_erratum_with_its_chapter():
         stem = Path(e.chapter).stem
         assert f"### {e.where}" in page
         assert f"- **Printed:** {e.printed}" in page and f"- **Correct:** {e.correct}" in page
-        assert f"([{stem}]({stem}.ipynb), cell {e.cell})" in page
+        assert e.section, f"{e.chapter}: erratum {e.where} lies under no heading"
+        assert f"]({stem}.ipynb#{heading_slug(e.section)}))" in page
     assert page.count("### ") == len(found) and f"{len(found)} errata in" in page
 
 
@@ -146,7 +182,7 @@ def test_the_build_writes_the_page_and_lists_it_after_the_chapters(tmp_path):
     nbformat.write(nb, out / "01_a.ipynb")
     book_tool.prepare(tmp_path, out, [out / "01_a.ipynb"], None, api=False)
     page = (out / "errata.md").read_text()
-    assert "### Eq. 20" in page and "([01_a](01_a.ipynb), cell 1)" in page
+    assert "### Eq. 20" in page and "([A chapter](01_a.ipynb#a-chapter))" in page
     assert (out / "_toc.yml").read_text().splitlines()[-2:] == ["- file: 01_a", "- file: errata"]
 
 

@@ -46,6 +46,11 @@ TABLES = {
     ("xuan2020", "Appendix Table 1"): 4 * 4,
     ("xuan2020", "Appendix Table 2"): 12 * 4,
     ("xuan2020", "Appendix Table 3"): 10 * 4,
+    # figures whose values are printed or stated: Liu et al.'s Fig. 4 (4 losses x 6 sizes) and
+    # Fig. 5 (3 losses), the DRO paper's five-run mean of Sec. 6.2 (Fig. 4)
+    ("liu_gpw", "Fig. 4"): 4 * 6,
+    ("liu_gpw", "Fig. 5"): 3,
+    ("dro", "Supp. Fig. 4"): 1,
 }
 
 # Spot checks typed from the papers (not from the CSV): paper, table, data set, method, dim,
@@ -59,6 +64,8 @@ SPOT = [
     ("dro", "Table 3", "In-Shop", "DRO-TopK-PN_M", "1024", "640", "R@1", 91.3),
     ("xuan2020", "Table 5", "Cars-196", "Ours(B384)", "64", "384", "R@1", 86.5),
     ("xuan2020", "Table 5", "In-Shop", "Ours(B256)", "512", "256", "R@1", 92.2),
+    ("liu_gpw", "Fig. 4", "CUB-200-2011", "Pair-E (a,b = 0,2)", "512", "80", "R@1", 68.6),
+    ("liu_gpw", "Fig. 5", "CUB-200-2011", "MS loss (v2)", "512", "80", "R@1", 67.6),
 ]
 
 
@@ -98,7 +105,12 @@ def test_the_wheel_ships_the_data(tmp_path):
     The wheel is built from a clean copy of the sources, so that neither a stale ``build/`` or
     ``*.egg-info`` of the checkout can supply the files nor the build leaves them behind.
     """
-    for name in ("paper_results.csv", "paper_quotes.csv", "paper_claims.csv"):
+    for name in (
+        "paper_results.csv",
+        "paper_quotes.csv",
+        "paper_claims.csv",
+        "paper_statements.csv",
+    ):
         assert (pr.DATA / name).is_file()
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
@@ -112,8 +124,8 @@ def test_the_wheel_ships_the_data(tmp_path):
     )  # fmt: skip
     (wheel,) = tmp_path.glob("dmlbook-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for name in ("paper_results.csv", "paper_quotes.csv", "paper_claims.csv", "omniglot28.npz",
-                 "OMNIGLOT_LICENSE"):  # fmt: skip
+    for name in ("paper_results.csv", "paper_quotes.csv", "paper_claims.csv",
+                 "paper_statements.csv", "omniglot28.npz", "OMNIGLOT_LICENSE"):  # fmt: skip
         assert f"dmlbook/data/{name}" in names, f"the wheel lacks dmlbook/data/{name}"
 
 
@@ -224,3 +236,80 @@ def test_measured_beside_is_the_mean_of_the_books_runs(results):
     assert beside.loc["MS", "R@1 book"] == round(100 * sum(ms) / len(ms), 1)
     assert beside.loc["MS", "R@1 paper"] == 77.3 and beside.loc["MS", "book runs"] == len(ms)
     assert list(beside.index[:2]) == ["Binomial", "LiftedStruct*"]
+
+
+@pytest.mark.parametrize(
+    ("value", "baseline", "expected"),
+    [(56.4, 56.8, "loses to"), (56.8, 56.8, "ties"), (57.0, 56.8, "beats"), (56.82, 56.8, "ties")],
+)
+def test_verdict_in_words(value, baseline, expected):
+    assert pr.verdict(value, baseline) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([71.40, 73.82, 75.61, 76.63, 77.59, 78.19, 78.35], "rises"),  # Wang suppl. Table 2
+        ([64.75, 65.07, 65.65, 65.43, 64.60], "not monotone"),  # Wang suppl. Table 1
+        ([3.0, 2.0, 2.0], "falls"),
+        ([1.0, 1.0], "flat"),
+    ],
+)
+def test_trend_in_words(values, expected):
+    assert pr.trend(values) == expected
+
+
+def test_versus_reads_the_dro_papers_table_2_against_ls(results):
+    """The DRO paper's Table 2 at R@1: gamma = 1 and 0.001 lose to LS on CUB (56.4, 56.7 < 56.8),
+    gamma = 0.1 ties it; on Cars every gamma beats LS (typed from the paper, not the CSV)."""
+    v = pr.versus(results, "dro", "Table 2", "LS")
+    cub = v[v.dataset == "CUB-200-2011"].set_index("method")
+    gammas = [m for m in cub.index if m.startswith("DRO-KL-G")]
+    assert [cub.loc[m, "verdict"] for m in gammas] == ["loses to", "ties", "beats", "loses to"]
+    assert (
+        list(cub.loc[gammas, "value"]) == [56.4, 56.8, 57.0, 56.7] and cub.baseline.iloc[0] == 56.8
+    )
+    cars = v[v.dataset == "Cars-196"].set_index("method")
+    assert (cars.loc[gammas, "verdict"] == "beats").all()
+    with pytest.raises(KeyError, match="no row dro / Table 2 / 'LT'"):
+        pr.versus(results, "dro", "Table 2", "LT")
+
+
+def test_statements_in_words_against_their_rows(results):
+    """Every stated comparison evaluates; the ones that fail are those read off the tables by
+    hand (typed here from the seeds, not from the CSV)."""
+    st = pr.check_statements(results)
+    assert len(st) == 106
+    failed = st[~st.holds]
+    found = {(r.paper, r.where, r.dataset, r.row, r.against) for r in failed.itertuples()}
+    expected = {
+        # CUB rises from batch 20 to 80 before it falls (64.75, 65.07, 65.65, 65.43, 64.60)
+        ("wang2019_ms", "supplement Sec. 4", "CUB-200-2011", "MS|512|40", "MS|512|20"),
+        ("wang2019_ms", "supplement Sec. 4", "CUB-200-2011", "MS|512|80", "MS|512|40"),
+        # MS 55.6 < LS 56.8 (CUB), 79.8 < 82.6 (In-Shop); gamma = 0.001 56.7 < LS 56.8 (CUB)
+        ("dro", "Sec. 4.2.1", "CUB-200-2011", "MS", "LS"),
+        ("dro", "Sec. 4.2.1", "In-Shop", "MS", "LS"),
+        ("dro", "Sec. 4.2.1", "CUB-200-2011", "DRO-KL-G gamma=0.001", "LS"),
+        # e^euc, lr 0.05: P^sig-ms 67.7 < P^sig 68.0
+        ("xuan2020", "Sec. 5.2", "Cars-196", "pair weight P^sig-ms, direction e^euc, T^con, lr 0.05",
+         "pair weight P^sig, direction e^euc, T^con, lr 0.05"),
+        # In-Shop: e^euc 85.2 > e^cos 84.8 (P^euc), 87.4 > 87.3 (P^lin), 87.5 > 87.3 (P^lin-ms)
+        ("xuan2020", "Sec. 8", "In-Shop", "pair weight P^euc, direction e^cos, T^con",
+         "pair weight P^euc, direction e^euc, T^con"),
+        ("xuan2020", "Sec. 8", "In-Shop", "pair weight P^lin, direction e^cos, T^con",
+         "pair weight P^lin, direction e^euc, T^con"),
+        ("xuan2020", "Sec. 8", "In-Shop", "pair weight P^lin-ms, direction e^cos, T^con",
+         "pair weight P^lin-ms, direction e^euc, T^con"),
+    }  # fmt: skip
+    assert found == expected
+    liu = st[st.paper == "liu_gpw"]
+    assert liu.holds.all() and len(liu) == 54
+
+
+def test_a_statement_needs_exactly_one_row(results):
+    bad = pd.DataFrame(
+        [["dro", "x", "y", "CUB-200-2011", "R@1", "Table 2|MS", "Table 2|NOPE", "beats"]],
+        columns=["paper", "where", "statement", "dataset", "metric", "row", "against", "says"],
+    )
+    with pytest.raises(KeyError, match="'Table 2\\|NOPE' on CUB-200-2011 R@1: 0 values"):
+        pr.check_statements(results, bad)

@@ -6,6 +6,9 @@ Every finite proof states its P (positives) and N (negatives) per anchor; each r
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pytest
 import sympy as sp
 import torch
@@ -89,12 +92,62 @@ def test_anchor_similarities_rejects_bad_counts(bad):
 
 
 def test_hyperparameters_assumptions():
-    (a,) = sy.hyperparameters("a")
+    (a,) = sy.hyperparameters("a", positive=True)
     assert a.is_positive and a.is_real
     m, n = sy.hyperparameters(["m", "n"], positive=False)
     assert m.is_real and m.is_positive is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="empty"):
         sy.hyperparameters("")
+    with pytest.raises(ValueError, match="no declared domain for the hyper-parameter 'a'"):
+        sy.hyperparameters("a")
+
+
+def test_hyperparameter_domains_hold_every_value_the_book_uses():
+    """lambda is used at -2.5 (Chapter 5), margins at 0 (Liu et al.'s m_1): neither is positive,
+    so sqrt(lambda^2) == lambda must not be provable, while sqrt(alpha^2) == alpha is."""
+    alpha, beta, lam, m, m1, eps = sy.hyperparameters("alpha beta lambda m m_1 epsilon")
+    assert alpha.is_positive and beta.is_positive
+    assert lam.is_real and lam.is_positive is None and lam.is_nonnegative is None
+    assert m.is_nonnegative and m.is_positive is None and m1.is_positive is None
+    assert eps.is_nonnegative and eps.is_positive is None
+    assert not sy.prove_equal(sp.sqrt(lam**2), lam, verbose=False)
+    assert sy.counterexample(sp.sqrt(lam**2), lam) is not None
+    assert sy.prove_equal(sp.sqrt(alpha**2), alpha)
+    used = {"lambda": [-2.5, 0.5, 1.0], "m": [0.0, 0.1, 3.0], "m_1": [0.0], "epsilon": [0.0, 0.1]}
+    for name, values in used.items():
+        (x,) = sy.hyperparameters(name)
+        for v in values:
+            assert v > 0 if x.is_positive else (v >= 0 if x.is_nonnegative else True), (name, v)
+
+
+def test_a_proof_that_divides_by_a_vanishing_factor_needs_its_condition():
+    """Issue 27: SymPy cancels Hinge(s)/Hinge(s) and (e^s - 1)/(e^s - 1) while building the
+    expression; as written (a callable, or inside as_written) the division is refused unless
+    the condition is stated, and proved with it."""
+    s, x = sp.symbols("s x", real=True)
+    hinge = sy.Hinge(s)
+    assert not sy.prove_equal(lambda: hinge * x / hinge, x, verbose=False)
+    assert not sy.prove_equal(lambda: (sp.exp(s) - 1) / (sp.exp(s) - 1), 1, verbose=False)
+    with sy.as_written():
+        ratio = (sp.exp(s) - 1) / (sp.exp(s) - 1)
+    assert sy.divisors(ratio) == [sp.exp(s) - 1]
+    assert not sy.prove_equal(ratio, 1, verbose=False)
+    assert sy.prove_equal(lambda: hinge * x / hinge, x, where=[s > 0])
+    assert sy.prove_equal(ratio, 1, where=[sp.Ne(sp.exp(s) - 1, 0)])
+    # a denominator the assumptions keep away from 0 needs nothing
+    assert sy.prove_equal(lambda: (sp.exp(s) + 1) / (sp.exp(s) + 1), 1)
+    # the refusal says what to state
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        sy.prove_equal(lambda: hinge * x / hinge, x)
+    assert (
+        "divides by Hinge(s)" in shown.getvalue()
+        and "where=[sp.Ne(Hinge(s), 0)]" in shown.getvalue()
+    )
+    # a distance: D = sqrt(2 - 2 s) vanishes at s = 1
+    D = sy.unit_sphere_distance(s)
+    assert not sy.prove_equal(D / D**2, 1 / D, verbose=False)
+    assert sy.prove_equal(D / D**2, 1 / D, where=sy.distinct_points(s))
 
 
 def test_batch_similarities_has_unit_diagonal_and_distinct_entries():
@@ -483,7 +536,9 @@ def test_gradcheck_witness_passes_and_can_fail():
 
 def test_normalization_jacobian_closed_form_d3():
     x = sy.embedding_symbols(1, 3).row(0)
-    assert sy.prove_equal(sy.normalization_jacobian(x), sy.normalization_jacobian_closed_form(x))
+    J, closed = sy.normalization_jacobian(x), sy.normalization_jacobian_closed_form(x)
+    assert not sy.prove_equal(J, closed, verbose=False)  # x = 0 has no direction
+    assert sy.prove_equal(J, closed, where=sy.nonzero_rows(x))
 
 
 def test_embedding_gradient_chain_B3_d2():
@@ -492,7 +547,8 @@ def test_embedding_gradient_chain_B3_d2():
     S = sy.similarity_from_embeddings(X)
     F = sum(G[i, j] * S[i, j] for i in range(3) for j in range(3))
     direct = sp.Matrix(3, 2, lambda i, k: F.diff(X[i, k]))
-    assert sy.prove_equal(direct, sy.embedding_gradient_closed_form(G, X)) is True
+    closed = sy.embedding_gradient_closed_form(G, X)
+    assert sy.prove_equal(direct, closed, where=sy.nonzero_rows(X)) is True
 
 
 def test_symbolic_jacobian_matches_autograd_of_l2_normalize():

@@ -110,3 +110,17 @@ def test_a_rational_change_of_a_polynomial_is_always_found_exactly(coeffs, c, po
     x = Fraction(str(found.point.get(X, 1)))  # no symbol at all when both sides are constants
     assert found.difference == sp.Rational(-c * x**power)
     assert x != 0 or power == 0
+
+
+def test_points_respect_the_symbols_assumptions():
+    """A counterexample at a value the symbol cannot take is no evidence: a non-negative margin
+    is drawn from [0, 3], never below 0 (Liu et al.'s m_1 = 0 is its edge)."""
+    (m,) = sy.hyperparameters("m")
+    x = sp.Symbol("x", real=True)
+    found = sy.counterexample(sp.Abs(m) + x, m + x)  # equal for every m >= 0
+    assert found is None
+    assert sy.counterexample(sp.Abs(x), x) is not None  # x real: x < 0 is allowed
+    lo, hi = sy.symbols.default_range(m)
+    assert (lo, hi) == (0, 3)
+    neg = sp.Symbol("n", negative=True)
+    assert sy.symbols.default_range(neg) == (-3, -sp.Rational(1, 10))

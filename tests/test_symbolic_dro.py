@@ -26,6 +26,8 @@ from dmlbook.symbolic import dro
         dro.ls_recovery,
         dro.ms_recovery,
         dro.hap2s_recovery,
+        dro.eq3_lambda,
+        dro.supplement_scales,
     ],
 )
 def test_every_step_is_proved(proof):
@@ -69,3 +71,18 @@ def test_lemma_1_symbolic_weights_match_autograd_of_the_loss():
     for (i, j), p, w, v in zip(pairs, pos, weights, vals, strict=True):
         slope = (-1.0 if p else 1.0) if v > 0 else 0.0
         assert float(g[i, j]) == pytest.approx(slope * float(w), abs=1e-10)
+
+
+def test_eq27_as_printed_lacks_the_one_over_n_of_eq9():
+    """Erratum (supplement Eq. 27): at n = 3 anchors the printed weight is 3x the gradient."""
+    a, lam = 2.0, 0.5
+    s = [0.3, 0.7]  # one anchor's two positives
+    n = 3
+
+    def loss(s1: float) -> float:
+        return math.log(1 + math.exp(-a * (s1 - lam)) + math.exp(-a * (s[1] - lam))) / a / n
+
+    h = 1e-6
+    grad = (loss(s[0] + h) - loss(s[0] - h)) / (2 * h)
+    printed = -1 / (math.exp(a * (s[0] - lam)) + sum(math.exp(a * (s[0] - sk)) for sk in s))
+    assert grad == pytest.approx(printed / n, rel=1e-6) and abs(printed - grad) > 0.1

@@ -18,6 +18,8 @@ with where its chapter section, its proof and its tests are.
 * Sun et al. 2020 (Xuan & Pless, Table 1): ``circle_loss`` / ``CircleLoss``
 * Xuan & Pless, Eq. 4: ``cosine_triplet_loss`` / ``CosineTripletLoss``
 * Xuan & Pless, Sec. 3-4 (designed gradient, custom backward): ``GradientSurgeryLoss``
+* Wang et al. 2019, supplement Eq. 3-5 (Ustinova & Lempitsky's histogram loss):
+  ``histogram_loss`` / ``HistogramLoss``, the histograms ``histograms``
 * Wang et al. Table 2 rows: ``ablation_loss`` (:mod:`dmlbook.losses.ablation`)
 * Liu et al. Eq. 18, 21, 24-34 (Pair-P, Pair-E, Triplet-P, Triplet-E):
   :mod:`dmlbook.losses.liu_weighting` and :mod:`dmlbook.losses.liu_triplet`; MS v1/v2 on distances (Eq. 39):
@@ -57,6 +59,7 @@ from .dro_grouped import (
     hap2s_e_loss,
 )
 from .gradient_surgery import GradientSurgeryLoss
+from .histogram import HistogramLoss, histogram_loss, histograms
 from .lifted import (
     LiftedLoss,
     LiftedStarLoss,
@@ -128,6 +131,9 @@ __all__ = [
     "CosineTripletLoss",
     "cosine_triplet_loss",
     "GradientSurgeryLoss",
+    "HistogramLoss",
+    "histogram_loss",
+    "histograms",
     "PairPowerLoss",
     "pair_power_loss",
     "PairExponentialLoss",

@@ -23,6 +23,7 @@ from .cosine_triplet import CosineTripletLoss
 from .dro import DROLoss, DROSampledLoss
 from .dro_grouped import DROGroupedLoss, HAP2SLoss
 from .gradient_surgery import GradientSurgeryLoss
+from .histogram import HistogramLoss
 from .lifted import LiftedLoss, LiftedStarLoss, LiftedStructureLoss
 from .liu_triplet import TripletExponentialLoss, TripletPowerLoss
 from .liu_weighting import PairExponentialLoss, PairPowerLoss
@@ -188,6 +189,7 @@ register_loss("dro", DROLoss)
 register_loss("dro_kl_sampled", DROSampledLoss)
 register_loss("dro_kl_g", DROGroupedLoss, aliases=("dro_kl_grouped",))
 register_loss("hap2s_e", HAP2SLoss, aliases=("hap2s",))
+register_loss("histogram", HistogramLoss, aliases=("histogram_loss",))
 
 
 def describe_loss(module: PairLoss) -> tuple[str, dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 **Reference semantics, not a training path.** Each function walks over anchors, pairs or triplets
 one at a time and writes the paper's equation as printed (Wang et al. 2019, Eq. 5, 6, 9, 16 and
-supplement Eq. 10; Liu et al. Eq. 11-14, 35-37), with the conventions of :mod:`dmlbook.losses`
+supplement Eq. 3-5 and 10; Liu et al. Eq. 11-14, 35-37), with the conventions of :mod:`dmlbook.losses`
 for what the papers leave open (means over the terms that exist; empty sets contribute nothing).
 ``S`` is a list of lists, ``y`` a list of ints; every function returns a float. They are slow on
 purpose: the vectorised losses are tested against them (``tests/losses/``).
@@ -17,6 +17,9 @@ __all__ = [
     "binomial_deviance_loss_reference",
     "contrastive_distance_loss_reference",
     "dist",
+    "histogram_loss_reference",
+    "histogram_reference",
+    "histogram_nodes",
     "lifted_loss_reference",
     "lifted_star_loss_reference",
     "lifted_structure_loss_reference",
@@ -191,3 +194,43 @@ def contrastive_distance_loss_reference(S, y, m1, m2, variant):
             t = max(d - m1, 0.0) if y[i] == y[j] else max(m2 - d, 0.0)
             terms.append(t * t if variant == "squared_hinge" else t)
     return sum(terms) / len(terms) if terms else 0.0
+
+
+def histogram_nodes(R: int, printed: bool = False) -> list[float]:
+    """The nodes ``t_1 .. t_R`` of the histogram loss, ``Delta = 2 / (R - 1)``.
+
+    ``t_r = (r - 1) Delta - 1``, from -1 to 1 (Ustinova & Lempitsky); ``printed=True`` gives the
+    supplement's ``t_r = r Delta - 1`` (Wang et al. 2019, supplement, after Eq. 5).
+    """
+    delta = 2 / (R - 1)
+    return [(r if printed else r - 1) * delta - 1 for r in range(1, R + 1)]
+
+
+def _kernel(s: float, r: int, t: list[float]) -> float:
+    """``delta_ijr`` of supplement Eq. 5, branch by branch (``t_0``, ``t_{R+1}`` one step out)."""
+    delta = t[1] - t[0]
+    lower = t[r - 2] if r > 1 else t[0] - delta
+    upper = t[r] if r < len(t) else t[-1] + delta
+    if lower <= s <= t[r - 1]:
+        return (s - lower) / delta
+    if t[r - 1] <= s <= upper:
+        return (upper - s) / delta
+    return 0.0
+
+
+def histogram_reference(values: list[float], R: int, printed: bool = False) -> list[float]:
+    """Supplement Eq. 4: ``h_r = (1/|S|) sum_{pairs} delta_ijr`` for ``r = 1..R``."""
+    t = histogram_nodes(R, printed)
+    return [sum(_kernel(s, r, t) for s in values) / len(values) for r in range(1, R + 1)]
+
+
+def histogram_loss_reference(S, y, R):
+    """Supplement Eq. 3, first line, ``sum_r h^-_r sum_{q <= r} h^+_q``, over the ordered pairs
+    ``i != j``; 0 without a positive or a negative pair."""
+    B = len(y)
+    pos = [S[i][j] for i in range(B) for j in range(B) if i != j and y[i] == y[j]]
+    neg = [S[i][j] for i in range(B) for j in range(B) if y[i] != y[j]]
+    if not pos or not neg:
+        return 0.0
+    h_pos, h_neg = histogram_reference(pos, R), histogram_reference(neg, R)
+    return sum(h_neg[r] * sum(h_pos[: r + 1]) for r in range(R))

@@ -8,7 +8,10 @@ Four steps take a loss chapter from a paper's equation to a checked implementati
 3. :func:`prove_equal` them to the paper's closed form (``True`` only for an exact proof;
    ``False`` only means "not proved": :func:`counterexample` gives the point where two forms
    differ, the evidence for a rejection; :func:`spot_check_equal` is numeric evidence, never
-   a proof);
+   a proof). A statement that divides by a quantity that may vanish is proved only with its
+   condition (``where=``; :func:`as_written` keeps SymPy from cancelling the factor first), and
+   hyper-parameter symbols carry only the domain every value the book uses lies in
+   (:data:`HYPERPARAMETER_DOMAINS`);
 4. evaluate them on a real batch (:func:`weights_from_loss`, :func:`to_torch`,
    :func:`batch_weights`) and compare with autograd of the dmlbook loss
    (:func:`check_against_autograd`), with :func:`gradcheck_witness` as an independent
@@ -16,11 +19,13 @@ Four steps take a loss chapter from a paper's equation to a checked implementati
 """
 
 from .autograd_check import check_against_autograd, gradcheck_witness
+from .conditions import as_written, divisors, unguarded
 from .counterexample import Counterexample, counterexample
 from .differentiate import pair_weights
 from .embeddings import (
     embedding_gradient_closed_form,
     embedding_symbols,
+    nonzero_rows,
     normalization_jacobian,
     normalization_jacobian_closed_form,
     similarity_from_embeddings,
@@ -29,6 +34,7 @@ from .embeddings import (
 )
 from .proofs import SpotCheck, gpw_identity, prove_equal, residual, spot_check_equal
 from .symbols import (
+    HYPERPARAMETER_DOMAINS,
     AnchorSimilarities,
     Hinge,
     HingeActive,
@@ -36,6 +42,7 @@ from .symbols import (
     anchor_similarities,
     batch_similarities,
     distance_symbols,
+    distinct_points,
     hinge,
     hinge_branch,
     hinge_conditions,
@@ -55,6 +62,7 @@ from .torch_bridge import (
 )
 
 __all__ = [
+    "HYPERPARAMETER_DOMAINS",
     "AnchorSimilarities",
     "AnchorWeightFunction",
     "Counterexample",
@@ -63,11 +71,14 @@ __all__ = [
     "IndexedAnchor",
     "SpotCheck",
     "anchor_similarities",
+    "as_written",
     "batch_similarities",
     "batch_weights",
     "check_against_autograd",
     "counterexample",
     "distance_symbols",
+    "distinct_points",
+    "divisors",
     "embedding_gradient_closed_form",
     "embedding_symbols",
     "gpw_identity",
@@ -79,6 +90,7 @@ __all__ = [
     "indexed_anchor",
     "log1p_sum_exp",
     "log_sum_exp",
+    "nonzero_rows",
     "normalization_jacobian",
     "normalization_jacobian_closed_form",
     "pair_weights",
@@ -87,6 +99,7 @@ __all__ = [
     "similarity_from_embeddings",
     "spot_check_equal",
     "to_torch",
+    "unguarded",
     "unit_rows",
     "unit_sphere_distance",
     "unit_sphere_similarity",

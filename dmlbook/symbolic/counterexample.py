@@ -20,7 +20,7 @@ import numpy as np
 import sympy as sp
 
 from .proofs import _entrywise, _exact_pairs
-from .symbols import Hinge, HingeActive
+from .symbols import Hinge, HingeActive, default_range
 
 __all__ = ["Counterexample", "counterexample"]
 
@@ -93,10 +93,8 @@ def _draw(
         raise ValueError(
             f"give a range for the integer symbol {symbol} in ranges=, e.g. ranges={{{symbol}: (1, 4)}}."
         )
-    elif symbol.is_positive:
-        lo, hi = sp.Rational(1, 10), sp.Integer(3)
     else:
-        lo, hi = sp.Integer(-1), sp.Integer(1)
+        lo, hi = default_range(symbol)
     if symbol.is_integer:
         return sp.Integer(int(rng.integers(int(lo), int(hi) + 1)))
     # an interior point of [lo, hi] with a small denominator: lo + (hi - lo) m / d, 0 < m < d
@@ -156,8 +154,9 @@ def counterexample(
 
     This is the evidence for "two forms differ" that ``prove_equal(a, b) is False`` is not.
     Points have Rational coordinates ``lo + (hi - lo) m / denominator``, strictly inside each
-    symbol's range: positive symbols in ``[1/10, 3]``, other real symbols in ``[-1, 1]`` (a
-    cosine similarity), integer symbols only from ``ranges``. Both sides are evaluated exactly
+    symbol's range: inside its assumptions (:func:`~dmlbook.symbolic.symbols.default_range`: positive symbols in
+    ``[1/10, 3]``, non-negative ones in ``[0, 3]``, other real symbols in ``[-1, 1]``, a cosine
+    similarity), integer symbols only from ``ranges``. Both sides are evaluated exactly
     there; points where a side is undefined or not real are skipped.
 
     Parameters

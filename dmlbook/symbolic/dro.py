@@ -20,6 +20,10 @@ arguments); nothing in them depends on the size except the number of terms.
   ``l_0 = 0`` needs ``m = 0``; ``l_0 = m`` is exact (erratum, corrected form proved).
 * :func:`hap2s_recovery`: supplement Eq. 30-34: HAP2S_E's gradient is DRO-KL-G's with the same
   ``gamma`` (so LS's only at ``gamma = 1``), where its hinge is open.
+* :func:`eq3_lambda`: Eq. 3 (and supplement Eq. 8) put ``lambda`` in both log-sums, where it
+  cancels: the printed LS loss is Wang et al.'s Eq. 6 at ``lambda = 0`` (erratum).
+* :func:`supplement_scales`: supplement Eq. 14 (the KL's derivative has ``log(|P_i| p)``, not
+  ``log(n p)``) and Eq. 27 (the gradient of Eq. 9 keeps its ``1/n``).
 
 Chapter: ``book/12_dro.ipynb`` (12.3, 12.5, 12.6). Tests: ``tests/test_symbolic_dro.py``.
 """
@@ -29,14 +33,17 @@ from __future__ import annotations
 import sympy as sp
 
 from .proofs import prove_equal
+from .symbols import hyperparameters
 
 __all__ = [
     "chi2_inner_max",
+    "eq3_lambda",
     "grouped_kkt",
     "hap2s_recovery",
     "kl_inner_max",
     "ls_recovery",
     "ms_recovery",
+    "supplement_scales",
     "topk_lp_value",
 ]
 
@@ -94,7 +101,7 @@ def kl_inner_max(n: int = 3) -> dict[str, bool]:
     lim_inf = sp.limit(closed.subs(gamma, 1 / t), t, 0, "+")
     out["gamma -> inf: mean l"] = prove_equal(lim_inf, sum(ls) / n)
     theta = sp.Symbol("theta", real=True)
-    lf = [sp.Function(f"l{k}")(theta) for k in range(1, n + 1)]
+    lf = [sp.Function(f"l{k}", real=True)(theta) for k in range(1, n + 1)]  # real losses
     F = gamma * sp.log(sum(sp.exp(l / gamma) for l in lf) / n)
     pw = [sp.exp(l / gamma) / sum(sp.exp(m / gamma) for m in lf) for l in lf]
     grad = sum(p * sp.diff(l, theta) for p, l in zip(pw, lf, strict=True))
@@ -141,11 +148,14 @@ def chi2_inner_max(n: int = 3) -> dict[str, bool]:
     value = sum(pi * l for pi, l in zip(p, ls, strict=True))
     nonneg_lhs = p[0] * n * norm / sp.sqrt(2 * rho)  # p_1 >= 0, times a positive number
     cond = c[0] + sp.sqrt(n * var / (2 * rho))
+    spread = [sp.Ne(sum(x**2 for x in c), 0)]  # p* divides by ||l - mean||: not all equal
     return {
-        "sum p* = 1": prove_equal(sum(p), 1),
-        "ball tight": prove_equal(ball, rho / n),
-        "value = mean + sqrt(2 rho Var/n)": prove_equal(value, mean + sp.sqrt(2 * rho * var / n)),
-        "p*_i >= 0 iff condition": prove_equal(nonneg_lhs, cond),
+        "sum p* = 1": prove_equal(sum(p), 1, where=spread),
+        "ball tight": prove_equal(ball, rho / n, where=spread),
+        "value = mean + sqrt(2 rho Var/n)": prove_equal(
+            value, mean + sp.sqrt(2 * rho * var / n), where=spread
+        ),
+        "p*_i >= 0 iff condition": prove_equal(nonneg_lhs, cond, where=spread),
     }
 
 
@@ -158,7 +168,7 @@ def grouped_kkt(P: int = 2, N: int = 3) -> dict[str, bool]:
     ``1/sum_k e^{(S_k - S_j)/gamma}`` on negatives). Eq. 13's product of multipliers and
     constraints is vacuous (equality constraints); the constraint itself fixes ``v``.
     """
-    gamma, m, lam = sp.symbols("gamma m lambda", positive=True)
+    gamma, m, lam = hyperparameters("gamma m lambda")
     out = {}
     for name, size, sign in (("positive", P, 1), ("negative", N, -1)):
         s = _losses(size, "S")
@@ -188,7 +198,7 @@ def ls_recovery(P: int = 2, N: int = 3) -> dict[str, bool]:
     dropped) *and* Eq. 3's ``[.]_+`` is open: where the LS term is negative its gradient is 0
     and DRO-KL-G's is not (erratum; ``tests/losses/test_dro_grouped.py`` shows one).
     """
-    gamma, m, lam = sp.symbols("gamma m lambda", positive=True)
+    gamma, m, lam = hyperparameters("gamma m lambda")
     sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
     F = _group_value([m + lam - x for x in sp_], gamma) + _group_value(
         [m + x - lam for x in sn], gamma
@@ -221,7 +231,8 @@ def ms_recovery(P: int = 2, N: int = 2) -> dict[str, bool]:
     nothing by itself; the shifted-threshold entry is the proof, and the tests give a
     numerical counterexample).
     """
-    a, b, m, lam, l0 = sp.symbols("alpha beta m lambda l_0", positive=True)
+    a, b, m, lam = hyperparameters("alpha beta m lambda")
+    l0 = sp.Symbol("l_0", real=True, nonnegative=True)  # the pseudo pair's loss: 0 or m
     sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
     F = _group_value([m + lam - x for x in sp_], 1 / a, l0)
     F += _group_value([m + x - lam for x in sn], 1 / b, l0)
@@ -254,8 +265,7 @@ def hap2s_recovery(P: int = 2, N: int = 2) -> dict[str, bool]:
     ``q_j / sum q``: proves that these equal DRO-KL-G's ``p*`` at the same ``gamma`` (Eq. 34 =
     Eq. 21), and that they equal Eq. 22's lifted-structure weights at ``gamma = 1``.
     """
-    gamma = sp.Symbol("gamma", positive=True)
-    m, lam = sp.symbols("m lambda", positive=True)
+    gamma, m, lam = hyperparameters("gamma m lambda")
     sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
     qp = [sp.exp(-x / gamma) for x in sp_]
     qn = [sp.exp(x / gamma) for x in sn]
@@ -269,4 +279,53 @@ def hap2s_recovery(P: int = 2, N: int = 2) -> dict[str, bool]:
     return {
         "HAP2S_E weights = DRO-KL-G(gamma)": prove_equal(hap, dro),
         "HAP2S_E(gamma=1) = LS (Eq. 22)": prove_equal([h.subs(gamma, 1) for h in hap], eq22),
+    }
+
+
+def eq3_lambda(P: int = 2, N: int = 3) -> dict[str, bool]:
+    """Eq. 3 (supplement Eq. 8): ``[log sum_P e^{lambda - S} + log sum_N e^{S - lambda}]_+``.
+
+    Proves, for one anchor, that the bracket does not depend on ``lambda`` (the two ``lambda``
+    cancel: ``log sum e^{lambda - S} = lambda + log sum e^{-S}``) and equals Wang et al.'s Eq. 6
+    bracket ``log sum_P e^{lambda - S} + log sum_N e^{S}`` at ``lambda = 0``, whose ``lambda`` is a
+    margin (its derivative is 1).
+    """
+    (lam,) = hyperparameters("lambda")
+    sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
+    eq3 = sp.log(sum(sp.exp(lam - x) for x in sp_)) + sp.log(sum(sp.exp(x - lam) for x in sn))
+    wang6 = sp.log(sum(sp.exp(lam - x) for x in sp_)) + sp.log(sum(sp.exp(x) for x in sn))
+    return {
+        "d Eq. 3 / d lambda = 0": prove_equal(sp.diff(eq3, lam), 0),
+        "Eq. 3 = Wang Eq. 6 at lambda = 0": prove_equal(eq3, wang6.subs(lam, 0)),
+        "d Wang Eq. 6 / d lambda = 1": prove_equal(sp.diff(wang6, lam), 1),
+    }
+
+
+def supplement_scales(P: int = 2, N: int = 2) -> dict[str, bool]:
+    """Two factors of the supplement, proved as they should read.
+
+    * Eq. 14: ``d/dp_j [p . log(|P_i| p)] = log(|P_i| p_j) + 1`` (the uniform distribution of
+      the group is ``1/|P_i|``; the printed ``log(n p)`` has ``n``), which gives Eq. 15's
+      ``1/|P_i|``.
+    * Eq. 27: the gradient of Eq. 9 (one anchor, ``n`` anchors) is ``1/n`` times the weights
+      Eq. 27 prints: ``-1/(n (e^{alpha (S_j - lambda)} + sum_k e^{alpha (S_j - S_k)}))``.
+    """
+    ps = sp.symbols(f"p_1:{P + 1}", positive=True)
+    kl = sum(p * sp.log(P * p) for p in ps)
+    a, b, lam = hyperparameters("alpha beta lambda")
+    n = sp.Symbol("n", positive=True, integer=True)
+    sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
+    eq9 = (
+        sp.log(1 + sum(sp.exp(-a * (x - lam)) for x in sp_)) / a
+        + sp.log(1 + sum(sp.exp(b * (x - lam)) for x in sn)) / b
+    ) / n
+    eq27 = [-1 / (sp.exp(a * (sj - lam)) + sum(sp.exp(a * (sj - sk)) for sk in sp_)) for sj in sp_]
+    eq27 += [1 / (sp.exp(b * (lam - sj)) + sum(sp.exp(b * (sk - sj)) for sk in sn)) for sj in sn]
+    return {
+        "Eq. 14: dKL/dp = log(|P_i| p) + 1": prove_equal(
+            [sp.diff(kl, p) for p in ps], [sp.log(P * p) + 1 for p in ps]
+        ),
+        "Eq. 27: grad of Eq. 9 = Eq. 27 / n": prove_equal(
+            [sp.diff(eq9, x) for x in [*sp_, *sn]], [w / n for w in eq27]
+        ),
     }

@@ -22,6 +22,7 @@ __all__ = [
     "normalization_jacobian_closed_form",
     "similarity_from_embeddings",
     "unit_rows",
+    "nonzero_rows",
     "weight_symbols",
 ]
 
@@ -41,6 +42,17 @@ def weight_symbols(B: int, name: str = "g") -> sp.Matrix:
 def _row(x: sp.MatrixBase | Sequence[sp.Expr]) -> sp.Matrix:
     m = sp.Matrix(x)
     return m.T if m.cols == 1 else m
+
+
+def nonzero_rows(X: sp.MatrixBase | Sequence[sp.Expr]) -> list[sp.Ne]:
+    """The condition under which ``z_i = x_i / |x_i|`` is defined: no raw embedding is 0.
+
+    One ``|x_i|^2 != 0`` per row, for :func:`~dmlbook.symbolic.proofs.prove_equal`'s ``where``
+    (a proof through the normalisation divides by ``|x_i|``).
+    """
+    X = sp.Matrix(X)
+    X = X.T if X.cols == 1 else X
+    return [sp.Ne(sum(v**2 for v in X.row(i)), 0) for i in range(X.rows)]
 
 
 def unit_rows(X: sp.MatrixBase) -> sp.Matrix:

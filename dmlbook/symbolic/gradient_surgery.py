@@ -39,8 +39,10 @@ import torch
 from ..surgery.directions import unit_directions
 from ..surgery.weights import pair_weights, triplet_weight
 from .proofs import prove_equal
+from .symbols import hyperparameters
 
 __all__ = [
+    "sig_ms_negative_term",
     "TRIPLET_ROWS",
     "circle_weights",
     "closed_form_test",
@@ -57,7 +59,7 @@ __all__ = [
 ]
 
 s_ap, s_an = sp.symbols("s_ap s_an", real=True)
-tau, gamma, alpha, beta, lam, margin = sp.symbols("tau gamma alpha beta lambda m", positive=True)
+tau, gamma, alpha, beta, lam, margin = hyperparameters("tau gamma alpha beta lambda m")
 
 
 def vectors(d: int = 3) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
@@ -70,16 +72,21 @@ def _grad(L: sp.Expr, v: sp.Matrix) -> sp.Matrix:
 
 
 def eq5_holds() -> bool:
-    """Eq. 5 is the gradient of Eq. 3 (active branch) for all vectors."""
+    """Eq. 5 is the gradient of Eq. 3 (active branch) for all vectors with ``f_p != f_a`` and
+    ``f_n != f_a`` (the unit directions ``e = (f_p - f_a) / D`` divide by the distances)."""
     fa, fp, fn = vectors()
-    m = sp.Symbol("m", positive=True)
+    (m,) = hyperparameters("m")
     L = (fa - fp).dot(fa - fp) - (fa - fn).dot(fa - fn) + m
-    D_ap, D_an = sp.sqrt((fp - fa).dot(fp - fa)), sp.sqrt((fa - fn).dot(fa - fn))
-    e_p, e_n = (fp - fa) / D_ap, (fa - fn) / D_an
-    printed = (2 * D_ap * e_p, 2 * D_an * e_n, -2 * D_ap * e_p - 2 * D_an * e_n)
+    sq_ap, sq_an = (fp - fa).dot(fp - fa), (fa - fn).dot(fa - fn)
+
+    def printed() -> list[sp.Expr]:  # as written: SymPy would cancel D * (v / D) to v
+        D_ap, D_an = sp.sqrt(sq_ap), sp.sqrt(sq_an)
+        e_p, e_n = (fp - fa) / D_ap, (fa - fn) / D_an
+        return [*(2 * D_ap * e_p), *(2 * D_an * e_n), *(-2 * D_ap * e_p - 2 * D_an * e_n)]
+
     return prove_equal(
-        [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)], [*printed[0], *printed[1], *printed[2]],
-        verbose=False,
+        [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)], printed,
+        where=[sp.Ne(sq_ap, 0), sp.Ne(sq_an, 0)], verbose=False,
     )  # fmt: skip
 
 
@@ -164,13 +171,38 @@ def ms_positive_weight(n_other: int = 2) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     return w, by_sum, by_mean
 
 
+#: The condition of Eq. 20's derivation: ``f_p != f_a`` (``D > 0``), for ``prove_equal``'s ``where``.
+PROJECTION_CONDITION = [sp.Ne(2 - 2 * sp.cos(sp.Symbol("t", positive=True)), 0)]
+
+
+def sig_ms_negative_term(n_other: int = 2) -> dict[str, object]:
+    """Appendix Sec. 2 on negative pairs: how ``m^sig_-`` of Eq. 13 moves ``P^sig-ms_-``.
+
+    ``P_- = 1 / (m_- + e^{-beta (S_an - lambda)})`` with ``m_- = (1/|N|) sum_j
+    e^{-beta (S_an - R^j_an)}``. Returns the proof that ``dP_-/dm_- = -P_-^2`` (so a larger
+    ``m_-`` always *lowers* the weight), and, with ``Delta_j = S_an - R^j_an >= 0`` (hard
+    negative mining: the selected negative is the most similar, appendix Sec. 3), the proof that
+    ``log m_-``'s every term ``-beta Delta_j`` is ``<= 0``, so ``m_- <= 1`` and the relative term
+    can only *raise* the negative weight.
+    """
+    m = sp.Symbol("m_-", positive=True)
+    P = 1 / (m + sp.exp(-beta * (s_an - lam)))
+    deltas = sp.symbols(f"Delta_1:{n_other + 1}", nonnegative=True)
+    exponents = [sp.expand_log(sp.log(sp.exp(-beta * d)), force=False) for d in deltas]
+    return {
+        "dP-/dm- = -P-^2": prove_equal(sp.diff(P, m), -(P**2)),
+        "hard mining: every log-term <= 0": all(e.is_nonpositive for e in exponents),
+    }
+
+
 def projection_lengths() -> dict[str, sp.Expr]:
     """Squared tangential lengths of the unit directions on the positive, for ``f_a = (1, 0)``,
     ``f_p = (cos t, sin t)``, ``t`` in (0, pi): the derivation behind Eq. 20 (appendix).
 
     Returns the derived squares (``"euc"``, ``"cos"``) and the squares of Eq. 20 as printed
     (``"euc_printed"``, ``"cos_printed"``, with ``S = cos t``), all functions of ``t``. Both
-    lengths are >= 0, so equal squares prove Eq. 20.
+    lengths are >= 0, so equal squares prove Eq. 20; ``e^euc`` divides by ``D``, so the proof
+    holds where ``2 - 2 cos t != 0`` (:data:`PROJECTION_CONDITION`).
     """
     t = sp.Symbol("t", positive=True)
     fa = sp.Matrix([1, 0])
@@ -207,7 +239,8 @@ def euc_is_cos_over_distance_on_sphere() -> bool:
 
     at_p = tangential((fp - fa) / D, fp) - tangential(-fa, fp) / D
     at_a = tangential((fa - fp) / D, fa) - tangential(-fp, fa) / D
-    return prove_equal([*at_p, *at_a], [0] * 6, verbose=False)
+    apart = [sp.Ne((fp - fa).dot(fp - fa), 0)]  # f_a != f_p: D > 0
+    return prove_equal([*at_p, *at_a], [0] * 6, where=apart, verbose=False)
 
 
 def closed_form_test(w_plus: sp.Expr, w_minus: sp.Expr) -> sp.Expr:

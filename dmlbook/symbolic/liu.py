@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .proofs import prove_equal
-from .symbols import unit_sphere_distance
+from .symbols import HYPERPARAMETER_DOMAINS, hyperparameters, unit_sphere_distance
 
 __all__ = [
     "ClosedForm",
@@ -53,7 +53,9 @@ def eq18_detached_gradient(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     SymPy function), that on unit vectors ``dL/dS_ij = -w_ij / D_ij``, and the extra term an
     un-detached weight would add to ``dL/dD+_1``.
     """
-    m1, m2 = sp.symbols("m1 m2", positive=True)
+    m1, m2 = (
+        sp.Symbol(n, **HYPERPARAMETER_DOMAINS[d][0]) for n, d in (("m1", "m_1"), ("m2", "m_2"))
+    )
     Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
     wp, wn = sp.Function("w^+"), sp.Function("w^-")
     cp, cn = sp.symbols(f"c1:{n_pos + 1}"), sp.symbols(f"e1:{n_neg + 1}")  # the detached numbers
@@ -71,7 +73,10 @@ def eq18_detached_gradient(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     s = sp.Symbol("s", real=True)
     c = sp.Symbol("c", real=True)
     on_S = prove_equal(
-        sp.diff(c * (unit_sphere_distance(s) - m1), s), -c / unit_sphere_distance(s), verbose=False
+        sp.diff(c * (unit_sphere_distance(s) - m1), s),
+        -c / unit_sphere_distance(s),
+        where=[s < 1],  # distinct points: D > 0
+        verbose=False,
     )
     live = L.subs(detach)
     extra = sp.simplify(sp.diff(live, Dp[0]) - wp(Dp[0]))
@@ -87,9 +92,15 @@ class ClosedForm:
     proved: bool
 
 
+#: Liu et al.'s exponent of the exponential weights (Eq. 29-31): the book uses alpha = 0 (Pair-E's
+#: positives), so it is only non-negative; a closed form that divides by it states alpha > 0.
+_ALPHA = sp.Symbol("alpha", real=True, nonnegative=True)
+
+
 def _pair_rows(n: int) -> list[ClosedForm]:
     x = _positive("x", n)
-    p, a = sp.symbols("p alpha", positive=True)
+    p = sp.Symbol("p", positive=True)
+    a = _ALPHA
     rows = []
     cases = [
         ("power, v0: w = x^p", sum(xi ** (p + 1) for xi in x) / (p + 1), [xi**p for xi in x]),
@@ -106,14 +117,13 @@ def _pair_rows(n: int) -> list[ClosedForm]:
         ("constant, per anchor (p = 0): w = 1/n", sum(x) / n, [sp.Integer(1) / n] * n),
     ]
     for name, F, w in cases:
-        rows.append(
-            ClosedForm(name, F, prove_equal([sp.diff(F, xi) for xi in x], w, verbose=False))
-        )
+        grad = [sp.diff(F, xi) for xi in x]
+        rows.append(ClosedForm(name, F, prove_equal(grad, w, where=[a > 0], verbose=False)))
     return rows
 
 
 def _triplet_row(n_pos: int, n_neg: int) -> ClosedForm:
-    m, a = sp.symbols("m alpha", positive=True)
+    (m,), a = hyperparameters("m"), _ALPHA
     Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
     t = {(j, k): Dp[j] - Dn[k] + m for j in range(n_pos) for k in range(n_neg)}
     Z = sum(sp.exp(a * v) for v in t.values())
@@ -124,7 +134,7 @@ def _triplet_row(n_pos: int, n_neg: int) -> ClosedForm:
         -sum(w[j, k] for j in range(n_pos)) for k in range(n_neg)
     ]
     name = "triplet exponential, per anchor (Triplet-E v1)"
-    return ClosedForm(name, F, prove_equal(grad, expected, verbose=False))
+    return ClosedForm(name, F, prove_equal(grad, expected, where=[a > 0], verbose=False))
 
 
 def closed_forms(n: int = 3) -> list[ClosedForm]:

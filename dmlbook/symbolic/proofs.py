@@ -4,7 +4,10 @@
 when a chain of SymPy rewrites reduces ``a - b`` to the exact number ``0``; every rewrite it uses
 is an identity for the declared assumptions (nothing is forced). When it fails it prints the
 simplest residual it reached and returns ``False``: SymPy could not decide, which is not the
-same as ``a != b``. It refuses ``Float`` numbers, which are rounded when they are made.
+same as ``a != b``. It refuses ``Float`` numbers, which are rounded when they are made, and a
+statement that divides by a quantity that may vanish unless the condition is stated (``where=``,
+:mod:`.conditions`; write such sides as zero-argument callables so that SymPy cannot cancel the
+factor before the check).
 
 :func:`~dmlbook.symbolic.counterexample.counterexample` is the evidence for ``a != b``: a point where the two sides differ, with
 both values (exact with Rationals where SymPy can evaluate them so).
@@ -21,8 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
+from .conditions import build_as_written, describe, evaluated, unguarded
 from .differentiate import pair_weights
-from .symbols import AnchorSimilarities
+from .symbols import AnchorSimilarities, default_range
 
 __all__ = [
     "SpotCheck",
@@ -139,10 +143,7 @@ def _clearly_different(x: sp.Expr, y: sp.Expr) -> bool:
         if any(not isinstance(v, sp.Symbol) or v.is_integer for v in symbols):
             return False
         rng = np.random.default_rng(12345)
-        cols = [
-            rng.uniform(0.1, 3.0, 8) if v.is_positive else rng.uniform(-1.0, 1.0, 8)
-            for v in symbols
-        ]
+        cols = [rng.uniform(*(float(x) for x in default_range(v)), 8) for v in symbols]
         with np.errstate(all="ignore"):
             fx, fy = (
                 np.broadcast_to(np.asarray(_numpy_function(symbols, e)(*cols), dtype=float), (8,))
@@ -175,7 +176,13 @@ def residual(a: sp.Basic, b: sp.Basic) -> sp.Expr | list[sp.Expr]:
     return out[0] if len(out) == 1 else out
 
 
-def prove_equal(a: sp.Basic, b: sp.Basic, *, verbose: bool = True) -> bool:
+def prove_equal(
+    a: sp.Basic | Callable[[], sp.Basic],
+    b: sp.Basic | Callable[[], sp.Basic],
+    *,
+    where: Sequence[sp.Basic] = (),
+    verbose: bool = True,
+) -> bool:
     """Try to prove ``a == b`` exactly, for every value of the symbols their assumptions allow.
 
     The difference is simplified, then passed through targeted rewrites (``piecewise_fold``,
@@ -185,14 +192,28 @@ def prove_equal(a: sp.Basic, b: sp.Basic, *, verbose: bool = True) -> bool:
     only the exact number ``0`` counts: no numeric test decides the answer. Inputs are exact
     by construction: a ``Float`` anywhere is refused (it was rounded when it was made).
 
+    A side that divides by a quantity the assumptions cannot show to be nonzero is a statement
+    about the points where that quantity is not 0 only: it is proved only when ``where`` states
+    that condition, and refused otherwise (``False``, with the denominator named). SymPy cancels
+    a repeated factor while an expression is being built (``Hinge(s) * x / Hinge(s)`` is ``x``
+    before this function sees it), so pass such a side as a zero-argument callable
+    (``lambda: Hinge(s) * x / Hinge(s)``) or build it inside
+    :func:`~dmlbook.symbolic.conditions.as_written`: it is then checked as typed.
+
     Parameters
     ----------
-    a, b : Expr, Matrix, sequence or dict
+    a, b : Expr, Matrix, sequence or dict, or a callable returning one
         The two sides, with Integers and Rationals as numbers (no ``Float``). Matrices,
         sequences and dicts (e.g. two :func:`pair_weights` results) are compared entry by
-        entry; all entries must be proved, and there must be at least one.
+        entry; all entries must be proved, and there must be at least one. A callable is
+        called without SymPy's automatic simplification (as written).
+    where : sequence of relations
+        The conditions the statement is claimed under, each ``sp.Ne(d, 0)`` for a quantity it
+        divides by, or a relation of one symbol with a number (``s > 0``, ``s < 1``,
+        ``sp.Ne(s, 0)``); see :func:`~dmlbook.symbolic.conditions.unguarded`.
     verbose : bool
-        When the proof fails, print the simplest residual reached.
+        When the proof fails or is refused, print why (the residual reached, or the
+        denominators whose condition is missing).
 
     Returns
     -------
@@ -210,8 +231,31 @@ def prove_equal(a: sp.Basic, b: sp.Basic, *, verbose: bool = True) -> bool:
     ------
     ValueError
         Both sides empty; shapes, lengths or keys that do not match; a ``Float`` in either side.
+
+    Examples
+    --------
+    >>> import sympy as sp
+    >>> from dmlbook.symbolic import Hinge
+    >>> s, x = sp.symbols("s x", real=True)
+    >>> prove_equal(lambda: Hinge(s) * x / Hinge(s), x, verbose=False)  # s <= 0: 0/0
+    False
+    >>> prove_equal(lambda: Hinge(s) * x / Hinge(s), x, where=[s > 0])
+    True
     """
-    pairs = _exact_pairs(a, b, "prove_equal")
+    pairs = _exact_pairs(build_as_written(a), build_as_written(b), "prove_equal")
+    missing = [d for x, y in pairs for side in (x, y) for d in unguarded(side, where)]
+    missing = sorted(set(missing), key=sp.default_sort_key)
+    if missing:
+        if verbose:
+            names = ", ".join(sp.sstr(d) for d in missing)
+            print(
+                f"prove_equal: refused: the statement divides by {names}, which may be 0; it "
+                f"holds at most where {describe(missing)}. If that is the statement, say so: "
+                f"where=[sp.Ne({sp.sstr(missing[0])}, 0)], or a relation on one symbol that "
+                "implies it (e.g. s < 1 for 2 - 2*s)."
+            )
+        return False
+    pairs = [(evaluated(x), evaluated(y)) for x, y in pairs]
     for n, (x, y) in enumerate(pairs):
         r = residual(x, y)
         if r != sp.S.Zero:
@@ -300,10 +344,8 @@ def spot_check_equal(
             lo, hi = ranges[s]
         elif s.is_integer:
             raise ValueError(f"give a range for the integer symbol {s} in ranges=.")
-        elif s.is_positive:
-            lo, hi = 0.1, 3.0
         else:
-            lo, hi = -1.0, 1.0
+            lo, hi = (float(x) for x in default_range(s))
         cols.append(rng.uniform(lo, hi, size=n))
     with np.errstate(all="ignore"):
         fa = _numpy_function(symbols, a)(*cols)

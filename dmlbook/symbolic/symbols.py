@@ -32,9 +32,12 @@ __all__ = [
     "anchor_similarities",
     "batch_similarities",
     "distance_symbols",
+    "default_range",
+    "distinct_points",
     "hinge",
     "hinge_branch",
     "hinge_conditions",
+    "HYPERPARAMETER_DOMAINS",
     "hyperparameters",
     "indexed_anchor",
     "log1p_sum_exp",
@@ -124,31 +127,98 @@ def batch_similarities(B: int, name: str = "S") -> sp.Matrix:
     )
 
 
-def hyperparameters(names: str | Sequence[str], positive: bool = True) -> tuple[sp.Symbol, ...]:
-    """Hyper-parameter symbols: real, and positive unless told otherwise.
+#: The domain of each hyper-parameter symbol, declared once: the assumptions that *every* value
+#: the book gives it satisfies (a symbol that carries more would "prove" statements that fail at
+#: a value the book uses, such as ``sqrt(lambda**2) == lambda`` at Chapter 5's lambda = -2.5).
+HYPERPARAMETER_DOMAINS: dict[str, tuple[dict[str, bool], str]] = {
+    "alpha": (
+        {"positive": True},
+        "MS / binomial / LiftedStruct* slopes (Wang et al., Eq. 9, 15, 16): 1/alpha in the loss; 2, 10, 40",
+    ),
+    "beta": (
+        {"positive": True},
+        "MS / binomial / LiftedStruct* slopes (Wang et al., Eq. 9, 15, 16): 1/beta in the loss; 2, 10, 50",
+    ),
+    "gamma": ({"positive": True}, "DRO temperature (Sec. 3.2) and Circle scale: 0.001 to 256"),
+    "tau": ({"positive": True}, "scale of the cosine triplet loss (Xuan & Pless, Eq. 4)"),
+    "rho": ({"positive": True}, "radius of the DRO chi-square ball (Sec. 3.1)"),
+    "lambda": ({"real": True}, "threshold on a similarity: 1, 0.5, and -2.5 in Chapter 5"),
+    "m": (
+        {"real": True, "nonnegative": True},
+        "margins: 0 (Liu's m_1, Sun et al.'s form at m = 0) to 3",
+    ),
+    "m_1": ({"real": True, "nonnegative": True}, "Liu et al.'s positive distance threshold: 0"),
+    "m_2": (
+        {"real": True, "nonnegative": True},
+        "Liu et al.'s negative distance threshold: 0.8, 1",
+    ),
+    "epsilon": (
+        {"real": True, "nonnegative": True},
+        "MS mining margin (Wang et al., Eq. 11-12): 0, 0.1",
+    ),
+}
 
-    Scales such as MS's ``alpha, beta`` (Wang et al. 2019, Eq. 15) are positive; a margin on a
-    cosine similarity may be of either sign, so pass ``positive=False`` for it when a proof
-    must hold for negative margins too.
+
+def default_range(symbol: sp.Symbol) -> tuple[sp.Rational, sp.Rational]:
+    """Where a symbol is drawn when no range is given, inside its assumptions: positive in
+    ``[1/10, 3]``, non-negative in ``[0, 3]``, negative and non-positive mirrored, any other
+    real in ``[-1, 1]`` (a cosine similarity)."""
+    if symbol.is_positive:
+        return sp.Rational(1, 10), sp.Integer(3)
+    if symbol.is_nonnegative:
+        return sp.Integer(0), sp.Integer(3)
+    if symbol.is_negative:
+        return sp.Integer(-3), -sp.Rational(1, 10)
+    if symbol.is_nonpositive:
+        return sp.Integer(-3), sp.Integer(0)
+    return sp.Integer(-1), sp.Integer(1)
+
+
+def hyperparameters(
+    names: str | Sequence[str], positive: bool | None = None
+) -> tuple[sp.Symbol, ...]:
+    """Hyper-parameter symbols, each with the domain of :data:`HYPERPARAMETER_DOMAINS`.
+
+    A symbol carries only what every value the book uses satisfies: ``lambda`` is real (Chapter
+    5 uses ``lambda = -2.5``), margins are non-negative (Liu et al. use ``m_1 = 0``), the slopes
+    and temperatures that a loss divides by are positive.
 
     Parameters
     ----------
     names : str or sequence of str
         Space- or comma-separated names, as for :func:`sympy.symbols`.
-    positive : bool
-        Declare the symbols positive (they are always real).
+    positive : bool, optional
+        Override the table: ``True`` declares the symbols positive, ``False`` only real. A name
+        the table does not know needs it.
 
     Returns
     -------
     tuple of Symbol
         Always a tuple, even for a single name.
+
+    Raises
+    ------
+    ValueError
+        For an empty list of names, or a name without a declared domain and no ``positive``.
     """
     if not isinstance(names, str):
         names = " ".join(names)
-    assumptions = {"real": True, "positive": True} if positive else {"real": True}
-    made = sp.symbols(names, seq=True, **assumptions)
-    if not made:
+    parsed = [n for n in names.replace(",", " ").split() if n]
+    if not parsed:
         raise ValueError("names is empty; pass at least one hyper-parameter name.")
+    made = []
+    for name in parsed:
+        if positive is not None:
+            assumptions = {"real": True, "positive": True} if positive else {"real": True}
+        elif name in HYPERPARAMETER_DOMAINS:
+            assumptions = HYPERPARAMETER_DOMAINS[name][0]
+        else:
+            raise ValueError(
+                f"no declared domain for the hyper-parameter {name!r} (known: "
+                f"{', '.join(HYPERPARAMETER_DOMAINS)}); pass positive=True if every value the "
+                "book gives it is > 0, or positive=False for any real value."
+            )
+        made.append(sp.Symbol(name, **assumptions))
     return tuple(made)
 
 
@@ -366,6 +436,19 @@ def unit_sphere_distance(s: sp.Expr) -> sp.Expr:
     From ``D^2 = |z_i|^2 + |z_j|^2 - 2 <z_i, z_j> = 2 - 2 S_ij`` (Liu et al., footnote 5).
     """
     return sp.sqrt(2 - 2 * sp.sympify(s))
+
+
+def distinct_points(*similarities: sp.Expr | AnchorSimilarities) -> list[sp.Rel]:
+    """``s < 1`` for each similarity symbol: the two points of the pair are distinct.
+
+    The condition under which ``D = sqrt(2 - 2 s)`` is not 0, so that a proof dividing by a
+    distance holds (for :func:`~dmlbook.symbolic.proofs.prove_equal`'s ``where``). Accepts
+    symbols and :class:`AnchorSimilarities` (all of its pairs).
+    """
+    out: list[sp.Rel] = []
+    for s in similarities:
+        out += [x < 1 for x in (s.all if isinstance(s, AnchorSimilarities) else (s,))]
+    return out
 
 
 def unit_sphere_similarity(D: sp.Expr) -> sp.Expr:

@@ -4,6 +4,8 @@ Chapter: ``book/13_gradient_surgery.ipynb`` (13.1, 13.3-13.5)."""
 
 from __future__ import annotations
 
+import math
+
 import sympy as sp
 import torch
 
@@ -80,8 +82,9 @@ def test_which_cosine_fields_are_gradients():
 
 def test_eq20_and_where_the_curves_cross():
     L = gs.projection_lengths()
-    assert prove_equal(L["euc"], L["euc_printed"], verbose=False)
-    assert prove_equal(L["cos"], L["cos_printed"], verbose=False)
+    where = gs.PROJECTION_CONDITION  # f_p != f_a
+    assert prove_equal(L["euc"], L["euc_printed"], where=where, verbose=False)
+    assert prove_equal(L["cos"], L["cos_printed"], where=where, verbose=False)
     assert gs.projection_lengths_cross() == {sp.Rational(1, 2), sp.Integer(-1)}
 
 
@@ -99,3 +102,14 @@ def test_numeric_integrability_matches_the_symbolic_verdicts():
     for direction, pair, trip in [("cos", "lin", "cos"), ("euc", "con", "cos"),
                                   ("cos_orth", "con", "con"), ("euc_orth", "con", "con")]:  # fmt: skip
         assert gs.field_asymmetry(direction, gs.table_weights(pair, trip), x) > 1e-3
+
+
+def test_the_negative_relative_term_of_eq13_lowers_the_weight_when_above_one():
+    """Appendix Sec. 2 reads m^sig_- > 1 as a weight *increase*; dP/dm = -P^2 says otherwise, and
+    under hard negative mining m^sig_- <= 1 (appendix Fig. 1's Delta S = 0.1, beta = 10: e^-1)."""
+    assert all(v is True for v in gs.sig_ms_negative_term().values())
+    beta, lam, s = 10.0, 0.5, 0.5
+    sig = 1 / (1 + math.exp(-beta * (s - lam)))
+    with_term = 1 / (math.exp(-beta * 0.1) + math.exp(-beta * (s - lam)))
+    above_one = 1 / (math.exp(beta * 0.1) + math.exp(-beta * (s - lam)))
+    assert with_term > sig > above_one

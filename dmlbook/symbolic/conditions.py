@@ -1,0 +1,142 @@
+"""Where a proof holds: the quantities it divides by, and the conditions that keep them nonzero.
+
+SymPy simplifies while an expression is being built: ``Hinge(s) * x / Hinge(s)`` *is* ``x`` by
+the time any function sees it, and ``(exp(s) - 1) / (exp(s) - 1)`` is ``1``, although both are
+undefined where the cancelled factor vanishes (``s <= 0``, ``s = 0``). A proof of ``x == x``
+then "proves" a statement that is false at those points. Two tools keep the division visible:
+
+* :func:`as_written` is a context manager (SymPy's ``evaluate(False)``) inside which the two
+  sides of a statement keep every factor as typed; :func:`~dmlbook.symbolic.proofs.prove_equal`
+  also accepts the sides as zero-argument callables and builds them that way itself;
+* :func:`divisors` lists the bases of the negative powers (the denominators) of an expression;
+  :func:`unguarded` keeps those the symbols' assumptions cannot show to be nonzero, after the
+  conditions the caller states (``where=``).
+
+A statement whose denominators may vanish is proved only together with its condition:
+``prove_equal(a, b, where=[sp.Ne(d, 0)])`` or ``where=[s > 0]``. Without one,
+``prove_equal`` refuses it and names the denominator. Tests: ``tests/symbolic/test_conditions.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+
+import sympy as sp
+
+__all__ = ["as_written", "build_as_written", "describe", "divisors", "evaluated", "unguarded"]
+
+
+@contextmanager
+def as_written() -> Iterator[None]:
+    """Build expressions without SymPy's automatic simplification (no factor is cancelled).
+
+    >>> import sympy as sp
+    >>> s = sp.Symbol("s", real=True)
+    >>> with as_written():
+    ...     ratio = (sp.exp(s) - 1) / (sp.exp(s) - 1)
+    >>> divisors(ratio)
+    [exp(s) - 1]
+    """
+    with sp.evaluate(False):
+        yield
+
+
+def build_as_written(side: object) -> object:
+    """``side()`` built inside :func:`as_written` when ``side`` is callable, else ``side``."""
+    if callable(side) and not isinstance(side, sp.Basic):
+        with as_written():
+            return side()
+    return side
+
+
+def divisors(expr: sp.Basic) -> list[sp.Expr]:
+    """The bases of the negative powers in ``expr``: every quantity it divides by.
+
+    ``1/d`` and ``d**(-1/2)`` both contribute ``d``; a power ``d**e`` whose exponent may be
+    negative but is not known to be does not (it is no division as written).
+    """
+    found = {
+        evaluated(p.base)
+        for p in sp.sympify(expr).atoms(sp.Pow)
+        if p.exp.is_negative and not p.base.is_number
+    }
+    return sorted(found, key=sp.default_sort_key)
+
+
+def _substitution(condition: sp.Basic) -> dict[sp.Symbol, sp.Expr]:
+    """A relation on one symbol, ``s > c``, ``s < c``, ``s >= 0``, ``Ne(s, 0)``..., as a
+    replacement of ``s`` by an expression that satisfies it by its assumptions."""
+    if not isinstance(condition, sp.core.relational.Relational):
+        return {}
+    lhs, rhs = condition.lhs, condition.rhs
+    if isinstance(rhs, sp.Symbol) and not isinstance(lhs, sp.Symbol):
+        condition = condition.reversed
+        lhs, rhs = condition.lhs, condition.rhs
+    if not isinstance(lhs, sp.Symbol) or not rhs.is_number:
+        return {}
+    if isinstance(condition, sp.Ne) and rhs == 0:
+        return {lhs: sp.Dummy(lhs.name, real=True, nonzero=True)}
+    # s > c: s = c + t (t > 0); s >= c: t >= 0; s < c: s = c - t (t > 0); s <= c: t >= 0
+    sides = {
+        sp.StrictGreaterThan: (1, "positive"),
+        sp.GreaterThan: (1, "nonnegative"),
+        sp.StrictLessThan: (-1, "positive"),
+        sp.LessThan: (-1, "nonnegative"),
+    }
+    if type(condition) not in sides:
+        return {}
+    sign, assumption = sides[type(condition)]
+    return {lhs: rhs + sign * sp.Dummy(lhs.name, **{assumption: True})}
+
+
+def _nonzero_facts(where: Iterable[sp.Basic]) -> list[sp.Expr]:
+    return [c.lhs - c.rhs for c in where if isinstance(c, sp.Ne)]
+
+
+def _known_nonzero(d: sp.Expr, facts: Sequence[sp.Expr], subs: dict) -> bool:
+    if d.xreplace(subs).is_zero is False:
+        return True
+    if any(sp.simplify(d - f) == 0 or sp.simplify(d + f) == 0 for f in facts):
+        return True
+    if isinstance(d, sp.Mul):
+        return all(_known_nonzero(a, facts, subs) for a in d.args)
+    if isinstance(d, sp.Pow) and d.exp.is_positive:
+        return _known_nonzero(d.base, facts, subs)
+    return False
+
+
+def unguarded(expr: sp.Basic, where: Sequence[sp.Basic] = ()) -> list[sp.Expr]:
+    """The denominators of ``expr`` that may be 0 for the symbols' assumptions and ``where``.
+
+    Parameters
+    ----------
+    expr : Expr
+        Built as written (:func:`as_written`) where a cancellation would hide a division.
+    where : sequence of relations
+        The conditions the statement is claimed under: ``sp.Ne(d, 0)`` for a quantity ``d``
+        (covers ``d``, ``-d``, its powers and products of covered factors), or a relation of
+        one symbol with a number (``s > 0``, ``s < 1``, ``s >= 0``, ``sp.Ne(s, 0)``), which is
+        applied as an assumption on that symbol.
+    """
+    where = [sp.sympify(c) for c in where]
+    subs: dict = {}
+    for c in where:
+        subs |= _substitution(c)
+    facts = _nonzero_facts(where)
+    return [d for d in divisors(expr) if not _known_nonzero(d, facts, subs)]
+
+
+def evaluated(expr: sp.Basic) -> sp.Basic:
+    """``expr`` rebuilt with SymPy's usual evaluation (undo :func:`as_written`)."""
+    if not isinstance(expr, sp.Basic) or not expr.args:
+        return expr
+    try:
+        return expr.func(*[evaluated(a) for a in expr.args])
+    except (TypeError, ValueError):
+        return expr
+
+
+def describe(denominators: Sequence[sp.Expr]) -> str:
+    """``'d1 != 0, d2 != 0'`` for a message."""
+    return ", ".join(f"{sp.sstr(d)} != 0" for d in denominators)
