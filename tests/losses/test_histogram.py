@@ -189,9 +189,18 @@ def test_no_positive_or_no_negative_pair_is_zero_with_zero_gradient(labels):
     assert float(value.detach()) == 0.0 and float(g.abs().sum()) == 0.0
 
 
-@pytest.mark.parametrize("R", [1, 0, 2.5, True, "101"])
-def test_bad_node_count_is_refused(R):
-    with pytest.raises(ValueError, match="R is the number of histogram nodes"):
+@pytest.mark.parametrize(
+    ("R", "message"),
+    [
+        (1, "R is the number of histogram nodes"),
+        (0, "R is the number of histogram nodes"),
+        (2.5, r"R must be an integer, got 2\.5 \(float\)"),
+        (True, r"R must be an integer, got True \(bool\)"),
+        ("101", r"R must be an integer, got '101' \(str\)"),
+    ],
+)
+def test_bad_node_count_is_refused(R, message):
+    with pytest.raises(ValueError, match=message):
         get_loss("histogram", R=R)
 
 
