@@ -1,5 +1,6 @@
-"""``dmlbook.setup()``, the first call of every chapter, and ``show_source``, which prints the code a
-section discusses (the loss chapters show their implementation this way).
+"""``dmlbook.setup()``, the first call of every chapter; ``show_source``, which prints the code a
+section discusses (the loss chapters show their implementation this way); and ``check_close``, the
+assert a chapter writes under a number that comes out of training.
 
 Tests: ``tests/test_notebook.py``.
 """
@@ -8,8 +9,9 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
@@ -17,7 +19,7 @@ import torch
 from .profile import Profile, current_profile
 from .reproducibility import seed_everything
 
-__all__ = ["setup", "show_source"]
+__all__ = ["check_close", "setup", "show_source"]
 
 
 def setup(seed: int = 0, threads: int = 2) -> Profile:
@@ -101,3 +103,55 @@ def show_source(obj: Callable | type, docstring: str = "summary") -> None:
         keep = [f'{indent}"""{summary}"""'] if docstring == "summary" and summary else []
         lines = lines[: first.lineno - 1] + keep + lines[first.end_lineno :]
     print("\n".join(lines))
+
+
+def check_close(
+    value: float | Mapping, expected: float | Mapping, tol: float, what: str = "value"
+) -> None:
+    """Assert that a number that came out of training is within ``tol`` of the one the chapter printed.
+
+    A chapter's trained numbers (recall after a few epochs in float32, a final loss) move in their
+    last digits from one CPU or math library to another, so their printed form is not compared
+    byte for byte under test (the cell carries the ``nbval-ignore-output`` tag). This assert is
+    what still fails when the behaviour changes: ``expected`` is the value the chapter printed
+    when it was written, ``tol`` the margin the spread between seeds supports.
+
+    Parameters
+    ----------
+    value : float or mapping
+        The number, or several by name (a dict or a pandas Series).
+    expected : float or mapping
+        The printed number, or a dict of them by name (every name must be in ``value``).
+    tol : float
+        Largest accepted ``|value - expected|``, in the units of ``value`` (points of recall when
+        ``value`` is a percentage).
+    what : str
+        What the number is, for the message (``"R@1 (%)"``).
+
+    Every chapter with a training cell uses it; CONTRIBUTING.md ("Chapters") says how to pick
+    ``tol``.
+
+    Raises
+    ------
+    AssertionError
+        Naming every entry off by more than ``tol``, with both numbers.
+    """
+    if isinstance(tol, bool) or not (
+        isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0
+    ):
+        raise ValueError(f"tol must be a positive number, got {tol!r}")
+    if isinstance(expected, Mapping):
+        if not hasattr(value, "__getitem__") or isinstance(value, (str, bytes)):
+            raise TypeError(f"expected is a mapping, so value must be one too, not {type(value)}")
+        pairs = {f"{what} [{name}]": (value[name], want) for name, want in expected.items()}
+    else:
+        pairs = {what: (value, expected)}
+    off = [
+        f"{name} = {float(got):.4g}, expected {float(want):.4g} +- {tol:g}"
+        for name, (got, want) in pairs.items()
+        if not abs(float(got) - float(want)) <= tol  # NaN is off too
+    ]
+    if off:
+        raise AssertionError(
+            "; ".join(off) + " (further than the spread between seeds: a change of behaviour)"
+        )

@@ -1,4 +1,4 @@
-"""dmlbook.notebook: setup() and show_source()."""
+"""dmlbook.notebook: setup(), show_source() and check_close()."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ast
 import pytest
 
 from dmlbook.losses import TripletLoss, contrastive_loss
-from dmlbook.notebook import show_source
+from dmlbook.notebook import check_close, show_source
 
 
 def shown(capsys, obj, **kwargs) -> str:
@@ -36,3 +36,31 @@ def test_show_source_refuses_what_it_cannot_show():
         show_source(contrastive_loss, docstring="short")
     with pytest.raises(TypeError, match="defined in a source file"):
         show_source(len)
+
+
+def test_check_close_passes_within_the_tolerance_and_names_what_is_off():
+    pd = pytest.importorskip("pandas")
+    check_close(29.3, 29.8, 0.5, "R@1 (%)")  # |difference| = tol passes
+    check_close(pd.Series({"MS": 29.0, "LS": 21.3}), {"MS": 29.8, "LS": 21.3}, 1.0)
+    with pytest.raises(AssertionError) as err:
+        check_close(
+            {"MS": 26.0, "LS": 21.3, "DRO": float("nan")},
+            {"MS": 29.8, "LS": 21.3, "DRO": 1},
+            1.0,
+            "R@1 (%)",
+        )
+    message = str(err.value)
+    assert "R@1 (%) [MS] = 26, expected 29.8 +- 1" in message and "[DRO] = nan" in message
+    assert "[LS]" not in message  # only what is off is named
+    with pytest.raises(AssertionError, match=r"^loss = 0.2, expected 0.1 \+- 0.01"):
+        check_close(0.2, 0.1, 0.01, "loss")
+
+
+def test_check_close_refuses_a_tolerance_or_value_it_cannot_use():
+    for tol in (0, -1.0, float("nan"), "1", True):
+        with pytest.raises(ValueError, match="tol must be a positive number"):
+            check_close(1.0, 1.0, tol)
+    with pytest.raises(TypeError, match="value must be one too"):
+        check_close(1.0, {"MS": 1.0}, 0.1)
+    with pytest.raises(KeyError):
+        check_close({"LS": 1.0}, {"MS": 1.0}, 0.1)
