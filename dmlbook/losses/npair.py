@@ -40,7 +40,6 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .npair_closed_form import NPairClosedForm
 
 __all__ = ["NPairHyperParameters", "npair_loss", "NPairLoss", "NPAIR_SAMPLING"]
 
@@ -165,10 +164,7 @@ class NPairLoss(PairLoss):
         Every pair of the N-pair construction is between an anchor and a positive (one of each
         per class), so ``S`` of those ``2C`` samples (anchors first) is all the loss reads: it
         has the same pairs and the same value as ``S`` of the whole batch, at a fraction of the
-        matrix product. In the similarity form with ``reduction="mean"`` or ``"sum"``, only the
-        ``C x C`` block of anchors against positives is formed, in one fused pass with its
-        closed-form gradient (:class:`~dmlbook.losses.npair_closed_form.NPairClosedForm`). With
-        masks, or ``sampling="all"``, the whole ``S`` is formed.
+        matrix product. With masks, or ``sampling="all"``, the whole ``S`` is formed.
         """
         if self.sampling != "npair" or pos_mask is not None or neg_mask is not None:
             return super().forward(embeddings, labels, pos_mask=pos_mask, neg_mask=neg_mask)
@@ -176,17 +172,5 @@ class NPairLoss(PairLoss):
         anchors, positives = npair_pairs(y)
         if anchors.numel() == 0:
             return super().forward(embeddings, labels)
-        if self._closed_form_applies(x):
-            scale = 1.0 / anchors.shape[0] if self.reduction == "mean" else 1.0
-            return NPairClosedForm.apply(x, anchors, positives, scale)
         keep = torch.cat([anchors, positives])
         return self.loss_on_similarity(cosine_similarity(x[keep]), y[keep])
-
-    def _closed_form_applies(self, x: torch.Tensor) -> bool:
-        """The fused block path: similarity form, a scalar reduction, float32/64, no autocast."""
-        return (
-            self.form == "similarity"
-            and self.reduction in ("mean", "sum")
-            and x.dtype in (torch.float32, torch.float64)
-            and not torch.is_autocast_enabled(x.device.type)
-        )
