@@ -320,20 +320,16 @@ def masked_logsumexp(
     """
     mask = mask.expand_as(x)
     outside = mask.logical_not()
+    nonempty = mask.any(dim=dim, keepdim=True)
+    # the shift: the row's largest kept exponent (0 for an empty row; with the "1 +", at least 0)
     m = x.detach().masked_fill(outside, float("-inf")).amax(dim=dim, keepdim=True)
-    if add_one:
-        m = m.clamp_min(0.0)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    m = m.clamp_min(0.0) if add_one else torch.where(nonempty, m, 0.0)
     # exp(-inf) = 0 outside the mask, and masked_fill's backward zeroes the gradient there
     total = (x - m).masked_fill_(outside, float("-inf")).exp().sum(dim=dim, keepdim=True)
-    nonempty = mask.any(dim=dim, keepdim=True)
     if add_one:
-        total = total + torch.exp(-m)
-    else:
-        total = torch.where(nonempty, total, torch.ones_like(total))
-    value = m + total.log()
-    if not add_one:
-        value = torch.where(nonempty, value, torch.zeros_like(value))
+        value = m + (total + torch.exp(-m)).log()
+    else:  # an empty row: log 1 = 0 in place of log 0
+        value = m + torch.where(nonempty, total, 1.0).log()
     return value.squeeze(dim), nonempty.squeeze(dim)
 
 

@@ -342,10 +342,12 @@ def multi_similarity_loss(
         pos, neg = ms_mining_masks(S, y, hp.epsilon, pos_mask=pos_mask, neg_mask=neg_mask)
     else:
         pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    x = S.to(compute_dtype(S))
-    lse_p, _ = masked_logsumexp(-alpha * (x - margin), pos, dim=1, add_one=True)
-    lse_n, _ = masked_logsumexp(beta * (x - margin), neg, dim=1, add_one=True)
-    per = lse_p / alpha + lse_n / beta
+    x = S.to(compute_dtype(S)) - margin
+    # Eq. 15, both halves in one masked log-sum-exp: log(1 + sum_{P_i} e^{-alpha (S_ik - lambda)})
+    # over the positives, log(1 + sum_{N_i} e^{beta (S_ik - lambda)}) over the negatives
+    lse, _ = masked_logsumexp(torch.stack([-alpha * x, beta * x]), torch.stack([pos, neg]), dim=2,
+                              add_one=True)  # fmt: skip
+    per = lse[0] / alpha + lse[1] / beta
     return reduce(per, reduction)
 
 
