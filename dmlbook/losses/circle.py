@@ -1,7 +1,7 @@
 """Circle loss (Sun et al. 2020), the Circle row of Xuan & Pless's Table 1.
 
 Chapter: ``book/13_gradient_surgery.ipynb`` (13.3 "Table 1, row by row"). Proof: the Circle row in
-:mod:`dmlbook.symbolic.gradient_surgery`. Tests: ``tests/surgery/test_losses.py``.
+:mod:`dmlbook.symbolic.gradient_surgery`. Tests: ``tests/losses/test_circle.py``.
 
 For an anchor with positives ``s_p`` and negatives ``s_n`` (cosine similarities), Circle loss is
 

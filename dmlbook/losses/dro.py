@@ -356,7 +356,7 @@ def dro_loss(
     uncertainty : {"uniform", "simplex", "topk", "topk_pn", "kl", "chi2"}
         The set ``U`` (see the module docstring).
     base : {"margin", "binomial"}
-        The per-pair loss (:func:`dmlbook.losses.pair_losses.pair_losses`).
+        The per-pair loss (:func:`pair_losses`).
     K : int
         Pairs kept by top-K (even for TopK-PN). With fewer candidates than ``K`` (or ``K/2`` of
         a sign) all of them count, each with weight ``1/K``: the optimum over ``sum p <= 1``,

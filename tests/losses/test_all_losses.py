@@ -30,8 +30,8 @@ from dmlbook.losses import (
     binomial_deviance_loss,
     get_loss,
     lifted_loss,
-    loss_parameters,
     lifted_structure_loss,
+    loss_parameters,
     npair_loss,
     triplet_loss,
 )
