@@ -343,10 +343,10 @@ def multi_similarity_loss(
     else:
         pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     x = S.to(compute_dtype(S)) - margin
-    # Eq. 15, both halves in one masked log-sum-exp: log(1 + sum_{P_i} e^{-alpha (S_ik - lambda)})
-    # over the positives, log(1 + sum_{N_i} e^{beta (S_ik - lambda)}) over the negatives
-    lse, _ = masked_logsumexp(torch.stack([-alpha * x, beta * x]), torch.stack([pos, neg]), dim=2,
-                              add_one=True)  # fmt: skip
+    # Eq. 15: log(1 + sum_{P_i} e^{-alpha (S_ik - lambda)}) over the positives and
+    # log(1 + sum_{N_i} e^{beta (S_ik - lambda)}) over the negatives, in one masked log-sum-exp
+    exponents, sets = torch.stack([-alpha * x, beta * x]), torch.stack([pos, neg])
+    lse, _ = masked_logsumexp(exponents, sets, dim=2, add_one=True)
     per = lse[0] / alpha + lse[1] / beta
     return reduce(per, reduction)
 
