@@ -122,14 +122,14 @@ class DROSampledHyperParameters(HyperParameters):
 
     num_samples: int = 160
     seed: int = 0
-    base: str = "margin"
-    gamma: float = 0.1
-    margin: float = 0.2
-    threshold: float = 0.5
-    alpha: float = 2.0
-    beta: float = 50.0
+    base: str = _H.base  # the rest as DRO-KL's (DROHyperParameters)
+    gamma: float = _H.gamma
+    margin: float = _H.margin
+    threshold: float = _H.threshold
+    alpha: float = _H.alpha
+    beta: float = _H.beta
     _: KW_ONLY
-    drop_zero: bool = True
+    drop_zero: bool = _H.drop_zero
 
     def check(self) -> None:
         if not isinstance(self.num_samples, int) or self.num_samples < 1:

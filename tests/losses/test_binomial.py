@@ -10,7 +10,7 @@ import hypothesis.strategies as st
 import pytest
 import torch
 from hypothesis import given
-from loss_cases import FAST, batches, grad_of, masks, pk_batch
+from loss_cases import FAST, batches, grad_of, masks, pk_batch, random_narrowing
 from mpmath import mp, mpf
 
 from dmlbook.losses import (
@@ -167,11 +167,7 @@ def test_autograd_is_the_printed_weights(batch, alpha, beta, lam, masked):
     batch (singletons, one class), with and without a miner's masks."""
     S, y = batch
     B = len(y)
-    kw = {}
-    if masked:
-        g = torch.Generator().manual_seed(B)
-        kw = {"pos_mask": torch.rand(B, B, generator=g) < 0.7,
-              "neg_mask": torch.rand(B, B, generator=g) < 0.7}  # fmt: skip
+    kw = random_narrowing(B) if masked else {}
     for loss, weights in ((binomial_deviance_loss, binomial_weights),
                           (binlifted_loss, binlifted_weights)):  # fmt: skip
         grad = grad_of(lambda s, f=loss: f(s, y, alpha, beta, lam, reduction="sum", **kw), S)

@@ -15,6 +15,7 @@ from loss_cases import (
     grad_of,
     masks,
     pk_batch,
+    random_narrowing,
 )
 
 from dmlbook.losses import (
@@ -109,11 +110,7 @@ def _contrastive_reference(S, y, margin, pos, neg):
 def test_eq4_matches_the_loop_with_and_without_masks(batch, margin, masked):
     S, y = batch
     B = len(y)
-    kw = {}
-    if masked:
-        g = torch.Generator().manual_seed(B)
-        kw = {"pos_mask": torch.rand(B, B, generator=g) < 0.7,
-              "neg_mask": torch.rand(B, B, generator=g) < 0.7}  # fmt: skip
+    kw = random_narrowing(B) if masked else {}
     pos, neg = resolve_masks(y, kw.get("pos_mask"), kw.get("neg_mask"), (B, B))
     want = _contrastive_reference(S.tolist(), y.tolist(), margin, pos.tolist(), neg.tolist())
     assert float(contrastive_loss(S, y, margin, **kw)) == pytest.approx(want, rel=1e-12, abs=1e-12)

@@ -18,6 +18,7 @@ from loss_cases import (
     grad_of,
     masks,
     pk_batch,
+    random_narrowing,
 )
 
 from dmlbook.losses import (
@@ -71,11 +72,7 @@ def test_autograd_of_eq6_is_the_weights_of_eq7_8(batch, margin, masked):
     any batch (singletons, one class, anchors whose hinge is off), with and without masks."""
     S, y = batch
     B = len(y)
-    kw = {}
-    if masked:
-        g = torch.Generator().manual_seed(B)
-        kw = {"pos_mask": torch.rand(B, B, generator=g) < 0.7,
-              "neg_mask": torch.rand(B, B, generator=g) < 0.7}  # fmt: skip
+    kw = random_narrowing(B) if masked else {}
     grad = grad_of(lambda s: lifted_loss(s, y, margin, reduction="sum", **kw), S)
     w_pos, w_neg = lifted_weights(S, y, margin, **kw)
     torch.testing.assert_close(grad, w_neg - w_pos, rtol=1e-10, atol=1e-12)
