@@ -40,7 +40,6 @@ Semantics (what the paper leaves open, and what dmlbook chose)
   pair exactly on a threshold is mined but gets a power weight ``0^p = 0`` for ``p > 0`` and a
   hinge of 0; ``0^0`` is 1 (Eq. 24: ``p = q = 0`` is the constant weight).
 * **Empty sets** contribute 0; a normalising sum of 0 (every mined weight 0) gives weights 0.
-* **Self pairs** are excluded by index, as everywhere in dmlbook.
 * ``epsilon`` adds the MS mining on distances of Eq. 22-23 after the thresholds
   (:func:`dmlbook.mining.ms_distance_mining_masks`; Table II "+ triplet margin").
 
@@ -70,24 +69,11 @@ from .base import (
 )
 
 __all__ = [
-    "MS_VERSIONS",
-    "NORMALIZATIONS",
-    "WEIGHTINGS",
-    "MSDistanceHyperParameters",
-    "MSDistanceLoss",
-    "PairExponentialHyperParameters",
-    "PairExponentialLoss",
-    "PairPowerHyperParameters",
-    "PairPowerLoss",
-    "liu_weights",
-    "log_weights",
-    "ms_distance_loss",
-    "ms_distance_weights",
-    "pair_exponential_loss",
-    "pair_power_loss",
-    "pair_weighted_loss",
-    "pair_weights",
-]
+    "MS_VERSIONS", "NORMALIZATIONS", "WEIGHTINGS", "MSDistanceHyperParameters", "MSDistanceLoss",
+    "PairExponentialHyperParameters", "PairExponentialLoss", "PairPowerHyperParameters",
+    "PairPowerLoss", "liu_weights", "log_weights", "ms_distance_loss", "ms_distance_weights",
+    "pair_exponential_loss", "pair_power_loss", "pair_weighted_loss", "pair_weights",
+]  # fmt: skip
 
 #: The weightings of Liu et al., Sec. III-B.
 WEIGHTINGS: dict[str, str] = {
@@ -186,10 +172,9 @@ def liu_weights(
 ) -> torch.Tensor:
     """Eq. 24-31 of the bases ``x >= 0`` on ``mask`` (0 elsewhere), normalised by Eq. 32-34.
 
-    ``x`` has one row per anchor (pairs: ``(B, B)``; triplets: ``(B, B, B)``); ``"anchor"``
-    normalises over each row, ``"batch"`` over everything, ``"none"`` not at all. ``exponent``
-    is ``p`` (power) or ``alpha`` (exponential). Normalised weights are soft-max weights of
-    :func:`log_weights` (max-shifted: ``(D - m1)^p`` with ``p = 100`` overflows float32, its
+    ``x`` has one row per anchor (pairs ``(B, B)``, triplets ``(B, B, B)``), normalised over each
+    row (``"anchor"``), over everything (``"batch"``) or not (``"none"``). Normalised weights are
+    soft-max weights of :func:`log_weights` (``(D - m1)^p`` at ``p = 100`` overflows float32, its
     normalised form does not); unnormalised ones are the printed ``x^p`` or ``e^{alpha x}``.
     """
     rows = x.shape[0] if normalization == "anchor" else 1
@@ -341,11 +326,8 @@ class PairExponentialLoss(PairLoss):
 
 @dataclass(frozen=True)
 class MSDistanceHyperParameters(HyperParameters):
-    """MS on distances: margin ``m``, scales ``alpha, beta > 0``, the version, mining ``epsilon``.
-
-    Defaults are Liu et al.'s Fig. 5 settings (``alpha, beta = 2, 50``, ``m = 1``, ``epsilon =
-    0.1``) with ``version="v2"``, the variant Fig. 5 finds better.
-    """
+    """MS on distances: margin ``m``, scales ``alpha, beta > 0``, the version, mining ``epsilon``;
+    Liu et al.'s Fig. 5 settings, with ``version="v2"``, the variant Fig. 5 finds better."""
 
     margin: float = 1.0
     alpha: float = 2.0
@@ -415,10 +397,8 @@ def ms_distance_loss(
 
     Notes
     -----
-    This is *not* Wang et al.'s MS loss (:mod:`dmlbook.losses.multi_similarity`), which is
-    written on cosine similarities: Liu et al. keep Wang's numbers (``alpha, beta = 2, 50``,
-    ``m = 1``) but put them on ``D``, where ``D = 1`` is ``S = 0.5``. Its weights, Eq. 39, are
-    :func:`ms_distance_weights`.
+    Not Wang et al.'s MS loss (on ``S``): Liu et al. keep Wang's numbers but put them on ``D``,
+    where ``D = 1`` is ``S = 0.5``. Its weights, Eq. 39, are :func:`ms_distance_weights`.
     """
     hp = _MSD(margin, alpha, beta, version=version, epsilon=epsilon, reduction=reduction)
     (x_pos, pos), (x_neg, neg) = _ms_distance_terms(S, labels, hp, pos_mask, neg_mask)
