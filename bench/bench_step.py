@@ -34,13 +34,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-BATCH, K = 60, 5
 
 
 # ----------------------------------------------------------------------------- worker
 
 
-def worker(loss_name: str, threads: int) -> None:
+def worker(loss_name: str, threads: int, width: int, batch: int, k: int) -> None:
     """Serve ``steps N`` (answer: CPU and wall seconds of each step) and ``loss N`` (the loss's
     forward + backward alone, N times) on stdin/stdout, one JSON line each."""
     import torch
@@ -53,11 +52,11 @@ def worker(loss_name: str, threads: int) -> None:
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     train = load_dataset("omniglot", "train")
-    model = SmallCNN(in_channels=1, dim=64, width=16)
+    model = SmallCNN(in_channels=1, dim=64, width=width)
     loss_fn = get_loss(loss_name)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     trainer = Trainer(model, loss_fn, opt, check_finite=True)
-    sampler = PKSampler(train.labels, BATCH, K, seed=0)
+    sampler = PKSampler(train.labels, batch, k, seed=0)
     batches = [(train.inputs[i], train.labels[i]) for i in sampler]
     position = 0
     print(json.dumps({"ready": str(Path(sys.modules["dmlbook"].__file__).parent)}), flush=True)
@@ -83,9 +82,10 @@ def worker(loss_name: str, threads: int) -> None:
 
 
 class Worker:
-    def __init__(self, checkout: Path, loss: str, threads: int) -> None:
+    def __init__(self, checkout: Path, args: argparse.Namespace, threads: int) -> None:
         env = dict(os.environ, PYTHONPATH=str(checkout), OMP_WAIT_POLICY="PASSIVE")
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", loss, str(threads)]
+        shape = [str(v) for v in (threads, args.width, args.batch, args.k)]
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", args.loss, *shape]
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd="/"
         )
@@ -121,8 +121,8 @@ def run(args: argparse.Namespace) -> str:
     rows = []
     for threads in args.threads:
         workers = {
-            "this checkout": Worker(ROOT, args.loss, threads),
-            "baseline": Worker(args.baseline, args.loss, threads),
+            "this checkout": Worker(ROOT, args, threads),
+            "baseline": Worker(args.baseline, args, threads),
         }
         for w in workers.values():  # warm-up: allocator, thread pool, first calls
             w.ask("steps", args.warmup)
@@ -174,9 +174,9 @@ def render(args, before, after, where, rows) -> str:
         f"- This checkout: `{where['this checkout']}`; baseline: `{where['baseline']}`"
         + (f" ({args.label})" if args.label else ""),
         f"- Step: `Trainer.step` (what `fit` runs: Adam lr 1e-3, finite-loss check) of "
-        f"`SmallCNN(in_channels=1, dim=64, width=16)` on Omniglot 28 x 28, P x K batches of "
-        f"{BATCH} ({BATCH // K} classes x {K}), loss `get_loss({args.loss!r})`; the same seed and "
-        "batches in both workers",
+        f"`SmallCNN(in_channels=1, dim=64, width={args.width})` on Omniglot 28 x 28, P x K "
+        f"batches of {args.batch} ({args.batch // args.k} classes x {args.k}), loss "
+        f"`get_loss({args.loss!r})`; the same seed and batches in both workers",
         f"- {args.rounds} rounds x {args.steps} steps per checkout after {args.warmup} warm-up "
         "steps; CPU time (`time.process_time`, all threads of the worker); the ratio is of the "
         "per-round means, with a 95 % interval",
@@ -204,15 +204,18 @@ def main() -> None:
     p.add_argument("--baseline", type=Path, help="a checkout of dmlbook to compare with")
     p.add_argument("--label", default="", help="what the baseline is (a commit), for the table")
     p.add_argument("--loss", default="multi_similarity")
+    p.add_argument("--width", type=int, default=16, help="SmallCNN width (Chapter 1: 16)")
+    p.add_argument("--batch", type=int, default=60, help="batch size (fit's default, 60)")
+    p.add_argument("--k", type=int, default=5, help="samples per class in a batch")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--out", type=Path, default=HERE / "results" / "step_cpu.md")
-    p.add_argument("--worker", nargs=2, metavar=("LOSS", "THREADS"), help=argparse.SUPPRESS)
+    p.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        worker(args.worker[0], int(args.worker[1]))
+        worker(args.worker[0], *map(int, args.worker[1:]))
         return
     if args.baseline is None:
         p.error("--baseline is required (a checkout to compare with, e.g. a git worktree)")
