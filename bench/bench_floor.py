@@ -1,13 +1,14 @@
 """Every pair-based loss of dmlbook against the matrix-product floor and pytorch-metric-learning.
 
 One run times, side by side and interleaved round by round (a busy spell on a shared machine then
-hits every contender alike), the median forward + backward of:
+hits every contender alike), the median CPU time (``time.process_time``: every thread of the
+process) of one forward + backward of:
 
 * ``floor``: ``normalize(X)``, ``S = X X^T``, ``S.sum().backward()`` on the same batch, with
-  autograd (the issue's definition: its backward takes two products);
+  autograd (its backward takes two products);
 * ``dmlbook's S alone``: ``cosine_similarity(X).sum().backward()``, the similarity every loss
-  module forms, whose backward takes one product (``S`` is symmetric): what a loss adds is its
-  time minus this one, which is why a loss can come in under the floor;
+  module forms (plain autograd, the same arithmetic as the floor): what a loss adds is its time
+  minus this one;
 * every loss of :data:`ENTRIES` (the classic losses, MS with its mining, the Table 2 ablation
   family) and every other loss in the registry (:func:`dmlbook.losses.available_losses`, built
   with its defaults) that runs on a default batch: new loss families join the table by
@@ -19,7 +20,7 @@ Each timed call comes right after an untimed call of the same contender (as a lo
 in training), so that no row pays for the previous row's allocations or idle thread pool.
 
 Batches: B random raw features (d = 512, float32, 5 samples per class as in the MS paper), B =
-80, 320, 1000. Recall@K (ks 1, 2, 4, 8, self excluded) of N random unit vectors (d = 512, 5 items
+80, 320, 1000; the whole table for each thread count of ``--threads`` (1 and 2 by default). Recall@K (ks 1, 2, 4, 8, self excluded) of N random unit vectors (d = 512, 5 items
 per class) is timed against its floor: the full chunked matrix product plus a top-k per row.
 For the all-triplets loss the peak memory is measured too (a fresh process per contender).
 Losses above 1.5x the floor get a ``torch.profiler`` table of their top operators.
@@ -28,7 +29,7 @@ Writes ``bench/results/floor_cpu.md`` (machine, threads, load average before and
 
 Usage::
 
-    python bench/bench_floor.py                      # the full table (about 10 minutes)
+    python bench/bench_floor.py                      # the full table (about 30 minutes)
     python bench/bench_floor.py --sizes 80 320 --recall-n 0 --out /tmp/floor.md
     python bench/bench_floor.py --only triplet --sizes 1000
 """
@@ -62,25 +63,19 @@ RESULTS = HERE / "results" / "floor_cpu.md"
 DIM = 512
 PER_CLASS = 5
 TARGET = 1.5
-OWN = "dmlbook's S alone (one-product backward)"
+OWN = "dmlbook's S alone (cosine_similarity)"
 
 Step = Callable[[], float]
 
 PROFILE_NOTE = """\
-How the rows got here, and why some stay above the target. Every loss module forms its
-similarity with `cosine_similarity`, whose backward takes one product where autograd's takes two
-(the row "dmlbook's S alone"). Every loss with a closed form (the default
-`backward="closed_form"`) computes its value and its weights dL/dS in one forward pass over a
-few B x B buffers, and since S is the module's own `cosine_similarity(x)` the value hangs on the
-embeddings directly: one autograd node, whose backward is the weights times the incoming
-gradient, then the similarity's one product (`dmlbook.losses.closed_form.attach`). At B = 320
-and 1000 that leaves the matrix products as the largest item of every profile. At B = 80 the
-products are small (about 50 us each) and what remains is the fixed cost of the calls: each ATen
-call costs about 3 us on these two cores whatever its size (more for a B x B kernel), and a loss
-needs 40 to 110 of them (checks, masks, its closed form, the similarity's normalisation and its
-backward), against about 15 for the floor. The profiles below are of the rows above the target;
-their top entries are the matrix products and many small kernels (`mul`, `sum`, `where`, index
-ops), not any one expensive operation."""
+Every loss is the readable PyTorch its chapter prints, differentiated by autograd (no fused
+forward/backward: issue 33 measured them at about 2 % of a training step). At B = 320 and 1000 the
+matrix products are the largest item of every profile. At B = 80 they are small (about 50 us
+each) and what remains is the fixed cost of the calls: each ATen call costs a few microseconds
+whatever its size, and a loss needs tens of them forward and backward (checks, masks, its masked
+log-sum-exps), against about 15 for the floor. The profiles below are of the rows above 1.5x the
+floor (2x at B = 80); their top entries are the matrix products and many small kernels (`mul`,
+`sum`, `where`, index ops), not any one expensive operation."""
 
 
 def batch(B: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,6 +96,8 @@ def floor_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def step(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x, y) -> Step:
+    """One forward + backward of ``fn`` on ``(x, y)``; returns the value."""
+
     def run() -> float:
         x.grad = None
         out = fn(x, y)
@@ -141,9 +138,9 @@ def time_size(
             # lifted-structure loop takes 40 ms at B = 80) pays for the other's allocations,
             # cold caches and sleeping thread pool (N-pair measured 4x its own time there).
             fn()
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             fn()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(time.process_time() - t0)
     med = {k: 1e3 * statistics.median(v) for k, v in times.items()}
     checked = {}
     for e in entries:
@@ -235,22 +232,21 @@ def _all_entries(only: str = "") -> list[Entry]:
     return [e for e in entries if only.lower() in e.name.lower()]
 
 
-def render(args, before: str, rows, floors, owns, recall, memory, profiles) -> str:
-    sizes = [B for B in args.sizes if B in floors]
+@dataclass
+class Run:
+    """One thread count's tables."""
+
+    threads: int
+    rows: list[Row]
+    floors: dict[int, float]
+    owns: dict[int, float]
+
+
+def loss_tables(sizes: list[int], run: Run) -> list[str]:
+    """The ratio table and the milliseconds table of one thread count."""
+    rows, floors, owns = run.rows, run.floors, run.owns
     lines = [
-        "# Every loss against the matrix-product floor and pytorch-metric-learning (CPU)",
-        "",
-        f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- Machine: {cpu_model()}, `nproc` = {os.cpu_count()}, {torch.get_num_threads()} "
-        f"intra-op threads; torch {torch.__version__}, pytorch-metric-learning {pml_version}",
-        f"- Load average (1, 5, 15 min) before: {before}; after: {load_average()} "
-        "(the machine is shared with other jobs: compare ratios within this run)",
-        f"- Input: B random raw features, d = {DIM}, float32, {PER_CLASS} per class; forward + "
-        f"backward from the raw features; median of {args.rounds} interleaved rounds after 2 "
-        "warm-up calls, each timed call right after an untimed call of the same contender",
-        "- floor: `normalize(X)`, `S = X X^T`, `S.sum().backward()` on the same batch; "
-        f"target: at most {TARGET}x the floor at B = 320 and 1000, 2x at B = 80, and never "
-        "slower than PML",
+        f"## {run.threads} intra-op thread{'s' if run.threads > 1 else ''}",
         "",
         "| loss | "
         + " | ".join(f"B={B} / floor" for B in sizes)
@@ -271,7 +267,7 @@ def render(args, before: str, rows, floors, owns, recall, memory, profiles) -> s
         diffs = [abs(a - b) / max(abs(b), 1e-12) for a, b in r.values.values() if b is not None]
         diff = f"{max(diffs):.1e}" if diffs else "-"
         lines.append(f"| {r.entry.name} | " + " | ".join(ratio + vs) + f" | {diff} |")
-    lines += ["", "Milliseconds (median):", ""]
+    lines += ["", "Milliseconds of CPU time (median):", ""]
     lines += [
         "| loss | "
         + " | ".join(f"B={B}" for B in sizes)
@@ -291,8 +287,41 @@ def render(args, before: str, rows, floors, owns, recall, memory, profiles) -> s
             ours = [f"{r.ms[B]:.2f}" if B in r.ms else "-" for B in sizes]
             pml = [f"{r.pml_ms[B]:.2f}" if B in r.pml_ms else "-" for B in sizes]
             lines.append(f"| {r.entry.name} | " + " | ".join(ours + pml) + " |")
-    lines += ["", "Parameter mappings (dmlbook = PML):", ""]
-    lines += [f"- {r.entry.name}: {r.entry.mapping}" for r in rows if r.entry.mapping]
+    slower = [
+        f"{r.entry.name} at B = {B}"
+        for r in rows
+        for B in r.pml_ms
+        if not r.error and r.pml_ms[B] < r.ms[B]
+    ]
+    lines += ["", "Slower than PML: " + ("; ".join(slower) if slower else "none") + ".", ""]
+    return lines
+
+
+def render(args, before: str, runs, recall, memory, profiles) -> str:
+    sizes = [B for B in args.sizes if runs and B in runs[0].floors]
+    lines = [
+        "# Every loss against the matrix-product floor and pytorch-metric-learning (CPU)",
+        "",
+        f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Machine: {cpu_model()}, `nproc` = {os.cpu_count()}; torch {torch.__version__}, "
+        f"pytorch-metric-learning {pml_version}",
+        f"- Load average (1, 5, 15 min) before: {before}; after: {load_average()} "
+        "(the machine is shared with other jobs: compare ratios within this run)",
+        f"- Input: B random raw features, d = {DIM}, float32, {PER_CLASS} per class; forward + "
+        f"backward from the raw features; CPU time (`time.process_time`, all threads), median "
+        f"of {args.rounds} interleaved rounds after 2 warm-up calls, each timed call right after "
+        "an untimed call of the same contender; the whole table at "
+        + " and ".join(str(t) for t in args.threads)
+        + " intra-op threads",
+        "- floor: `normalize(X)`, `S = X X^T`, `S.sum().backward()` on the same batch; "
+        "target: never slower than PML (PML / dmlbook >= 1)",
+        "",
+    ]
+    for run in runs:
+        lines += loss_tables(sizes, run)
+    if runs:
+        lines += ["Parameter mappings (dmlbook = PML), and what the last column compares:", ""]
+        lines += [f"- {r.entry.name}: {r.entry.mapping}" for r in runs[0].rows if r.entry.mapping]
     if memory:
         lines += ["", "Peak memory added by one forward + backward (fresh process each):", ""]
         lines += [f"- {k}: {v:,.0f} MB" for k, v in memory.items()]
@@ -300,6 +329,8 @@ def render(args, before: str, rows, floors, owns, recall, memory, profiles) -> s
         lines += [
             "",
             "## Recall@K (ks 1, 2, 4, 8, self excluded), d = 512, 5 items per class",
+            "",
+            f"Wall time, {args.threads[-1]} threads.",
             "",
             "| N | floor: full product + top-k (s) | dmlbook `recall_at_k` (s) | ratio |",
             "|---:|---:|---:|---:|",
@@ -310,17 +341,33 @@ def render(args, before: str, rows, floors, owns, recall, memory, profiles) -> s
                 f"{t['dmlbook'] / t['floor']:.2f} |"
             )
     if profiles:
-        lines += ["", "## Profiles of the rows above the target", "", PROFILE_NOTE, ""]
+        lines += ["", "## Profiles of the rows above 1.5x the floor", "", PROFILE_NOTE, ""]
         for title, table in profiles:
             lines += [f"### {title}", "", "```", table.rstrip(), "```", ""]
     return "\n".join(lines) + "\n"
+
+
+def time_losses(args, entries: list[Entry], threads: int) -> Run:
+    torch.set_num_threads(threads)
+    run = Run(threads, [Row(e, {}, {}, {}) for e in entries], {}, {})
+    for B in args.sizes:
+        fit = [r for r in run.rows if B <= r.entry.max_batch]
+        run.floors[B], ours, pml, values = time_size(B, [r.entry for r in fit], args.rounds)
+        run.owns[B] = ours.pop(OWN)
+        for r in fit:
+            r.ms[B] = ours[r.entry.name]
+            if r.entry.name in pml:
+                r.pml_ms[B] = pml[r.entry.name]
+            r.values[B] = values[r.entry.name]
+        print(f"{threads} threads, B={B}: floor {run.floors[B]:.2f} ms", flush=True)
+    return run
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[80, 320, 1000])
     p.add_argument("--rounds", type=int, default=21)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--only", default="", help="run the entries whose name contains this")
     p.add_argument("--recall-n", type=int, nargs="*", default=[60_000])
     p.add_argument("--recall-rounds", type=int, default=3)
@@ -332,48 +379,38 @@ def main() -> None:
         "--memory-probe", nargs=3, metavar=("WHICH", "NAME", "B"), help=argparse.SUPPRESS
     )
     args = p.parse_args()
-    torch.set_num_threads(args.threads)
     if args.memory_probe:
+        torch.set_num_threads(args.threads[-1])
         which, name, B = args.memory_probe
         memory_probe(which, name, int(B))
         return
     before = load_average()
     entries = [] if args.no_losses else _all_entries(args.only)
-    rows = [Row(e, {}, {}, {}) for e in entries]
-    floors: dict[int, float] = {}
-    owns: dict[int, float] = {}
-    for B in [] if args.no_losses else args.sizes:
-        fit = [r for r in rows if B <= r.entry.max_batch]
-        floors[B], ours, pml, values = time_size(B, [r.entry for r in fit], args.rounds)
-        owns[B] = ours.pop(OWN)
-        for r in fit:
-            r.ms[B] = ours[r.entry.name]
-            if r.entry.name in pml:
-                r.pml_ms[B] = pml[r.entry.name]
-            r.values[B] = values[r.entry.name]
-        print(f"B={B}: floor {floors[B]:.2f} ms", flush=True)
+    runs = [time_losses(args, entries, t) for t in args.threads] if entries else []
+    torch.set_num_threads(args.threads[-1])
     memory: dict[str, float] = {}
     if not args.no_memory:
-        for r in rows:
-            if r.entry.memory:
+        for e in entries:
+            if e.memory:
                 B = max(args.sizes)
-                memory[f"{r.entry.name}, B={B}, dmlbook"] = peak_memory_mb("ours", r.entry.name, B)
-                if r.entry.pml is not None:
-                    memory[f"{r.entry.name}, B={B}, PML"] = peak_memory_mb("pml", r.entry.name, B)
+                memory[f"{e.name}, B={B}, dmlbook"] = peak_memory_mb("ours", e.name, B)
+                if e.pml is not None:
+                    memory[f"{e.name}, B={B}, PML"] = peak_memory_mb("pml", e.name, B)
     recall = {n: time_recall(n, args.recall_rounds) for n in args.recall_n if n > 0}
     for n in recall:
         if not args.no_memory:
             for k in ("floor", "dmlbook"):
                 memory[f"Recall@K N={n:,} {k}"] = peak_memory_mb("recall", k, n)
     profiles = []
-    if not args.no_profiles:
-        for r in rows:
-            over = [B for B in r.ms if B >= 320 and r.ms[B] / floors[B] > TARGET]
-            over += [B for B in r.ms if B < 320 and r.ms[B] / floors[B] > 2 * TARGET / 1.5]
+    if not args.no_profiles and runs:
+        last = runs[-1]
+        for r in last.rows:
+            over = [B for B in r.ms if B >= 320 and r.ms[B] / last.floors[B] > TARGET]
+            over += [B for B in r.ms if B < 320 and r.ms[B] / last.floors[B] > 2 * TARGET / 1.5]
             for B in sorted(over)[-1:]:
-                title = f"{r.entry.name}, B = {B} ({r.ms[B] / floors[B]:.2f}x the floor)"
+                title = f"{r.entry.name}, B = {B} ({r.ms[B] / last.floors[B]:.2f}x the floor)"
                 profiles.append((title, profile_entry(r.entry, B)))
-    text = render(args, before, rows, floors, owns, recall, memory, profiles)
+    text = render(args, before, runs, recall, memory, profiles)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)

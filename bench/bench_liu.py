@@ -10,7 +10,8 @@ on a shared machine then hits every contender alike), the median forward + backw
   ``MS v1``, ``MS v2`` (:class:`dmlbook.losses.MSDistanceLoss`), each from the raw features.
 
 The triplet losses never build the (B, B, B) tensor (each anchor's K - 1 positives are
-gathered, the triplets taken in blocks of at most 2^18 entries), so they run at every size;
+gathered, the anchors taken in blocks: :func:`dmlbook.losses.triplet.triplet_sums`), so they run
+at every size;
 ``--max-triplet-batch`` can still leave them out above a size. The table, with the machine, threads and load average before and after, goes to
 ``bench/results/liu_cpu.md``. Chapter: ``book/11_liu_weighting.ipynb``.
 
@@ -144,12 +145,12 @@ def render(rows: list[dict[str, object]], args: argparse.Namespace, before: str)
         lines.append(f"| {r['B']:,} | {m['floor']:.2f} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "`floor` is `normalize(x)`, `S = x x^T`, `S.sum().backward()`. The pair losses are a "
-        "few elementwise passes over the B x B matrix (closed-form backward, masks as 0/1 "
-        "numbers) plus the floor's work; so are MS v1/v2 on distances (the loss and Eq. 39's "
-        "weights in one pass, closed-form backward); the triplet losses make about ten "
-        "elementwise passes over (B, K - 1, B) blocks, i.e. O(B^2 K) time and O(B^2) memory "
-        "(the profile below says where the time goes).",
+        "`floor` is `normalize(x)`, `S = x x^T`, `S.sum().backward()`. Every loss is the "
+        "readable code its chapter prints, differentiated by autograd. The pair losses are a "
+        "few elementwise passes over the B x B matrix (mining, the detached weights, the "
+        "hinges) plus the floor's work; so are MS v1/v2 on distances (two masked log-sum-exps); "
+        "the triplet losses sum over (B, K - 1, B) blocks (`triplet_sums`), i.e. O(B^2 K) time "
+        "and O(B^2) memory (the profile below says where the time goes).",
     ]
     lines += profile(max(args.sizes), args.dim, args.seed, ("Triplet-P", "Triplet-E", "MS v1"))
     return "\n".join(lines + [""])

@@ -6,7 +6,7 @@ forward + backward from raw features, interleaved round by round (a busy spell o
 machine hits every contender alike), and reports the median of:
 
 * ``floor``: the bare ``X X^T`` forward + backward, what every pair-based loss must do;
-* ``MS autograd``: ``MultiSimilarityLoss(2, 10, 0.5, 0.1, backward="autograd")``, the MS loss
+* ``MS autograd``: ``MultiSimilarityLoss(2, 10, 0.5, 0.1)``, the MS loss
   (Wang et al. 2019, Eq. 11-15) differentiated by autograd: the reference cost;
 * ``surgery``: ``get_loss("gradient_surgery", ...)`` for the baseline (``cos / con / con``), the
   paper's best combination (``cos_orth / lin_ms / cir``) and the heaviest pair weight
@@ -54,7 +54,7 @@ COMBOS = {
 
 def contenders(x: torch.Tensor, y: torch.Tensor) -> dict[str, Callable[[], float]]:
     """Each contender: one forward + backward from the raw features; returns the forward value."""
-    ms = MultiSimilarityLoss(2.0, 10.0, 0.5, 0.1, backward="autograd")
+    ms = MultiSimilarityLoss(2.0, 10.0, 0.5, 0.1)
 
     def step(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[], float]:
         def run() -> float:

@@ -19,6 +19,7 @@ from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning import reducers as pml_reducers
 
 from dmlbook.losses import (
+    CircleLoss,
     ContrastiveLoss,
     LiftedLoss,
     LiftedStructureLoss,
@@ -151,6 +152,15 @@ ENTRIES: list[Entry] = [
         "LiftedStructureLoss(1.0) = LiftedStructureLoss(neg_margin=1, pos_margin=0)",
         registry=("lifted_structure",),
         pml_max_batch=80,  # PML loops over the positive pairs: 4 s per call at B = 320
+    ),
+    Entry(
+        "Circle",
+        lambda: CircleLoss(80.0, 0.4),
+        lambda: pml_losses.CircleLoss(m=0.4, gamma=80.0),
+        "CircleLoss(gamma=80, margin=0.4) = CircleLoss(m=0.4, gamma=80) (weighting factors "
+        "detached in both; PML averages over the anchors with a non-zero term, dmlbook over the "
+        "anchors with a positive and a negative: the same anchors on these batches)",
+        registry=("circle",),
     ),
     Entry(
         "N-pair",

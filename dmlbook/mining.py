@@ -12,7 +12,8 @@ losses of :mod:`dmlbook.losses` (which take ``pos_mask``/``neg_mask``) by logica
 
 Pair masks, shape (B, B), are enough for every selection that is made *per pair* or *per anchor*:
 all pairs, batch-hard (one hardest positive and one hardest negative per anchor, Hermans et al.
-as implemented by pytorch-metric-learning's ``BatchHardMiner``), the N-pair construction
+as implemented by pytorch-metric-learning's ``BatchHardMiner``), easy-positive / hard-negative
+(Xuan & Pless, Sec. 4), the N-pair construction
 (Liu et al., Eq. 13) and MS mining with *Similarity-P* (Wang et al. 2019, Eq. 11-12). A triplet loss fed pair masks uses every triplet ``(a, p, n)`` with
 ``pos[a, p]`` and ``neg[a, n]``.
 
@@ -47,6 +48,7 @@ __all__ = [
     "all_pair_masks",
     "all_triplet_mask",
     "batch_hard_masks",
+    "easy_positive_masks",
     "margin_triplet_mask",
     "ms_distance_mining_masks",
     "ms_mining_masks",
@@ -132,19 +134,49 @@ def batch_hard_masks(
         triplet ``(a, hardest p, hardest n)`` per anchor that has both, as pytorch-metric-learning's
         ``BatchHardMiner`` does. Ties go to the lowest column index.
     """
+    return _one_triplet_per_anchor(S, labels, pos_mask, neg_mask, easiest_positive=False)
+
+
+def easy_positive_masks(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Easy-positive / hard-negative mining (Xuan & Pless, Sec. 4, after their ref. [23]): per
+    anchor, its *most* similar positive and its most similar negative.
+
+    Parameters and returns as :func:`batch_hard_masks` (one triplet per anchor that has both;
+    ties to the lowest column index).
+    """
+    return _one_triplet_per_anchor(S, labels, pos_mask, neg_mask, easiest_positive=True)
+
+
+def _one_triplet_per_anchor(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    pos_mask: torch.Tensor | None,
+    neg_mask: torch.Tensor | None,
+    easiest_positive: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One positive (the least or the most similar) and the most similar negative per anchor."""
     y = check_similarity(S, labels)
     B = S.shape[0]
     pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
     s = S.detach()
     inf = torch.tensor(float("inf"), dtype=s.dtype, device=s.device)
-    hardest_p = torch.where(pos, s, inf).argmin(dim=1)
-    hardest_n = torch.where(neg, s, -inf).argmax(dim=1)
+    if easiest_positive:
+        chosen_p = torch.where(pos, s, -inf).argmax(dim=1)
+    else:
+        chosen_p = torch.where(pos, s, inf).argmin(dim=1)
+    chosen_n = torch.where(neg, s, -inf).argmax(dim=1)
     keep = pos.any(dim=1) & neg.any(dim=1)
     rows = torch.arange(B, device=S.device)
     out_p = torch.zeros_like(pos)
     out_n = torch.zeros_like(neg)
-    out_p[rows[keep], hardest_p[keep]] = True
-    out_n[rows[keep], hardest_n[keep]] = True
+    out_p[rows[keep], chosen_p[keep]] = True
+    out_n[rows[keep], chosen_n[keep]] = True
     return out_p, out_n
 
 
@@ -298,21 +330,6 @@ def hardest(
     return min_pos, max_neg
 
 
-def ms_mine(
-    s: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor, epsilon: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eq. 11-12 on detached similarities ``s`` and candidate masks ``pos``, ``neg``.
-
-    Evaluated literally: ``S_ij > min_P S - eps`` (Eq. 11), ``S_ij < max_N S + eps`` (Eq. 12),
-    with the per-row thresholds computed first (the MS loss's fused closed form,
-    :mod:`dmlbook.losses.ms_closed_form`, uses the same arithmetic).
-    """
-    min_pos, max_neg = hardest(s, pos, neg)
-    mined_pos = torch.lt(s, (max_neg + epsilon)[:, None]).logical_and_(pos)
-    mined_neg = torch.gt(s, (min_pos - epsilon)[:, None]).logical_and_(neg)
-    return mined_pos, mined_neg
-
-
 def ms_mining_masks(
     S: torch.Tensor,
     labels: torch.Tensor,
@@ -362,7 +379,11 @@ def ms_mining_masks(
     eps = check_epsilon(epsilon)
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    return ms_mine(S.detach().to(compute_dtype(S)), pos, neg, eps)
+    s = S.detach().to(compute_dtype(S))
+    min_pos, max_neg = hardest(s, pos, neg)  # thresholds from the unmined sets
+    mined_pos = pos & (s < (max_neg + eps)[:, None])  # Eq. 12
+    mined_neg = neg & (s > (min_pos - eps)[:, None])  # Eq. 11
+    return mined_pos, mined_neg
 
 
 # ----------------------------------------------------------------------------- Liu et al.: mining on D

@@ -9,7 +9,8 @@
   :func:`check_choice`, :func:`check_positive`, :func:`check_nonnegative` check hyper-parameters.
 * **Forms.** :func:`dissimilarity` reads ``S`` as ``-S``, ``D = sqrt(2 - 2 S)`` or ``D^2``
   (:data:`FORMS`), with :func:`safe_distance`'s finite gradient at ``S = 1``.
-* **Numerics.** :func:`masked_logsumexp` (finite for empty masks), :func:`masked_mean`,
+* **Numerics.** :func:`masked_logsumexp` (finite for empty masks) and its weights
+  :func:`masked_softmax`, :func:`masked_mean`,
   :func:`softplus` (exact in float64), :func:`compute_dtype` (half precision -> float32).
 * **Reductions.** :func:`reduce` is the one ``"mean"``/``"sum"``/``"none"`` of every loss.
 
@@ -28,7 +29,6 @@ from .similarity import cosine_similarity, pair_masks
 from .validation import as_embeddings, as_labels, check_loss_batch, check_same_length
 
 __all__ = [
-    "BACKWARDS",
     "FORMS",
     "check_batch",
     "REDUCTIONS",
@@ -39,9 +39,9 @@ __all__ = [
     "check_similarity",
     "compute_dtype",
     "dissimilarity",
-    "given_masks",
     "masked_logsumexp",
     "masked_mean",
+    "masked_softmax",
     "pair_masks",
     "prepare_batch",
     "reduce",
@@ -54,9 +54,6 @@ Form = Literal["similarity", "distance", "squared_distance"]
 #: The three ways a pair-based loss can read a pair: cosine similarity ``S`` (Wang et al. 2019),
 #: Euclidean distance ``D`` and squared distance ``D^2`` of unit vectors (Liu et al., Sec. III).
 FORMS: tuple[str, ...] = ("similarity", "distance", "squared_distance")
-#: How a loss with a fused closed form computes its gradient: ``"closed_form"`` (the value and
-#: ``dL/dS`` from one forward pass; single backward only) or ``"autograd"`` (the readable code).
-BACKWARDS: tuple[str, ...] = ("closed_form", "autograd")
 #: What a pure loss function accepts as ``reduction`` (a loss module: ``"mean"`` and ``"sum"``).
 REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
 
@@ -137,11 +134,9 @@ def check_batch(
 
 
 def prepare_batch(
-    embeddings: torch.Tensor, labels: torch.Tensor, *, twice_differentiable: bool = False
+    embeddings: torch.Tensor, labels: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate a batch and return its cosine similarity matrix ``S`` and its labels.
-
-    ``twice_differentiable`` as in :func:`~dmlbook.similarity.cosine_similarity`.
 
     Raises
     ------
@@ -149,7 +144,7 @@ def prepare_batch(
         For non-2-D or non-finite embeddings, or a label count that does not match.
     """
     x, y = check_batch(embeddings, labels)
-    return cosine_similarity(x, twice_differentiable=twice_differentiable), y
+    return cosine_similarity(x), y
 
 
 def check_similarity(S: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -218,23 +213,6 @@ def resolve_masks(
     if neg_mask is not None:
         neg.logical_and_(neg_mask.to(neg.device))
     return pos, neg
-
-
-def given_masks(
-    labels: torch.Tensor,
-    pos_mask: torch.Tensor | None,
-    neg_mask: torch.Tensor | None,
-    shape: tuple[int, int],
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """:func:`resolve_masks` when a miner's masks were passed, else ``None``.
-
-    ``None`` stands for the label masks, which the fused closed forms of the losses build
-    without a ``B x B`` mask (positives as :func:`dmlbook.pair_lists.positive_pairs`,
-    negatives implicit).
-    """
-    if pos_mask is None and neg_mask is None:
-        return None
-    return resolve_masks(labels, pos_mask, neg_mask, shape)
 
 
 def _label_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -349,21 +327,30 @@ def masked_logsumexp(
     """
     mask = mask.expand_as(x)
     outside = mask.logical_not()
+    nonempty = mask.any(dim=dim, keepdim=True)
+    # the shift: the row's largest kept exponent (0 for an empty row; with the "1 +", at least 0)
     m = x.detach().masked_fill(outside, float("-inf")).amax(dim=dim, keepdim=True)
-    if add_one:
-        m = m.clamp_min(0.0)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    m = m.clamp_min(0.0) if add_one else torch.where(nonempty, m, 0.0)
     # exp(-inf) = 0 outside the mask, and masked_fill's backward zeroes the gradient there
     total = (x - m).masked_fill_(outside, float("-inf")).exp().sum(dim=dim, keepdim=True)
-    nonempty = mask.any(dim=dim, keepdim=True)
     if add_one:
-        total = total + torch.exp(-m)
-    else:
-        total = torch.where(nonempty, total, torch.ones_like(total))
-    value = m + total.log()
-    if not add_one:
-        value = torch.where(nonempty, value, torch.zeros_like(value))
+        value = m + (total + torch.exp(-m)).log()
+    else:  # an empty row: log 1 = 0 in place of log 0
+        value = m + torch.where(nonempty, total, 1.0).log()
     return value.squeeze(dim), nonempty.squeeze(dim)
+
+
+def masked_softmax(
+    x: torch.Tensor, mask: torch.Tensor, dim: int = -1, *, add_one: bool = False
+) -> torch.Tensor:
+    """``e^{x_k} / sum_{j: mask} e^{x_j}`` on ``mask`` along ``dim``, 0 elsewhere.
+
+    With ``add_one`` the denominator is ``1 + sum`` (the MS weights, Wang et al. 2019, Eq. 13-14).
+    These are the weights whose log-sum-exp is :func:`masked_logsumexp` (its gradient), computed
+    from it: max-shifted, finite for any finite ``x``, 0 on an empty row.
+    """
+    lse, _ = masked_logsumexp(x, mask, dim, add_one=add_one)
+    return (x - lse.unsqueeze(dim)).masked_fill(mask.logical_not(), float("-inf")).exp()
 
 
 def masked_mean(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

@@ -10,8 +10,7 @@ import hypothesis.strategies as st
 import torch
 from hypothesis import settings
 
-from dmlbook.losses import ms_closed_form
-from dmlbook.similarity import cosine_similarity, pair_masks
+from dmlbook.similarity import cosine_similarity
 
 FAST = settings(max_examples=30, deadline=None)
 
@@ -88,23 +87,9 @@ VARIANTS = [
 ]
 
 
-def candidate_masks(y: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """A miner's narrower candidates: the label masks with about 40% of the pairs dropped
-    (possibly leaving an anchor with none)."""
-    pos, neg = pair_masks(y)
-    keep = torch.rand(y.shape[0], y.shape[0], generator=g) < 0.6
-    return pos & keep, neg & keep
-
-
-def dense_and_index_lists(core, *args):
-    """``core(*args)`` computed the dense way and the index-list way (the cores' switch,
-    ``dmlbook.losses.ms_closed_form.DENSE_CORE_UP_TO``, set to always and to never)."""
-    out = []
-    original = ms_closed_form.DENSE_CORE_UP_TO
-    for dense_up_to in (10**9, 0):
-        ms_closed_form.DENSE_CORE_UP_TO = dense_up_to
-        try:
-            out.append(core(*args))
-        finally:
-            ms_closed_form.DENSE_CORE_UP_TO = original
-    return out
+def random_narrowing(B: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A miner's masks as keyword arguments: about 30 % of the pairs dropped from each, possibly
+    leaving an anchor without positives or negatives."""
+    g = torch.Generator().manual_seed(seed + B)
+    return {"pos_mask": torch.rand(B, B, generator=g) < 0.7,
+            "neg_mask": torch.rand(B, B, generator=g) < 0.7}  # fmt: skip

@@ -628,7 +628,7 @@ def test_compare_on_benchmark_swaps_only_the_loss_and_resumes(tmp_path):
                for (label, _), r in table.iterrows()}  # fmt: skip
     loss = configs["contrastive (m=0.3)"]["loss"]
     # a module travels with every hyper-parameter (describe_loss), its backward path included
-    assert loss == {"name": "contrastive", "params": {"margin": 0.3, "backward": "closed_form"}}
+    assert loss == {"name": "contrastive", "params": {"margin": 0.3}}
     assert configs["MS"]["loss"] == {"name": "multi_similarity", "params": {"beta": 40.0}}
     assert (configs["contrastive (m=0.3)"]["train"]["k"], configs["MS"]["train"]["k"]) == (4, 2)
     runs = as_results(table, loss="label")  # the package's results layout

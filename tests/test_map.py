@@ -165,26 +165,61 @@ def test_every_module_has_a_row_and_its_tests_use_it():
             )
 
 
-LOSS_ROW = re.compile(r"^\|[^|]+\|[^|]+\|\s*\[(\d\d_\w+)\]\(book/\1\.ipynb\)\s*\|(.*)\|\s*$")
+LOSS_ROW = re.compile(r"^\|(?:[^|]+\|){2}\s*\[(\d\d_\w+)\]\(book/\1\.ipynb\)[^|]*\|(.*)\|\s*$")
+SECTION = re.compile(r"\](\([^)]*\))\s+(\d+\.\d+)")
+NAMES = re.compile(r"`(\w+)`")
+
+
+def loss_rows() -> list[list[str]]:
+    """The loss table's rows as their cells: loss, equations, chapter section, module, weights
+    function, proof, reference loop, tests."""
+    rows = []
+    for line in MAP.read_text().splitlines():
+        if LOSS_ROW.match(line):
+            rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
 
 
 def test_every_loss_row_points_at_files_that_point_back():
-    rows = [LOSS_ROW.match(line) for line in MAP.read_text().splitlines()]
-    rows = [row for row in rows if row is not None]
+    rows = loss_rows()
     assert len(rows) >= 10, "MAP.md's loss table is missing"
-    for row in rows:
-        chapter, rest = row[1], row[2]
-        paths = PATHS.findall(rest)
-        module, reference, *tests = paths
+    for loss, _, section, module, weights, proof, reference, tests in rows:
+        chapter = LOSS_ROW.match(f"| a | b | {section} | x |")[1]
+        assert SECTION.search(section), f"{loss}: name the chapter's section ({section})"
         assert (ROOT / "book" / f"{chapter}.ipynb").is_file(), chapter
+        (module,) = PATHS.findall(module)
         doc = ast.get_docstring(ast.parse((ROOT / module).read_text())) or ""
         assert f"{chapter}.ipynb" in doc, f"{module}'s docstring must name book/{chapter}.ipynb"
+        defined = top_level_names(module) | set(reexports(module))
+        for name in NAMES.findall(weights):  # a weights function named must be the module's
+            if "." not in name and not name.startswith(("T", "dmlbook")):
+                assert name in defined or name in _package_names(), f"{loss}: no {name}"
+        for path in PATHS.findall(proof):
+            assert (ROOT / path).is_file(), f"{loss}: proof {path} does not exist"
+        (reference,) = PATHS.findall(reference)
         assert reference.startswith("dmlbook/reference/"), reference
-        for test in tests:
+        for test in PATHS.findall(tests):
             used = modules_used((ROOT / test).read_text())
             assert module in used or reference in used, (
                 f"{test} uses neither {module} nor {reference}"
             )
+
+
+@cache
+def _package_names() -> frozenset[str]:
+    """Every name ``dmlbook.losses`` exports."""
+    return frozenset(
+        name for m in package_modules() if m.startswith("dmlbook/losses/") for name in
+        top_level_names(m)
+    )  # fmt: skip
+
+
+def test_the_loss_table_covers_every_registered_loss():
+    from dmlbook.losses import available_losses
+
+    named = {name for row in loss_rows() for name in NAMES.findall(row[0])}
+    assert sorted(set(available_losses()) - named) == [], "registered losses MAP.md's table misses"
+    assert sorted(named - set(available_losses())) == [], "MAP.md names losses not registered"
 
 
 def test_resolution_follows_package_reexports_and_aliases():

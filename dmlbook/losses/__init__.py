@@ -1,33 +1,42 @@
 """Pair-based losses, each a pure function of the similarity matrix S plus a thin module.
 
-Each module below holds one family: its equation, its declared hyper-parameters (a frozen
-dataclass, :class:`~dmlbook.losses.base.HyperParameters`) and its thin ``nn.Module``; each opens
-with where its chapter section, its proof and its tests are.
+Each module below holds one family: its equation written as readable PyTorch (the code the
+chapters print is the code that trains: autograd differentiates it), the paper's printed weights
+``w_ij = dL/dS_ij`` as a separately named function where the paper prints them (the tests and
+chapters hold them equal to autograd: the General Pair Weighting view made concrete), its
+declared hyper-parameters (a frozen dataclass, :class:`~dmlbook.losses.base.HyperParameters`)
+and its thin ``nn.Module``; each opens with where its chapter section, its proof and its tests
+are. Which pairs a loss sees is decided once, by the miners of :mod:`dmlbook.mining`.
 
 * Wang et al. Eq. 4: ``contrastive_loss`` / ``ContrastiveLoss``
 * Liu et al. Eq. 11, 35, 36: ``contrastive_distance_loss`` / ``ContrastiveDistanceLoss``
 * Wang et al. Eq. 5; Liu et al. Eq. 12, 37: ``triplet_loss`` / ``TripletLoss``
-* Wang et al. Eq. 6-8: ``lifted_loss`` / ``LiftedLoss``
+* Wang et al. Eq. 6-8: ``lifted_loss`` / ``LiftedLoss``, weights ``lifted_weights``
 * Liu et al. Eq. 14 (Song et al.): ``lifted_structure_loss`` / ``LiftedStructureLoss``
 * Wang et al. Eq. 16 (LiftedStruct*): ``lifted_star_loss`` / ``LiftedStarLoss``
-* Wang et al. Eq. 9-10: ``binomial_deviance_loss`` / ``BinomialDevianceLoss``
-* Wang et al. supplement Eq. 10 (BinLifted): ``binlifted_loss`` / ``BinLiftedLoss``
+* Wang et al. Eq. 9-10: ``binomial_deviance_loss`` / ``BinomialDevianceLoss``, weights
+  ``binomial_weights``
+* Wang et al. supplement Eq. 10 (BinLifted): ``binlifted_loss`` / ``BinLiftedLoss``, weights
+  ``binlifted_weights``
 * Liu et al. Eq. 13 (Sohn's N-pair): ``npair_loss`` / ``NPairLoss``
-* Wang et al. Eq. 11-15 (MS): ``multi_similarity_loss`` / ``MultiSimilarityLoss``, and the
-  "MS mining" row of Table 2, ``ms_mining_loss`` / ``MSMiningLoss``
+* Wang et al. Eq. 11-15 (MS): ``multi_similarity_loss`` / ``MultiSimilarityLoss``, weights
+  ``ms_weights`` (Eq. 13-14), and the "MS mining" row of Table 2, ``ms_mining_loss`` /
+  ``MSMiningLoss``
 * Sun et al. 2020 (Xuan & Pless, Table 1): ``circle_loss`` / ``CircleLoss``
-* Xuan & Pless, Eq. 4: ``cosine_triplet_loss`` / ``CosineTripletLoss``
+* Xuan & Pless, Eq. 4: ``cosine_triplet_loss`` / ``CosineTripletLoss`` (in the triplet module)
 * Xuan & Pless, Sec. 3-4 (designed gradient, custom backward): ``GradientSurgeryLoss``
 * Wang et al. 2019, supplement Eq. 3-5 (Ustinova & Lempitsky's histogram loss):
   ``histogram_loss`` / ``HistogramLoss``, the histograms ``histograms``
 * Wang et al. Table 2 rows: ``ablation_loss`` (:mod:`dmlbook.losses.ablation`)
 * Liu et al. Eq. 18, 21, 24-34 (Pair-P, Pair-E, Triplet-P, Triplet-E):
-  :mod:`dmlbook.losses.liu_weighting` and :mod:`dmlbook.losses.liu_triplet`; MS v1/v2 on distances (Eq. 39):
-  ``ms_distance_loss`` / ``MSDistanceLoss`` (:mod:`dmlbook.losses.ms_distance`)
-* DRO paper Eq. 1 (max, top-K, TopK-PN, KL, chi-square; KL sampling): ``dro_loss`` / ``DROLoss``,
+  :mod:`dmlbook.losses.liu_weighting` and :mod:`dmlbook.losses.liu_triplet`, weights
+  ``pair_weights`` and ``triplet_weights``; MS v1/v2 on distances (Eq. 39): ``ms_distance_loss``
+  / ``MSDistanceLoss``, weights ``ms_distance_weights`` (:mod:`dmlbook.losses.liu_weighting`)
+* DRO paper Eq. 1 (max, top-K, TopK-PN, KL, chi-square) with its per-pair base losses:
+  ``dro_loss`` / ``DROLoss``, weights ``dro_weights`` (:mod:`dmlbook.losses.dro`); KL sampling:
   ``dro_kl_sampled_loss`` / ``DROSampledLoss``; Eq. 7 (DRO-KL-G, pseudo pairs):
   ``dro_kl_grouped_loss`` / ``DROGroupedLoss``; supplement Eq. 30-32: ``hap2s_e_loss`` /
-  ``HAP2SLoss``; per-pair base losses in :mod:`dmlbook.losses.pair_losses`
+  ``HAP2SLoss`` (:mod:`dmlbook.losses.dro_grouped`)
 
 ``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
 The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet masks) are in
@@ -35,13 +44,16 @@ The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet
 :mod:`dmlbook.reference`, the studies (Table 1, Table 2) in :mod:`dmlbook.studies`.
 """
 
-import importlib
-import warnings
-from typing import Any
-
 from .ablation import TABLE_2, MinedPairLoss, ablation_loss, table_2_names
 from .base import HyperParameters, PairLoss, prepare_batch, resolve_masks
-from .binomial import BinLiftedLoss, BinomialDevianceLoss, binlifted_loss, binomial_deviance_loss
+from .binomial import (
+    BinLiftedLoss,
+    BinomialDevianceLoss,
+    binlifted_loss,
+    binlifted_weights,
+    binomial_deviance_loss,
+    binomial_weights,
+)
 from .circle import CircleLoss, circle_loss
 from .contrastive import (
     ContrastiveDistanceLoss,
@@ -49,13 +61,14 @@ from .contrastive import (
     contrastive_distance_loss,
     contrastive_loss,
 )
-from .cosine_triplet import CosineTripletLoss, cosine_triplet_loss
-from .dro import DROLoss, DROSampledLoss, dro_kl_sampled_loss, dro_loss, dro_weights
+from .dro import DROLoss, dro_loss, dro_weights
 from .dro_grouped import (
     DROGroupedLoss,
+    DROSampledLoss,
     HAP2SLoss,
     dro_kl_grouped_loss,
     dro_kl_grouped_weights,
+    dro_kl_sampled_loss,
     hap2s_e_loss,
 )
 from .gradient_surgery import GradientSurgeryLoss
@@ -67,6 +80,7 @@ from .lifted import (
     lifted_loss,
     lifted_star_loss,
     lifted_structure_loss,
+    lifted_weights,
 )
 from .liu_triplet import (
     TripletExponentialLoss,
@@ -74,15 +88,19 @@ from .liu_triplet import (
     triplet_exponential_loss,
     triplet_power_loss,
     triplet_weighted_loss,
+    triplet_weights,
 )
 from .liu_weighting import (
+    MSDistanceLoss,
     PairExponentialLoss,
     PairPowerLoss,
+    ms_distance_loss,
+    ms_distance_weights,
     pair_exponential_loss,
     pair_power_loss,
     pair_weighted_loss,
+    pair_weights,
 )
-from .ms_distance import MSDistanceLoss, ms_distance_loss
 from .multi_similarity import (
     MSMiningLoss,
     MultiSimilarityLoss,
@@ -94,7 +112,7 @@ from .multi_similarity import (
 )
 from .npair import NPairLoss, npair_loss
 from .registry import available_losses, describe_loss, get_loss, loss_parameters, register_loss
-from .triplet import TripletLoss, triplet_loss
+from .triplet import CosineTripletLoss, TripletLoss, cosine_triplet_loss, triplet_loss
 
 __all__ = [
     "HyperParameters",
@@ -109,14 +127,17 @@ __all__ = [
     "triplet_loss",
     "LiftedLoss",
     "lifted_loss",
+    "lifted_weights",
     "LiftedStructureLoss",
     "lifted_structure_loss",
     "LiftedStarLoss",
     "lifted_star_loss",
     "BinomialDevianceLoss",
     "binomial_deviance_loss",
+    "binomial_weights",
     "BinLiftedLoss",
     "binlifted_loss",
+    "binlifted_weights",
     "NPairLoss",
     "npair_loss",
     "MultiSimilarityLoss",
@@ -139,13 +160,16 @@ __all__ = [
     "PairExponentialLoss",
     "pair_exponential_loss",
     "pair_weighted_loss",
+    "pair_weights",
     "TripletPowerLoss",
     "triplet_power_loss",
     "TripletExponentialLoss",
     "triplet_exponential_loss",
     "triplet_weighted_loss",
+    "triplet_weights",
     "MSDistanceLoss",
     "ms_distance_loss",
+    "ms_distance_weights",
     "DROLoss",
     "dro_loss",
     "dro_weights",
@@ -166,26 +190,3 @@ __all__ = [
     "loss_parameters",
     "register_loss",
 ]
-
-#: Names that used to be importable from here, and the module that holds each now. Studies,
-#: reference loops and miners are no losses; the old spelling warns and forwards.
-_MOVED = {
-    "ms_mining_masks": "dmlbook.mining",
-    "multi_similarity_loss_reference": "dmlbook.reference",
-    "PAPER_TABLE_2": "dmlbook.studies.ms_ablation",
-    "paper_table_2": "dmlbook.studies.ms_ablation",
-    "read_ablation_csv": "dmlbook.studies.ms_ablation",
-    "summarize_ablation": "dmlbook.studies.ms_ablation",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """Deprecation path for :data:`_MOVED`: warn, then forward to the new home."""
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"dmlbook.losses.{name} moved: import it from {_MOVED[name]}.",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(_MOVED[name]), name)

@@ -203,9 +203,7 @@ class PairLoss(nn.Module):
         pos_mask: torch.Tensor | None = None,
         neg_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        # backward="autograd" means autograd all the way (a second derivative works)
-        twice = getattr(self, "backward", None) == "autograd"
-        S, y = prepare_batch(embeddings, labels, twice_differentiable=twice)
+        S, y = prepare_batch(embeddings, labels)
         masks = {}
         if pos_mask is not None:
             masks["pos_mask"] = pos_mask

@@ -32,7 +32,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import BACKWARDS, REDUCTIONS, given_masks, softplus
+from ..pairs import REDUCTIONS, masked_softmax, softplus
 from .base import (
     HyperParameters,
     PairLoss,
@@ -42,14 +42,14 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .binomial_closed_form import PairSumTerms, pair_sum_core
-from .closed_form import closed_form_loss
 
 __all__ = [
     "BinomialHyperParameters",
     "binomial_deviance_loss",
+    "binomial_weights",
     "BinomialDevianceLoss",
     "binlifted_loss",
+    "binlifted_weights",
     "BinLiftedLoss",
 ]
 
@@ -67,12 +67,10 @@ class BinomialHyperParameters(HyperParameters):
     margin: float = 0.5
     _: KW_ONLY
     reduction: str = "mean"
-    backward: str = "closed_form"
 
     def check(self) -> None:
         self._positive("alpha", "beta")
         check_choice(self.reduction, REDUCTIONS, "reduction")
-        check_choice(self.backward, BACKWARDS, "backward")
 
     def check_module(self) -> None:
         super().check_module()
@@ -80,8 +78,6 @@ class BinomialHyperParameters(HyperParameters):
 
 
 _H = BinomialHyperParameters
-_BINOMIAL = PairSumTerms(softplus="mean", lse=0.0)  # Eq. 9
-_BINLIFTED = PairSumTerms(softplus="half", lse=0.5)  # supplement Eq. 10
 
 
 def binomial_deviance_loss(
@@ -92,7 +88,6 @@ def binomial_deviance_loss(
     margin: float = _H.margin,
     *,
     reduction: str = _H.reduction,
-    backward: str = _H.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -110,11 +105,8 @@ def binomial_deviance_loss(
     reduction : {"mean", "sum", "none"}
         ``"sum"``: Eq. 9 as printed (sum over anchors), whose gradient is exactly Eq. 10.
         ``"mean"``: the average over the anchors that have at least one pair, so the weights are
-        Eq. 10 divided by that count. ``"none"``: the (B,) vector of anchor terms.
-    backward : {"closed_form", "autograd"}
-        ``"closed_form"`` (default): value and weights in one pass
-        (:mod:`dmlbook.losses.binomial_closed_form`; single backward only). ``"autograd"``:
-        autograd through the code below (double backward too).
+        Eq. 10 divided by that count (:func:`binomial_weights`). ``"none"``: the (B,) vector
+        of anchor terms.
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -130,12 +122,8 @@ def binomial_deviance_loss(
     above ``x = 40`` in float64, so nothing overflows for ``beta = 50`` and any ``S`` in
     [-1, 1], and float64 values and gradients are exact to rounding.
     """
-    hp = _H(alpha, beta, margin, reduction=reduction, backward=backward)
+    hp = _H(alpha, beta, margin, reduction=reduction)
     y = check_similarity(S, labels)
-    if backward == "closed_form":
-        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        args = (hp.alpha, hp.beta, hp.margin, _BINOMIAL)
-        return closed_form_loss(S, pair_sum_core, y, masks, *args, reduction=reduction)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     zero = torch.zeros_like(S)
     pos_sum = torch.where(pos, softplus(hp.alpha * (margin - S)), zero).sum(dim=1)
@@ -154,7 +142,6 @@ def binlifted_loss(
     margin: float = _H.margin,
     *,
     reduction: str = _H.reduction,
-    backward: str = _H.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -175,11 +162,8 @@ def binlifted_loss(
         ``lambda``.
     reduction : {"mean", "sum", "none"}
         ``"sum"`` has gradient exactly supplement Eq. 10 on every negative pair; ``"mean"``
-        averages over the anchors that have at least one pair (weights divided by that count).
-    backward : {"closed_form", "autograd"}
-        ``"closed_form"`` (default): value and weights in one pass
-        (:mod:`dmlbook.losses.binomial_closed_form`; single backward only). ``"autograd"``:
-        autograd through the code below (double backward too).
+        averages over the anchors that have at least one pair (weights divided by that count;
+        :func:`binlifted_weights`).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -198,13 +182,9 @@ def binlifted_loss(
     log-sum-exp), a choice of dmlbook. Note that, unlike Eq. 9, supplement Eq. 10 has no
     ``1/N_i`` and no ``beta`` factor on the binomial part.
     """
-    hp = _H(alpha, beta, margin, reduction=reduction, backward=backward)
+    hp = _H(alpha, beta, margin, reduction=reduction)
     alpha, beta = hp.alpha, hp.beta
     y = check_similarity(S, labels)
-    if backward == "closed_form":
-        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        args = (alpha, beta, hp.margin, _BINLIFTED)
-        return closed_form_loss(S, pair_sum_core, y, masks, *args, reduction=reduction)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     zero = torch.zeros_like(S)
     neg_soft = torch.where(neg, softplus(beta * (S - margin)), zero).sum(dim=1)
@@ -213,6 +193,70 @@ def binlifted_loss(
     pos_lse, has_pos = masked_logsumexp(-alpha * S, pos, dim=1)
     per = (neg_soft + neg_lse) / (2 * beta) + (pos_soft + pos_lse) / (2 * alpha)
     return reduce(per, reduction, has_pos | has_neg)
+
+
+def binomial_weights(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    alpha: float = _H.alpha,
+    beta: float = _H.beta,
+    margin: float = _H.margin,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The GPW weights of Eq. 9 as Wang et al. 2019 print them, Eq. 10.
+
+    ``w_ij^+ = (1/P_i) alpha e^{alpha (lambda - S_ij)} / (1 + e^{alpha (lambda - S_ij)})`` on a
+    positive pair and ``w_ij^- = (1/N_i) beta e^{beta (S_ij - lambda)} / (1 + e^{beta (S_ij -
+    lambda)})`` on a negative pair, 0 elsewhere; the fractions are sigmoids, computed as such (no
+    overflow). Detached magnitudes: autograd of :func:`binomial_deviance_loss` with
+    ``reduction="sum"`` is ``w^- - w^+`` (``tests/losses/test_binomial.py``).
+
+    Returns
+    -------
+    w_pos, w_neg : Tensor of shape (B, B)
+    """
+    hp = _H(alpha, beta, margin)
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    s = S.detach()
+    n_pos = pos.sum(dim=1, keepdim=True).clamp_min(1)
+    n_neg = neg.sum(dim=1, keepdim=True).clamp_min(1)
+    w_pos = hp.alpha * torch.sigmoid(hp.alpha * (hp.margin - s)) / n_pos
+    w_neg = hp.beta * torch.sigmoid(hp.beta * (s - hp.margin)) / n_neg
+    return torch.where(pos, w_pos, 0.0), torch.where(neg, w_neg, 0.0)
+
+
+def binlifted_weights(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    alpha: float = _H.alpha,
+    beta: float = _H.beta,
+    margin: float = _H.margin,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BinLifted's weights, Wang et al. 2019, supplement Eq. 10, and their positive analogue.
+
+    ``w_ij^- = 1/2 (e^{beta (S_ij - lambda)} / (1 + e^{beta (S_ij - lambda)}) + e^{beta S_ij} /
+    sum_{N_i} e^{beta S_ik})`` on a negative pair; on a positive pair the same with ``-alpha``
+    and ``P_i`` (the paper's "analogously"; :func:`binlifted_loss`). A sigmoid and a soft-max
+    (max-shifted), so nothing overflows. Detached magnitudes: autograd of
+    :func:`binlifted_loss` with ``reduction="sum"`` is ``w^- - w^+``.
+
+    Returns
+    -------
+    w_pos, w_neg : Tensor of shape (B, B)
+    """
+    hp = _H(alpha, beta, margin)
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    s = S.detach()
+    w_pos = (torch.sigmoid(hp.alpha * (hp.margin - s)) + masked_softmax(-hp.alpha * s, pos)) / 2
+    w_neg = (torch.sigmoid(hp.beta * (s - hp.margin)) + masked_softmax(hp.beta * s, neg)) / 2
+    return torch.where(pos, w_pos, 0.0), torch.where(neg, w_neg, 0.0)
 
 
 class BinomialDevianceLoss(PairLoss):

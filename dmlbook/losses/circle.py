@@ -1,7 +1,7 @@
 """Circle loss (Sun et al. 2020), the Circle row of Xuan & Pless's Table 1.
 
 Chapter: ``book/13_gradient_surgery.ipynb`` (13.3 "Table 1, row by row"). Proof: the Circle row in
-:mod:`dmlbook.symbolic.gradient_surgery`. Tests: ``tests/surgery/test_losses.py``.
+:mod:`dmlbook.symbolic.gradient_surgery`. Tests: ``tests/losses/test_circle.py``.
 
 For an anchor with positives ``s_p`` and negatives ``s_n`` (cosine similarities), Circle loss is
 
@@ -22,7 +22,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import BACKWARDS, REDUCTIONS, softplus
+from ..pairs import REDUCTIONS, softplus
 from .base import (
     HyperParameters,
     PairLoss,
@@ -32,10 +32,8 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .circle_closed_form import circle_core
-from .closed_form import closed_form_loss
 
-__all__ = ["BACKWARDS", "CircleHyperParameters", "CircleLoss", "circle_loss"]
+__all__ = ["CircleHyperParameters", "CircleLoss", "circle_loss"]
 
 
 @dataclass(frozen=True)
@@ -48,12 +46,10 @@ class CircleHyperParameters(HyperParameters):
     _: KW_ONLY
     detach_weights: bool = True
     reduction: str = "mean"
-    backward: str = "closed_form"
 
     def check(self) -> None:
         self._positive("gamma")
         check_choice(self.reduction, REDUCTIONS, "reduction")
-        check_choice(self.backward, BACKWARDS, "backward")
         if not isinstance(self.detach_weights, bool):
             raise ValueError(f"detach_weights must be True or False, got {self.detach_weights!r}.")
         self._set("margin", float(self.margin))
@@ -70,7 +66,6 @@ def circle_loss(
     *,
     detach_weights: bool = _C.detach_weights,
     reduction: str = _C.reduction,
-    backward: str = _C.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -86,11 +81,6 @@ def circle_loss(
         Treat ``a_p``, ``a_n`` as constants in the gradient (Sun et al.'s code) or not.
     reduction : {"mean", "sum", "none"}
         Over the anchors that have a positive and a negative.
-    backward : {"closed_form", "autograd"}
-        ``"closed_form"`` (default): with ``detach_weights=True`` and ``reduction="mean"`` or
-        ``"sum"``, the loss and its gradient in one fused pass
-        (:func:`~dmlbook.losses.circle_closed_form.circle_core`; single backward only);
-        otherwise, and with ``"autograd"``, autograd through the masked log-sum-exps below.
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Pair masks from a miner (e.g. one easy positive and one hard negative per anchor).
 
@@ -99,12 +89,9 @@ def circle_loss(
     Tensor
         A scalar (or (B,) for ``"none"``); 0 with gradient 0 when no anchor has both pairs.
     """
-    _C(gamma, margin, detach_weights=detach_weights, reduction=reduction, backward=backward)
+    _C(gamma, margin, detach_weights=detach_weights, reduction=reduction)
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    if backward == "closed_form" and detach_weights and reduction != "none":
-        args = (pos, neg, gamma, float(margin), reduction == "mean")
-        return closed_form_loss(S, circle_core, *args).to(S.dtype)
     a_p = (1 + margin - S).clamp_min(0)
     a_n = (S + margin).clamp_min(0)
     if detach_weights:

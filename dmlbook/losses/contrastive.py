@@ -31,7 +31,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import BACKWARDS, REDUCTIONS, given_masks
+from ..pairs import REDUCTIONS
 from .base import (
     HyperParameters,
     PairLoss,
@@ -41,8 +41,6 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .closed_form import closed_form_loss
-from .contrastive_closed_form import contrastive_core, contrastive_distance_core
 
 __all__ = [
     "ContrastiveHyperParameters",
@@ -64,15 +62,9 @@ CONTRASTIVE_VARIANTS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ContrastiveHyperParameters(HyperParameters):
-    """Wang et al.'s Eq. 4: the margin ``lambda``, a cosine similarity (a module needs [-1, 1]),
-    and the backward path (``"closed_form"``: :mod:`dmlbook.losses.contrastive_closed_form`)."""
+    """Wang et al.'s Eq. 4: the margin ``lambda``, a cosine similarity (a module needs [-1, 1])."""
 
     margin: float = 0.5
-    _: KW_ONLY
-    backward: str = "closed_form"
-
-    def check(self) -> None:
-        check_choice(self.backward, BACKWARDS, "backward")
 
     def check_module(self) -> None:
         if not -1.0 < self.margin < 1.0:  # at 1 no negative is ever penalised, at -1 all always
@@ -91,12 +83,10 @@ class ContrastiveDistanceHyperParameters(HyperParameters):
     _: KW_ONLY
     variant: str = "hinge"
     reduction: str = "mean"
-    backward: str = "closed_form"
 
     def check(self) -> None:
         check_choice(self.variant, tuple(CONTRASTIVE_VARIANTS), "variant")
         check_choice(self.reduction, REDUCTIONS, "reduction")
-        check_choice(self.backward, BACKWARDS, "backward")
 
     def check_module(self) -> None:
         super().check_module()
@@ -114,7 +104,6 @@ def contrastive_loss(
     labels: torch.Tensor,
     margin: float = ContrastiveHyperParameters.margin,
     *,
-    backward: str = ContrastiveHyperParameters.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -127,10 +116,6 @@ def contrastive_loss(
     labels : Tensor of shape (B,)
     margin : float
         ``lambda`` of Eq. 4: negative pairs with ``S_ij <= margin`` contribute nothing.
-    backward : {"closed_form", "autograd"}
-        ``"closed_form"`` (default): value and weights in one pass
-        (:mod:`dmlbook.losses.contrastive_closed_form`; single backward only). ``"autograd"``:
-        autograd through the code below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Pairs kept by a miner; they narrow the label masks.
 
@@ -145,11 +130,8 @@ def contrastive_loss(
     negative pair with ``S_ij > margin`` (``n`` the number of kept pairs): equal weights on the
     selected pairs, as Wang et al. note below Eq. 4.
     """
-    ContrastiveHyperParameters(margin, backward=backward)
+    ContrastiveHyperParameters(margin)
     labels = check_similarity(S, labels)
-    if backward == "closed_form":
-        masks = given_masks(labels, pos_mask, neg_mask, tuple(S.shape))
-        return closed_form_loss(S, contrastive_core, labels, masks, margin)
     pos, neg = resolve_masks(labels, pos_mask, neg_mask, tuple(S.shape))
     per_pair = torch.where(pos, -S, torch.zeros_like(S)) + torch.where(
         neg, torch.relu(S - margin), torch.zeros_like(S)
@@ -175,7 +157,6 @@ def contrastive_distance_loss(
     *,
     variant: str = ContrastiveDistanceHyperParameters.variant,
     reduction: str = ContrastiveDistanceHyperParameters.reduction,
-    backward: str = ContrastiveDistanceHyperParameters.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -202,10 +183,6 @@ def contrastive_distance_loss(
         ``"mean"``: average over the kept ordered pairs ``i != j`` (each unordered pair counted
         twice, as in :func:`contrastive_loss`; Liu et al. write a sum, which ``"sum"`` gives);
         ``"none"``: the (B, B) matrix of per-pair terms, zero outside the kept pairs.
-    backward : {"closed_form", "autograd"}
-        ``"closed_form"`` (default): value and slopes in one pass
-        (:mod:`dmlbook.losses.contrastive_closed_form`; single backward only). ``"autograd"``:
-        autograd through the code below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Pairs kept by a miner; they narrow the label masks.
 
@@ -223,14 +200,8 @@ def contrastive_distance_loss(
     adds the two means (``AvgNonZeroReducer``); ``reduction="none"`` gives what is needed to
     reproduce that (see ``tests/losses/test_pml_crosscheck.py``).
     """
-    ContrastiveDistanceHyperParameters(
-        pos_margin, neg_margin, variant=variant, reduction=reduction, backward=backward
-    )
+    ContrastiveDistanceHyperParameters(pos_margin, neg_margin, variant=variant, reduction=reduction)
     y = check_similarity(S, labels)
-    if backward == "closed_form":
-        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        args = (float(pos_margin), float(neg_margin), variant, reduction)
-        return closed_form_loss(S, contrastive_distance_core, y, masks, *args)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, "squared_distance" if variant == "squared_distance" else "distance")
     pos_term = torch.relu(d - pos_margin)

@@ -1,8 +1,23 @@
-"""The DRO loss over all pairs of a batch (DRO paper, Eq. 1) and its uncertainty sets.
+"""The DRO loss over all pairs of a batch (DRO paper, Eq. 1): its per-pair base losses and its
+uncertainty sets.
 
-``F = max_{p in U} sum_ij p_ij l_ij`` with ``l_ij`` a per-pair base loss
-(:mod:`dmlbook.losses.pair_losses`). The uncertainty set ``U`` is one hyper-parameter,
-``uncertainty``:
+``F = max_{p in U} sum_ij p_ij l_ij`` with ``l_ij`` a per-pair base loss (:func:`pair_losses`):
+the DRO paper treats deep metric learning as binary classification of pairs (Sec. 3,
+"Preliminaries"), and its tables use two base losses, the subscripts ``M`` and ``B``:
+
+* margin (Wu et al. 2017; DRO Sec. 3.3): ``l_ij = [m + y_ij (lambda - S_ij)]_+``;
+* binomial (Yi et al.; Wang et al. 2019, Eq. 9 per pair): ``log(1 + e^{alpha (lambda - S_ij)})``
+  on a positive pair and ``log(1 + e^{beta (S_ij - lambda)})`` on a negative pair.
+
+Erratum (named in ``book/12_dro.ipynb``, 12.1): the preliminaries define ``y_ij in {0, 1}``, but
+the margin loss needs ``y_ij in {+1, -1}`` (the supplement's Eq. 19 writes ``y_ij = -1``): with
+``y_ij = 0`` every negative pair would have the constant loss ``m`` and no gradient. Here ``+1``
+is a positive pair and ``-1`` a negative one. Self-pairs: the paper's footnote 1 counts the
+``B^2`` pairs including ``(i, i)``; dmlbook's label masks leave them out (for the margin loss
+with ``m + lambda <= 1`` a self-pair has zero loss, so nothing changes once zero-loss pairs are
+dropped; for the binomial loss it would add a constant-weight positive pair).
+
+The uncertainty set ``U`` is one hyper-parameter, ``uncertainty``:
 
 * ``"uniform"`` (Sec. 3, ``F_avg``): ``U = {1/n}``; the plain average the paper argues against;
 * ``"simplex"`` (Sec. 3.1): ``U = Delta``; ``F = max_ij l_ij``, the maximal loss;
@@ -16,20 +31,19 @@
   when ``min_i l_i >= mean(l) - sqrt(n Var_n(l) / (2 rho))`` this is the paper's
   ``F = mean(l) + sqrt(2 rho Var_n(l) / n)``.
 
-``n`` counts the candidate pairs: positives and negatives of the label masks (self-pairs
-excluded), narrowed by any miner's masks and, with ``drop_zero=True`` (the paper's Sec. 3.2:
-"we can simply eliminate" zero losses), without the pairs whose loss is 0.
+``n`` counts the candidate pairs: positives and negatives of the label masks, narrowed by any
+miner's masks and, with ``drop_zero=True`` (the paper's Sec. 3.2: "we can simply eliminate" zero
+losses), without the pairs whose loss is 0.
 
 Lemma 1: where ``p*`` is unique and the losses smooth, ``dF/dS_ij = p*_ij dl_ij/dS_ij``. The
 values below are written so that autograd gives exactly that gradient (top-K through
 ``torch.topk``, KL through a log-sum-exp, chi-square through the envelope theorem with ``p*``
-held fixed); :func:`dro_weights` returns ``p*`` on its own. The sampling variant of DRO-KL
-(:func:`dro_kl_sampled_loss`) draws pairs from ``p*`` and averages their losses: an unbiased
-estimate of that gradient.
-With ``backward="closed_form"`` (the default) TopK, TopK-PN and KL compute ``F`` and that gradient
-in one pass, without autograd (:mod:`dmlbook.losses.dro_closed_form`).
+held fixed); :func:`dro_weights` returns ``p*`` and :func:`base_loss_slope` ``dl/dS``, which the
+tests multiply and compare with autograd. The sampling variant of DRO-KL
+(:func:`dmlbook.losses.dro_grouped.dro_kl_sampled_loss`) draws pairs from ``p*`` and averages
+their losses: an unbiased estimate of that gradient.
 
-Chapter: ``book/12_dro.ipynb`` (12.2-12.4). Proofs: :mod:`dmlbook.symbolic.dro`. Reference
+Chapter: ``book/12_dro.ipynb`` (12.1-12.4). Proofs: :mod:`dmlbook.symbolic.dro`. Reference
 loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro.py``,
 ``tests/test_symbolic_dro.py``.
 """
@@ -41,25 +55,106 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import BACKWARDS, check_choice, check_similarity, resolve_masks
+from ..pairs import (
+    check_choice,
+    check_positive,
+    check_similarity,
+    compute_dtype,
+    resolve_masks,
+    softplus,
+)
 from .base import HyperParameters, PairLoss
-from .dro_closed_form import dro_value
-from .pair_losses import BASE_LOSSES, pair_losses
 
 __all__ = [
+    "BASE_LOSSES",
     "UNCERTAINTY_SETS",
     "DROHyperParameters",
     "DROLoss",
-    "DROSampledLoss",
+    "base_loss_slope",
     "chi2_weights",
     "dro_candidates",
-    "dro_kl_sampled_loss",
     "dro_loss",
     "dro_weights",
+    "pair_losses",
 ]
 
 #: The uncertainty sets of Eq. 1 this module implements.
 UNCERTAINTY_SETS = ("uniform", "simplex", "topk", "topk_pn", "kl", "chi2")
+
+#: The base losses of the paper's tables: ``"margin"`` (subscript M), ``"binomial"`` (B).
+BASE_LOSSES = ("margin", "binomial")
+
+
+def pair_losses(
+    S: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    base: str = "margin",
+    margin: float = 0.2,
+    threshold: float = 0.5,
+    alpha: float = 2.0,
+    beta: float = 50.0,
+) -> torch.Tensor:
+    """The (B, B) matrix of per-pair losses ``l_ij``; 0 (with gradient 0) off ``pos | neg``.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarities.
+    pos, neg : bool Tensor of shape (B, B)
+        The positive (``y_ij = +1``) and negative (``y_ij = -1``) pairs.
+    base : {"margin", "binomial"}
+        ``"margin"``: ``[m + y_ij (lambda - S_ij)]_+`` (DRO Sec. 3.3, Eq. 19);
+        ``"binomial"``: ``softplus(alpha (lambda - S_ij))`` on positives,
+        ``softplus(beta (S_ij - lambda))`` on negatives (Wang et al. 2019, Eq. 9, one pair).
+    margin : float
+        ``m`` of the margin loss (the paper's Table 2 uses 0.2); unused by the binomial loss.
+    threshold : float
+        ``lambda``, the similarity both losses bend at (0.5 in Table 2).
+    alpha, beta : float
+        Slopes of the binomial loss (> 0); unused by the margin loss.
+
+    Returns
+    -------
+    Tensor of shape (B, B)
+    """
+    check_choice(base, BASE_LOSSES, "base")
+    pair = pos | neg
+    if base == "margin":  # one hinge for both signs: y (lambda - S) with y = +1 / -1
+        t = threshold - S
+        return torch.where(pair, torch.relu(margin + torch.where(pos, t, -t)), 0.0)
+    lp = softplus(check_positive(alpha, "alpha") * (threshold - S))
+    ln = softplus(check_positive(beta, "beta") * (S - threshold))
+    return torch.where(pos, lp, torch.where(neg, ln, 0.0))
+
+
+def base_loss_slope(
+    S: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    base: str = "margin",
+    margin: float = 0.2,
+    threshold: float = 0.5,
+    alpha: float = 2.0,
+    beta: float = 50.0,
+) -> torch.Tensor:
+    """``dl_ij / dS_ij`` in closed form (no autograd): what Lemma 1 multiplies by ``p*_ij``.
+
+    Margin loss: ``-y_ij`` where the hinge is open (``l_ij > 0``), else 0. Binomial loss:
+    ``-alpha sigma(alpha (lambda - S_ij))`` on a positive pair, ``beta sigma(beta (S_ij - lambda))``
+    on a negative one. Zero off ``pos | neg``. The tests compare autograd of every DRO loss with
+    ``p* * base_loss_slope`` (``tests/losses/test_dro.py``).
+    """
+    check_choice(base, BASE_LOSSES, "base")
+    zero = torch.zeros_like(S)
+    if base == "margin":
+        t = threshold - S  # the same rounding as pair_losses
+        sp = torch.where(margin + t > 0, -torch.ones_like(S), zero)
+        sn = torch.where(margin + (-t) > 0, torch.ones_like(S), zero)
+    else:
+        sp = -alpha * torch.sigmoid(alpha * (threshold - S))
+        sn = beta * torch.sigmoid(beta * (S - threshold))
+    return torch.where(pos, sp, torch.where(neg, sn, zero))
 
 
 @dataclass(frozen=True)
@@ -70,9 +165,7 @@ class DROHyperParameters(HyperParameters):
     {160, 200, 240, 280}); ``gamma = 0.1`` is the value of the runtime study (Sec. 4.2.4);
     ``margin = 0.2`` and ``threshold = 0.5`` are Table 2's ``m`` and ``lambda``; ``alpha = 2``,
     ``beta = 50`` follow Wang et al. (the paper does not print the binomial slopes); ``rho = 1``
-    is dmlbook's choice (Sec. 3.1 fixes no radius). ``backward="closed_form"`` computes TopK,
-    TopK-PN and KL with Lemma 1's gradient in one pass (:mod:`dmlbook.losses.dro_closed_form`);
-    ``"autograd"`` differentiates the code of :func:`dro_loss` (the other sets always do).
+    is dmlbook's choice (Sec. 3.1 fixes no radius).
     """
 
     uncertainty: str = "topk"
@@ -86,11 +179,9 @@ class DROHyperParameters(HyperParameters):
     beta: float = 50.0
     _: KW_ONLY
     drop_zero: bool = True
-    backward: str = "closed_form"
 
     def check(self) -> None:
         check_choice(self.uncertainty, UNCERTAINTY_SETS, "uncertainty")
-        check_choice(self.backward, BACKWARDS, "backward")
         check_choice(self.base, BASE_LOSSES, "base")
         if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 1:
             raise ValueError(f"K must be a positive int (pairs kept by top-K), got {self.K!r}.")
@@ -122,7 +213,8 @@ def dro_candidates(
     """
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    l = pair_losses(S, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
+    x = S.to(compute_dtype(S))  # half precision: computed in float32
+    l = pair_losses(x, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
     cand = l.detach() > 0 if hp.drop_zero else pos | neg
     return l, cand, pos, neg
 
@@ -131,9 +223,9 @@ def _topk_sum(l: torch.Tensor, cand: torch.Tensor, k: int) -> torch.Tensor:
     """Sum of the ``k`` largest ``l`` among ``cand`` (all of them if fewer).
 
     Non-candidates enter as 0 (no gradient): the losses are >= 0, so a 0 picked in place of a
-    missing candidate adds nothing, and no count (no host sync) is needed.
+    missing candidate adds nothing, and no count is needed.
     """
-    flat = (l * cand.view(torch.uint8).to(l.dtype)).reshape(-1)  # l >= 0 and finite
+    flat = torch.where(cand, l, 0.0).reshape(-1)
     return flat.topk(min(k, flat.numel())).values.sum()
 
 
@@ -154,15 +246,15 @@ def chi2_weights(losses: torch.Tensor, rho: float) -> torch.Tensor:
 
     Returns
     -------
-    Tensor of shape (n,), detached.
+    Tensor of shape (n,), detached, in ``losses``' dtype (solved in float64).
     """
-    l = losses.detach()
+    l = losses.detach().double()  # a sort and cumulative sums over n numbers: float64 is cheap
     n = l.numel()
     c = 1.0 + 2.0 * rho / n
     top = l.max()
     ties = l >= top
     if c * int(ties.sum()) >= n or bool((l == top).all()):
-        return ties.to(l.dtype) / ties.sum()
+        return (ties.double() / ties.sum()).to(losses.dtype)
     order = torch.sort(l, descending=True)
     v = order.values - top
     k = torch.arange(1, n + 1, dtype=l.dtype, device=l.device)
@@ -178,7 +270,7 @@ def chi2_weights(losses: torch.Tensor, rho: float) -> torch.Tensor:
     w[kk + 1 :] = 0
     p = torch.empty_like(l)
     p[order.indices] = w / w.sum()
-    return p
+    return p.to(losses.dtype)
 
 
 def dro_weights(
@@ -252,7 +344,6 @@ def dro_loss(
     beta: float = _H.beta,
     *,
     drop_zero: bool = _H.drop_zero,
-    backward: str = _H.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -265,7 +356,7 @@ def dro_loss(
     uncertainty : {"uniform", "simplex", "topk", "topk_pn", "kl", "chi2"}
         The set ``U`` (see the module docstring).
     base : {"margin", "binomial"}
-        The per-pair loss (:func:`dmlbook.losses.pair_losses.pair_losses`).
+        The per-pair loss (:func:`pair_losses`).
     K : int
         Pairs kept by top-K (even for TopK-PN). With fewer candidates than ``K`` (or ``K/2`` of
         a sign) all of them count, each with weight ``1/K``: the optimum over ``sum p <= 1``,
@@ -278,9 +369,6 @@ def dro_loss(
         The base loss's ``m``, ``lambda``, ``alpha``, ``beta``.
     drop_zero : bool
         Remove pairs with zero loss from the candidates (Sec. 3.2).
-    backward : {"closed_form", "autograd"}
-        TopK, TopK-PN, KL: Lemma 1's gradient computed with the value, or autograd of the code
-        below (the same values and gradients to rounding).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Narrow the pairs (e.g. from a miner).
 
@@ -296,14 +384,12 @@ def dro_loss(
     the value here (``1/K`` times the printed one). Its LP relaxation over ``[0, 1/K]`` has the
     same optimum (the constraint matrix is an interval matrix, totally unimodular).
     """
-    hp = _H(uncertainty, base, K, gamma, rho, margin, threshold, alpha, beta,
-            drop_zero=drop_zero, backward=backward)  # fmt: skip
-    if hp.backward == "closed_form" and hp.uncertainty in ("topk", "topk_pn", "kl"):
-        return dro_value(S, labels, hp, pos_mask, neg_mask)  # Lemma 1 in one pass
+    hp = _H(uncertainty, base, K, gamma, rho, margin, threshold, alpha, beta, drop_zero=drop_zero)
     if hp.uncertainty in ("topk", "topk_pn"):  # zero losses change neither value nor gradient
         y = check_similarity(S, labels)
         pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        l = pair_losses(S, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
+        x = S.to(compute_dtype(S))  # half precision: computed in float32
+        l = pair_losses(x, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
         if hp.uncertainty == "topk":
             return _topk_sum(l, pos | neg, hp.K) / hp.K
         return (_topk_sum(l, pos, hp.K // 2) + _topk_sum(l, neg, hp.K // 2)) / hp.K
@@ -324,50 +410,6 @@ def dro_loss(
     return (p * l).sum()
 
 
-def dro_kl_sampled_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    num_samples: int,
-    generator: torch.Generator,
-    base: str = _H.base,
-    gamma: float = _H.gamma,
-    margin: float = _H.margin,
-    threshold: float = _H.threshold,
-    alpha: float = _H.alpha,
-    beta: float = _H.beta,
-    *,
-    drop_zero: bool = _H.drop_zero,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """DRO-KL with pairs sampled from ``p*`` (Sec. 3.2): mean loss of ``num_samples`` draws.
-
-    The ``num_samples`` pairs are drawn with replacement from ``p* = softmax(l / gamma)`` (held
-    fixed) with ``generator``; the result's gradient is an unbiased estimate of
-    ``sum p*_ij grad l_ij``, the gradient of DRO-KL (Lemma 1). Its *value* is a sample mean of
-    losses, not ``F``. ``tests/losses/test_dro.py`` checks that the mean of the estimates
-    converges to the exact gradient.
-    """
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples must be a positive int, got {num_samples!r}.")
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(
-            "generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)), so the "
-            f"draws are reproducible; got {type(generator).__name__}."
-        )
-    p = dro_weights(
-        S, labels, "kl", base, 2, gamma, 1.0, margin, threshold, alpha, beta,
-        drop_zero=drop_zero, pos_mask=pos_mask, neg_mask=neg_mask,
-    )  # fmt: skip
-    hp = _H("kl", base, 2, gamma, 1.0, margin, threshold, alpha, beta, drop_zero=drop_zero)
-    l, cand, _, _ = dro_candidates(S, labels, hp, pos_mask, neg_mask)
-    if not bool(cand.any()):
-        return (S * 0).sum()
-    flat = p.reshape(-1).to(device=generator.device)
-    idx = torch.multinomial(flat, num_samples, replacement=True, generator=generator)
-    return l.reshape(-1)[idx.to(l.device)].mean()
-
-
 class DROLoss(PairLoss):
     """Module form of :func:`dro_loss` (Eq. 1); registered as ``"dro"``.
 
@@ -376,62 +418,3 @@ class DROLoss(PairLoss):
 
     loss_function = staticmethod(dro_loss)
     hyper = DROHyperParameters
-
-
-@dataclass(frozen=True)
-class DROSampledHyperParameters(HyperParameters):
-    """DRO-KL with sampling: ``num_samples`` draws per step, from a generator seeded ``seed``.
-
-    ``num_samples = 160`` matches the number of pairs top-K keeps at ``B = 80``; the paper does
-    not print its sample size (dmlbook's choice).
-    """
-
-    num_samples: int = 160
-    seed: int = 0
-    base: str = "margin"
-    gamma: float = 0.1
-    margin: float = 0.2
-    threshold: float = 0.5
-    alpha: float = 2.0
-    beta: float = 50.0
-    _: KW_ONLY
-    drop_zero: bool = True
-
-    def check(self) -> None:
-        if not isinstance(self.num_samples, int) or self.num_samples < 1:
-            raise ValueError(f"num_samples must be a positive int, got {self.num_samples!r}.")
-        if not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an int, got {self.seed!r}.")
-        check_choice(self.base, BASE_LOSSES, "base")
-        self._positive("gamma", "alpha", "beta")
-
-
-class DROSampledLoss(PairLoss):
-    """Module form of :func:`dro_kl_sampled_loss`; registered as ``"dro_kl_sampled"``.
-
-    The module owns a ``torch.Generator`` (:attr:`generator`, on the CPU) seeded with ``seed``
-    when first used, so two modules built alike draw the same pairs.
-    """
-
-    hyper = DROSampledHyperParameters
-
-    @property
-    def generator(self) -> torch.Generator:
-        """The module's ``torch.Generator``, seeded with ``seed`` on first use."""
-        if "_generator" not in self.__dict__:
-            self.__dict__["_generator"] = torch.Generator().manual_seed(self.seed)
-        return self.__dict__["_generator"]
-
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return dro_kl_sampled_loss(
-            S, labels, self.num_samples, self.generator, self.base, self.gamma, self.margin,
-            self.threshold, self.alpha, self.beta, drop_zero=self.drop_zero,
-            pos_mask=pos_mask, neg_mask=neg_mask,
-        )  # fmt: skip

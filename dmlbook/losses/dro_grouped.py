@@ -1,4 +1,8 @@
-"""Grouped KL-DRO (DRO paper, Eq. 7, "DRO-KL-G"), its pseudo-pair variant, and HAP2S_E.
+"""DRO-KL with sampled pairs (Sec. 3.2), grouped KL-DRO (Eq. 7, "DRO-KL-G") with its pseudo
+pairs, and HAP2S_E: the DRO paper's variants beyond the plain sets of Eq. 1.
+
+KL sampling (Sec. 3.2, :func:`dro_kl_sampled_loss`): instead of weighting every pair by ``p* =
+softmax(l / gamma)``, draw pairs from ``p*`` and average their losses.
 
 Eq. 7 groups ``p`` per anchor and per sign and regularises each group towards its own uniform
 distribution:
@@ -25,11 +29,9 @@ weights with ``lambda`` for every ``m``.
 HAP2S_E (Yu et al. 2018; supplement 6.1.3, Eq. 30-32): per anchor, the hinge of a triplet made
 of the softmax-weighted (weights held constant) positive and negative similarities.
 
-``backward="closed_form"`` (the default) computes DRO-KL-G's value and Lemma 1's gradient in one
-pass (:mod:`dmlbook.losses.dro_closed_form`); ``"autograd"`` differentiates the code below.
-
-Chapter: ``book/12_dro.ipynb`` (12.5-12.6). Proofs: :mod:`dmlbook.symbolic.dro`. Reference
-loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro_grouped.py``.
+Chapter: ``book/12_dro.ipynb`` (12.4-12.6). Proofs: :mod:`dmlbook.symbolic.dro`. Reference
+loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro_grouped.py``,
+``tests/losses/test_dro.py`` (sampling).
 """
 
 from __future__ import annotations
@@ -39,21 +41,134 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import REDUCTIONS, check_choice, check_similarity, reduce, resolve_masks
+from ..pairs import (
+    REDUCTIONS,
+    check_choice,
+    check_similarity,
+    compute_dtype,
+    reduce,
+    resolve_masks,
+)
 from .base import HyperParameters, PairLoss
-from .dro_closed_form import dro_grouped_value
-from .multi_similarity import BACKWARDS
-from .pair_losses import BASE_LOSSES, pair_losses
+from .dro import BASE_LOSSES, DROHyperParameters, dro_candidates, dro_weights, pair_losses
+
+_H = DROHyperParameters
 
 __all__ = [
     "DROGroupedHyperParameters",
     "DROGroupedLoss",
+    "DROSampledHyperParameters",
+    "DROSampledLoss",
     "HAP2SHyperParameters",
     "HAP2SLoss",
     "dro_kl_grouped_loss",
+    "dro_kl_sampled_loss",
     "dro_kl_grouped_weights",
     "hap2s_e_loss",
 ]
+
+
+def dro_kl_sampled_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    num_samples: int,
+    generator: torch.Generator,
+    base: str = _H.base,
+    gamma: float = _H.gamma,
+    margin: float = _H.margin,
+    threshold: float = _H.threshold,
+    alpha: float = _H.alpha,
+    beta: float = _H.beta,
+    *,
+    drop_zero: bool = _H.drop_zero,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """DRO-KL with pairs sampled from ``p*`` (Sec. 3.2): mean loss of ``num_samples`` draws.
+
+    The ``num_samples`` pairs are drawn with replacement from ``p* = softmax(l / gamma)`` (held
+    fixed) with ``generator``; the result's gradient is an unbiased estimate of
+    ``sum p*_ij grad l_ij``, the gradient of DRO-KL (Lemma 1). Its *value* is a sample mean of
+    losses, not ``F``. ``tests/losses/test_dro.py`` checks that the mean of the estimates
+    converges to the exact gradient.
+    """
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(f"num_samples must be a positive int, got {num_samples!r}.")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(
+            "generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)), so the "
+            f"draws are reproducible; got {type(generator).__name__}."
+        )
+    p = dro_weights(
+        S, labels, "kl", base, 2, gamma, 1.0, margin, threshold, alpha, beta,
+        drop_zero=drop_zero, pos_mask=pos_mask, neg_mask=neg_mask,
+    )  # fmt: skip
+    hp = _H("kl", base, 2, gamma, 1.0, margin, threshold, alpha, beta, drop_zero=drop_zero)
+    l, cand, _, _ = dro_candidates(S, labels, hp, pos_mask, neg_mask)
+    if not bool(cand.any()):
+        return (S * 0).sum()
+    flat = p.reshape(-1).to(device=generator.device)
+    idx = torch.multinomial(flat, num_samples, replacement=True, generator=generator)
+    return l.reshape(-1)[idx.to(l.device)].mean()
+
+
+@dataclass(frozen=True)
+class DROSampledHyperParameters(HyperParameters):
+    """DRO-KL with sampling: ``num_samples`` draws per step, from a generator seeded ``seed``.
+
+    ``num_samples = 160`` matches the number of pairs top-K keeps at ``B = 80``; the paper does
+    not print its sample size (dmlbook's choice).
+    """
+
+    num_samples: int = 160
+    seed: int = 0
+    base: str = _H.base  # the rest as DRO-KL's (DROHyperParameters)
+    gamma: float = _H.gamma
+    margin: float = _H.margin
+    threshold: float = _H.threshold
+    alpha: float = _H.alpha
+    beta: float = _H.beta
+    _: KW_ONLY
+    drop_zero: bool = _H.drop_zero
+
+    def check(self) -> None:
+        if not isinstance(self.num_samples, int) or self.num_samples < 1:
+            raise ValueError(f"num_samples must be a positive int, got {self.num_samples!r}.")
+        if not isinstance(self.seed, int):
+            raise ValueError(f"seed must be an int, got {self.seed!r}.")
+        check_choice(self.base, BASE_LOSSES, "base")
+        self._positive("gamma", "alpha", "beta")
+
+
+class DROSampledLoss(PairLoss):
+    """Module form of :func:`dro_kl_sampled_loss`; registered as ``"dro_kl_sampled"``.
+
+    The module owns a ``torch.Generator`` (:attr:`generator`, on the CPU) seeded with ``seed``
+    when first used, so two modules built alike draw the same pairs.
+    """
+
+    hyper = DROSampledHyperParameters
+
+    @property
+    def generator(self) -> torch.Generator:
+        """The module's ``torch.Generator``, seeded with ``seed`` on first use."""
+        if "_generator" not in self.__dict__:
+            self.__dict__["_generator"] = torch.Generator().manual_seed(self.seed)
+        return self.__dict__["_generator"]
+
+    def loss_on_similarity(
+        self,
+        S: torch.Tensor,
+        labels: torch.Tensor,
+        *,
+        pos_mask: torch.Tensor | None = None,
+        neg_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return dro_kl_sampled_loss(
+            S, labels, self.num_samples, self.generator, self.base, self.gamma, self.margin,
+            self.threshold, self.alpha, self.beta, drop_zero=self.drop_zero,
+            pos_mask=pos_mask, neg_mask=neg_mask,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,9 +178,6 @@ class DROGroupedHyperParameters(HyperParameters):
     Defaults: Table 2's ``m = 0.2``, ``lambda = 0.5``, zero-loss pairs removed (Sec. 4.2.1) and
     ``gamma = 0.1`` (one of the swept values {1, 0.1, 0.01, 0.001}). ``pseudo_pairs=True`` with
     ``pseudo_loss`` is the MS construction (supplement Eq. 23; the paper's ``pseudo_loss = 0``).
-    ``backward="closed_form"`` computes the value with Lemma 1's gradient in one pass
-    (:func:`dmlbook.losses.dro_closed_form.dro_grouped_value`); ``"autograd"`` differentiates
-    the code of :func:`dro_kl_grouped_loss`.
     """
 
     gamma_pos: float = 0.1
@@ -80,11 +192,9 @@ class DROGroupedHyperParameters(HyperParameters):
     pseudo_loss: float = 0.0
     drop_zero: bool = True
     reduction: str = "mean"
-    backward: str = "closed_form"
 
     def check(self) -> None:
         self._positive("gamma_pos", "gamma_neg", "alpha", "beta")
-        check_choice(self.backward, BACKWARDS, "backward")
         check_choice(self.base, BASE_LOSSES, "base")
         check_choice(self.reduction, REDUCTIONS, "reduction")
         self._set("margin", float(self.margin))
@@ -100,7 +210,8 @@ _G = DROGroupedHyperParameters
 def _groups(S, labels, hp, pos_mask, neg_mask):
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    l = pair_losses(S, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
+    x = S.to(compute_dtype(S))  # half precision: computed in float32
+    l = pair_losses(x, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
     if hp.drop_zero:
         pos, neg = pos & (l.detach() > 0), neg & (l.detach() > 0)
     return l, pos, neg
@@ -133,7 +244,6 @@ def dro_kl_grouped_loss(
     pseudo_loss: float = _G.pseudo_loss,
     drop_zero: bool = _G.drop_zero,
     reduction: str = _G.reduction,
-    backward: str = _G.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -156,8 +266,6 @@ def dro_kl_grouped_loss(
     reduction : {"mean", "sum", "none"}
         ``"sum"`` is Eq. 7 as printed (a sum over anchors); ``"mean"`` averages over the anchors
         with at least one real pair; ``"none"`` returns the (B,) anchor values.
-    backward : {"closed_form", "autograd"}
-        Lemma 1's gradient computed with the value, or autograd of the code below.
 
     Returns
     -------
@@ -166,10 +274,8 @@ def dro_kl_grouped_loss(
     """
     hp = _G(
         gamma_pos, gamma_neg, base, margin, threshold, alpha, beta, pseudo_pairs=pseudo_pairs,
-        pseudo_loss=pseudo_loss, drop_zero=drop_zero, reduction=reduction, backward=backward,
+        pseudo_loss=pseudo_loss, drop_zero=drop_zero, reduction=reduction,
     )  # fmt: skip
-    if hp.backward == "closed_form":  # Lemma 1 in one pass
-        return dro_grouped_value(S, labels, hp, pos_mask, neg_mask)
     l, pos, neg = _groups(S, labels, hp, pos_mask, neg_mask)
     per = _group_value(l, pos, hp.gamma_pos, hp) + _group_value(l, neg, hp.gamma_neg, hp)
     return reduce(per, hp.reduction, pos.any(dim=1) | neg.any(dim=1))

@@ -36,7 +36,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..pairs import BACKWARDS, REDUCTIONS, given_masks
+from ..pairs import REDUCTIONS, masked_softmax
 from .base import (
     FORMS,
     HyperParameters,
@@ -48,15 +48,13 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .binomial_closed_form import PairSumTerms, pair_sum_core
-from .closed_form import closed_form_loss
-from .lifted_closed_form import lifted_core, lifted_structure_core
 
 __all__ = [
     "LiftedHyperParameters",
     "LiftedStructureHyperParameters",
     "LiftedStarHyperParameters",
     "lifted_loss",
+    "lifted_weights",
     "LiftedLoss",
     "lifted_structure_loss",
     "LiftedStructureLoss",
@@ -67,18 +65,16 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LiftedHyperParameters(HyperParameters):
-    """Wang et al.'s Eq. 6: the margin ``lambda``, the form, the reduction, the backward path."""
+    """Wang et al.'s Eq. 6: the margin ``lambda``, the form, the reduction."""
 
     margin: float = 1.0
     _: KW_ONLY
     form: str = "similarity"
     reduction: str = "mean"
-    backward: str = "closed_form"
 
     def check(self) -> None:
         check_choice(self.form, FORMS, "form")
         check_choice(self.reduction, REDUCTIONS, "reduction")
-        check_choice(self.backward, BACKWARDS, "backward")
 
     def check_module(self) -> None:
         super().check_module()
@@ -95,7 +91,6 @@ class LiftedStructureHyperParameters(HyperParameters):
     squared_hinge: bool = True
     joint_negatives: bool = True
     reduction: str = "mean"
-    backward: str = "closed_form"
 
     check = LiftedHyperParameters.check
 
@@ -114,16 +109,13 @@ class LiftedStarHyperParameters(HyperParameters):
     beta: float = 50.0
     _: KW_ONLY
     reduction: str = "mean"
-    backward: str = "closed_form"
 
     def check(self) -> None:
         self._positive("alpha", "beta")
         check_choice(self.reduction, REDUCTIONS, "reduction")
-        check_choice(self.backward, BACKWARDS, "backward")
 
 
 _L, _LS, _STAR = LiftedHyperParameters, LiftedStructureHyperParameters, LiftedStarHyperParameters
-_STAR_TERMS = PairSumTerms(softplus="none", lse=1.0)  # Eq. 16: the two log-sum-exps only
 
 
 def lifted_loss(
@@ -133,7 +125,6 @@ def lifted_loss(
     *,
     form: str = _L.form,
     reduction: str = _L.reduction,
-    backward: str = _L.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -156,10 +147,6 @@ def lifted_loss(
         ``"sum"``: Eq. 6 as printed (a sum over anchors). ``"mean"``: the average over the
         anchors that have at least one positive *and* one negative. ``"none"``: the (B,) vector
         of anchor terms.
-    backward : {"closed_form", "autograd"}
-        ``"closed_form"`` (default): value and Eq. 7-8 weights in one pass
-        (:func:`~dmlbook.losses.lifted_closed_form.lifted_core`; single backward only).
-        ``"autograd"``: autograd through the masked log-sum-exps below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -174,13 +161,10 @@ def lifted_loss(
     With cosine similarities the hinge of Eq. 6 can only switch off when ``lambda < 2 -
     log(|P_i| |N_i|)``: ``log sum_P e^{-S} >= -1 + log |P_i|`` and ``log sum_N e^{S} >= -1 +
     log |N_i|``. At ``lambda = 1`` every anchor with ``|P_i| |N_i| >= 3`` is always active, and
-    its negative weights are exactly Eq. 8.
+    its negative weights are exactly Eq. 8 (:func:`lifted_weights`).
     """
-    _L(margin, form=form, reduction=reduction, backward=backward)
+    _L(margin, form=form, reduction=reduction)
     y = check_similarity(S, labels)
-    if backward == "closed_form":
-        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        return closed_form_loss(S, lifted_core, y, masks, margin, form, reduction=reduction)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, form)
     lse_pos, has_pos = masked_logsumexp(d, pos, dim=1)
@@ -188,6 +172,38 @@ def lifted_loss(
     valid = has_pos & has_neg
     per = torch.relu(lse_pos + lse_neg + margin)
     return reduce(per, reduction, valid)
+
+
+def lifted_weights(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float = _L.margin,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The GPW weights of Eq. 6 as Wang et al. 2019 print them, Eq. 7-8 (similarity form).
+
+    ``w_ij^+ = e^{lambda - S_ij} / sum_{P_i} e^{lambda - S_ik}`` on a positive pair (Eq. 7) and
+    ``w_ij^- = e^{S_ij} / sum_{N_i} e^{S_ik}`` on a negative pair (Eq. 8), for the anchors whose
+    hinge is active (the others get no weight); 0 elsewhere. Detached magnitudes: autograd of
+    :func:`lifted_loss` with ``reduction="sum"`` is ``w^- - w^+``
+    (``tests/losses/test_lifted.py``). Both are soft-max weights, computed with the row's
+    maximum subtracted (:func:`dmlbook.pairs.masked_softmax`), so none overflows.
+
+    Returns
+    -------
+    w_pos, w_neg : Tensor of shape (B, B)
+    """
+    _L(margin)
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    s = S.detach()
+    active = lifted_loss(s, y, margin, reduction="none", pos_mask=pos, neg_mask=neg) > 0
+    keep = active[:, None]
+    w_pos = masked_softmax(margin - s, pos & keep, dim=1)  # Eq. 7
+    w_neg = masked_softmax(s, neg & keep, dim=1)  # Eq. 8
+    return w_pos, w_neg
 
 
 def lifted_structure_loss(
@@ -199,7 +215,6 @@ def lifted_structure_loss(
     squared_hinge: bool = _LS.squared_hinge,
     joint_negatives: bool = _LS.joint_negatives,
     reduction: str = _LS.reduction,
-    backward: str = _LS.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -231,11 +246,6 @@ def lifted_structure_loss(
         (each unordered pair appears twice with the same ``J``, so this is Song et al.'s
         ``1 / (2 |P|) sum_P [J]_+^2`` for ``squared_hinge``). ``"sum"``: the sum over ordered
         pairs. ``"none"``: the (B, B) matrix of pair terms.
-    backward : {"closed_form", "autograd"}
-        ``"closed_form"`` (default): value and ``dL/dS`` in one pass
-        (:func:`~dmlbook.losses.lifted_closed_form.lifted_structure_core`; single backward
-        only; ``reduction="none"`` always takes the autograd path). ``"autograd"``: autograd
-        through the code below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -245,12 +255,8 @@ def lifted_structure_loss(
         ``-inf``; for ``joint_negatives=False`` either end without negatives) contributes 0 with
         gradient 0 and is not counted. A single-class batch or a batch of one gives 0.
     """
-    _LS(margin, form=form, reduction=reduction, backward=backward)
+    _LS(margin, form=form, reduction=reduction)
     y = check_similarity(S, labels)
-    if backward == "closed_form" and reduction != "none":
-        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        args = (margin, form, bool(squared_hinge), bool(joint_negatives), reduction)
-        return closed_form_loss(S, lifted_structure_core, y, masks, *args)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     d = dissimilarity(S, form)
     r, has_neg = masked_logsumexp(margin - d, neg, dim=1)  # r_i = log sum_{N_i} e^{m - d_ik}
@@ -283,7 +289,6 @@ def lifted_star_loss(
     beta: float = _STAR.beta,
     *,
     reduction: str = _STAR.reduction,
-    backward: str = _STAR.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -303,10 +308,6 @@ def lifted_star_loss(
     reduction : {"mean", "sum", "none"}
         ``"mean"``: Eq. 16's ``1/m`` average over anchors, taken over the anchors that have at
         least one pair. ``"sum"``, ``"none"`` (the (B,) anchor terms).
-    backward : {"closed_form", "autograd"}
-        ``"closed_form"`` (default): value and weights in one pass
-        (:mod:`dmlbook.losses.binomial_closed_form`; single backward only). ``"autograd"``:
-        autograd through the masked log-sum-exps below (double backward too).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
@@ -316,13 +317,9 @@ def lifted_star_loss(
         without positives keeps its negative half and vice versa; an empty half is 0 with
         gradient 0. A batch without any pair gives 0.
     """
-    hp = _STAR(alpha, beta, reduction=reduction, backward=backward)
+    hp = _STAR(alpha, beta, reduction=reduction)
     alpha, beta = hp.alpha, hp.beta
     y = check_similarity(S, labels)
-    if backward == "closed_form":
-        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        args = (alpha, beta, 0.0, _STAR_TERMS)
-        return closed_form_loss(S, pair_sum_core, y, masks, *args, reduction=reduction)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     lse_pos, has_pos = masked_logsumexp(-alpha * S, pos, dim=1)
     lse_neg, has_neg = masked_logsumexp(beta * S, neg, dim=1)

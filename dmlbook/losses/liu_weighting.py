@@ -1,26 +1,30 @@
-"""Liu et al.'s general pair-based weighting loss: Eq. 18, weights Eq. 24-33 (triplets: Eq. 21).
+"""Liu et al.'s pair-based weighting loss (Eq. 18, weights Eq. 24-33) and their MS on distances.
 
 Chapter: ``book/11_liu_weighting.ipynb``, 11.2 "Weighting by design (Eq. 18, 21, 24-34)", 11.3
-"Normalisation", 11.5 "dmlbook's implementation". Proofs: :mod:`dmlbook.symbolic.liu`
-(``tests/symbolic/test_liu.py``). Tests: ``tests/losses/test_liu_weighting.py``; the
-paper-literal per-anchor loop of Algorithm 1 is :mod:`dmlbook.reference.liu_weighting`.
+"Normalisation", 11.4 "MS v1 and v2 (Eq. 38-39, Fig. 5)", 11.5 "dmlbook's implementation".
+Proofs: :mod:`dmlbook.symbolic.liu` (``tests/symbolic/test_liu.py``). Tests:
+``tests/losses/test_liu_weighting.py``; the paper-literal per-anchor loops of Algorithm 1 are in
+:mod:`dmlbook.reference.liu_weighting` (``tests/reference/test_liu_equivalence.py``).
 
 On Euclidean distances ``D = sqrt(2 - 2 S)`` of unit vectors (Liu et al., Eq. 1):
 
 * **pair-based** (Eq. 18): ``L_i = sum_{P_i} w+_ij [D_ij - m1]_+ + sum_{N_i} w-_ij [m2 - D_ij]_+``
   with ``P_i``, ``N_i`` the pairs kept by the thresholds of Eq. 16-17
   (:func:`dmlbook.mining.threshold_pair_masks`);
-* **triplet-based** (Eq. 21): ``L_i = sum_{(j, k)} w_ijk [D_ij - D_ik + m]_+`` over the triplets
-  of Eq. 19 (``D_ij + m >= D_ik``), in :mod:`dmlbook.losses.liu_triplet` (same semantics);
+* **triplet-based** (Eq. 21): in :mod:`dmlbook.losses.liu_triplet` (same semantics);
 * the weights are **numbers without gradient** (the paper's footnote 6: ``D.detach()``):
   constant (Eq. 24-25), p-th power (Eq. 26-28) or exponential (Eq. 29-31), optionally
-  normalised (Eq. 32-34);
-* the batch loss is ``L = (1/B) sum_i L_i`` (Algorithm 1, step 5).
+  normalised (Eq. 32-34): :func:`pair_weights`, which :func:`pair_weighted_loss` calls;
+* the batch loss is ``L = (1/B) sum_i L_i`` (Algorithm 1, step 5);
+* **MS v1 and v2** (Sec. IV-B5, Eq. 39; :func:`ms_distance_loss`): Wang et al.'s MS loss
+  written on ``D`` with one margin ``m`` and the mining of Eq. 22-23, with (v1) or without (v2)
+  the "+1" inside its logarithms. v2's weights are the per-anchor normalised exponential
+  weights of Eq. 29-30, 32-33 without hinge: the margin then changes no gradient.
 
-Registered as ``"pair_p"`` (Pair-P), ``"pair_e"`` (Pair-E), ``"triplet_p"`` (Triplet-P) and
-``"triplet_e"`` (Triplet-E), with the defaults of Liu et al.'s Sec. IV-B4 (m1 = 0, m2 = 0.8,
-m = 0.1; Pair-P (p, q) = (0, 1), Pair-E (alpha, beta) = (0, 2), Triplet-P p = 5, Triplet-E
-alpha = 40; on SOP pass ``neg_margin=1.0`` or ``margin=0.2``).
+Registered as ``"pair_p"`` (Pair-P), ``"pair_e"`` (Pair-E) and ``"ms_distance"``, with the
+defaults of Liu et al.'s Sec. IV-B4 and Fig. 5 (m1 = 0, m2 = 0.8; Pair-P (p, q) = (0, 1),
+Pair-E (alpha, beta) = (0, 2); MS alpha, beta = 2, 50, m = 1, epsilon = 0.1, v2; on SOP pass
+``neg_margin=1.0``).
 
 Semantics (what the paper leaves open, and what dmlbook chose)
 ---------------------------------------------------------------
@@ -36,21 +40,13 @@ Semantics (what the paper leaves open, and what dmlbook chose)
   pair exactly on a threshold is mined but gets a power weight ``0^p = 0`` for ``p > 0`` and a
   hinge of 0; ``0^0`` is 1 (Eq. 24: ``p = q = 0`` is the constant weight).
 * **Empty sets** contribute 0; a normalising sum of 0 (every mined weight 0) gives weights 0.
-* **Self pairs** are excluded by index, as everywhere in dmlbook.
-* ``epsilon`` (pair losses only) adds the MS mining on distances of Eq. 22-23 after the
-  thresholds (:func:`dmlbook.mining.ms_distance_mining_masks`; Table II "+ triplet margin").
+* ``epsilon`` adds the MS mining on distances of Eq. 22-23 after the thresholds
+  (:func:`dmlbook.mining.ms_distance_mining_masks`; Table II "+ triplet margin").
 
-Numerics: normalised exponential weights are formed as ``exp(log w - max log w)`` per
-normalisation scope and never overflow; un-normalised (v0) exponential weights are
-``exp(alpha x)`` as printed and overflow float32 once ``alpha x > 88``. Power weights are
-``torch.pow`` of a base in ``[0, 2]``.
-
-Performance: the default backward is the closed form ``dL/dS_ij = -w_ij / D_ij`` of the
-detached weights (one ``B x B`` tensor saved), computed with the forward on masks held as 0/1
-numbers (on CPU ``torch.where`` and a bool-to-float conversion each cost several plain
-products over a ``B x B`` matrix); ``backward="autograd"`` differentiates the same formula with
-autograd. ``bench/bench_liu.py`` times the losses against the bare ``X X^T``
-(``bench/results/liu_cpu.md``).
+Numerics: normalised weights are soft-max weights of their logarithms (``p log x``, ``alpha x``;
+:func:`dmlbook.pairs.masked_softmax`, max-shifted) and never overflow; un-normalised (v0) weights
+are ``x^p`` and ``exp(alpha x)`` as printed, and the exponential overflows float32 once
+``alpha x > 88``. MS v1/v2 are masked log-sum-exps (:func:`dmlbook.pairs.masked_logsumexp`).
 """
 
 from __future__ import annotations
@@ -60,31 +56,24 @@ from dataclasses import KW_ONLY, dataclass
 import torch
 
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
-from ..pairs import BACKWARDS, REDUCTIONS, check_nonnegative, compute_dtype
+from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype, masked_softmax
 from .base import (
     HyperParameters,
     PairLoss,
     check_choice,
     check_similarity,
     dissimilarity,
+    masked_logsumexp,
     reduce,
     resolve_masks,
 )
-from .closed_form import attach, fold_reduction
 
 __all__ = [
-    "BACKWARDS",
-    "NORMALIZATIONS",
-    "WEIGHTINGS",
-    "PairPowerHyperParameters",
-    "PairExponentialHyperParameters",
-    "pair_weights",
-    "pair_weighted_loss",
-    "pair_power_loss",
-    "pair_exponential_loss",
-    "PairPowerLoss",
-    "PairExponentialLoss",
-]
+    "MS_VERSIONS", "NORMALIZATIONS", "WEIGHTINGS", "MSDistanceHyperParameters", "MSDistanceLoss",
+    "PairExponentialHyperParameters", "PairExponentialLoss", "PairPowerHyperParameters",
+    "PairPowerLoss", "liu_weights", "log_weights", "ms_distance_loss", "ms_distance_weights",
+    "pair_exponential_loss", "pair_power_loss", "pair_weighted_loss", "pair_weights",
+]  # fmt: skip
 
 #: The weightings of Liu et al., Sec. III-B.
 WEIGHTINGS: dict[str, str] = {
@@ -99,6 +88,12 @@ NORMALIZATIONS: dict[str, str] = {
     "none": "no normalisation (Table III, v0)",
     "anchor": "per anchor, positives and negatives apart (Algorithm 1; Table III, v1 and v2)",
     "batch": "over every positive (negative) pair or triplet of the batch",
+}
+
+#: Liu et al.'s two MS variants of Fig. 5.
+MS_VERSIONS: dict[str, str] = {
+    "v1": "the MS loss: log[1 + sum exp] (Eq. 39 with the '+1')",
+    "v2": "the MS loss without adding 1: log sum exp (Eq. 39 without the '+1')",
 }
 
 
@@ -123,7 +118,6 @@ class _PairHyperParameters(HyperParameters):
             )
         for name in exponents:
             self._set(name, check_nonnegative(getattr(self, name), name))
-        check_choice(self.backward, BACKWARDS, "backward")
         if self.epsilon is not None:
             self._set("epsilon", check_nonnegative(self.epsilon, "epsilon", " or None"))
         check_common(self)
@@ -139,7 +133,6 @@ class PairPowerHyperParameters(_PairHyperParameters):
     normalization: str = "anchor"
     epsilon: float | None = None
     reduction: str = "mean"
-    backward: str = "closed_form"
 
     def check(self) -> None:
         self._check_pair(("p", "q"))
@@ -155,7 +148,6 @@ class PairExponentialHyperParameters(_PairHyperParameters):
     normalization: str = "anchor"
     epsilon: float | None = None
     reduction: str = "mean"
-    backward: str = "closed_form"
 
     def check(self) -> None:
         self._check_pair(("alpha", "beta"))
@@ -164,67 +156,33 @@ class PairExponentialHyperParameters(_PairHyperParameters):
 # ----------------------------------------------------------------------------- weights
 
 
-def as_float(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """A bool mask as 0/1 numbers of ``dtype`` (through ``uint8``: on CPU a direct bool to float
-    conversion is several times slower than an elementwise product)."""
-    return mask.view(torch.uint8).to(dtype)
+def log_weights(x: torch.Tensor, weighting: str, exponent: float) -> torch.Tensor:
+    """The logarithm of Eq. 24-31's weight of each base ``x >= 0``: 0 for the constant weight
+    (and for an exponent 0: ``0^0 = 1``, as Eq. 24 needs), ``p log x`` for the power (``-inf``,
+    a weight 0, at ``x = 0``), ``alpha x`` for the exponential."""
+    if weighting == "constant" or exponent == 0:
+        return torch.zeros_like(x)
+    if weighting == "power":
+        return exponent * torch.log(x.clamp_min(0.0))
+    return exponent * x
 
 
-def compare(op, a: torch.Tensor, b: torch.Tensor | float) -> torch.Tensor:
-    """``op(a, b)`` (``torch.ge``, ``torch.gt``, ...) as 0/1 numbers of ``a``'s dtype.
+def liu_weights(
+    x: torch.Tensor, mask: torch.Tensor, weighting: str, exponent: float, normalization: str
+) -> torch.Tensor:
+    """Eq. 24-31 of the bases ``x >= 0`` on ``mask`` (0 elsewhere), normalised by Eq. 32-34.
 
-    Against a number the comparison writes the numbers directly; against a tensor (a per-row
-    threshold, broadcast) it compares to bool first and converts (:func:`as_float`), which is
-    twice as fast on CPU as writing a broadcast comparison into a float output.
+    ``x`` has one row per anchor (pairs ``(B, B)``, triplets ``(B, B, B)``), normalised over each
+    row (``"anchor"``), over everything (``"batch"``) or not (``"none"``). Normalised weights are
+    soft-max weights of :func:`log_weights` (``(D - m1)^p`` at ``p = 100`` overflows float32, its
+    normalised form does not); unnormalised ones are the printed ``x^p`` or ``e^{alpha x}``.
     """
-    if isinstance(b, torch.Tensor):
-        return as_float(op(a, b), a.dtype)
-    return op(a, b, out=torch.empty(a.shape, dtype=a.dtype, device=a.device))
-
-
-def distances(S: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Detached ``D = sqrt(2 - 2 S)`` (Eq. 1) in the compute dtype, and ``keep = D > 0``.
-
-    The arithmetic of :func:`dmlbook.pairs.dissimilarity` with ``"distance"`` (through
-    :func:`dmlbook.pairs.safe_distance`: ``D = 0`` where ``2 - 2 S <= eps``, coincident points),
-    in fewer passes over the (B, B) matrix. ``keep`` (0/1 numbers) is where ``dD/dS = -1/D``
-    (0 elsewhere).
-    """
-    sq = S.detach().to(compute_dtype(S)).mul(-2.0).add_(2.0).clamp_min_(0.0)
-    keep = compare(torch.gt, sq, torch.finfo(sq.dtype).eps)
-    return sq.sqrt_().mul_(keep), keep
-
-
-def slope_to_gradient(slope: torch.Tensor, D: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """``dL/dS = dL/dD * dD/dS = -slope / D`` where ``D > 0`` and 0 elsewhere, in place."""
-    return slope.mul_(keep).div_(D.clamp_min(torch.finfo(D.dtype).tiny)).neg_()
-
-
-def _mined_distances(S, labels, m1, m2, epsilon, pos_mask, neg_mask):
-    """``D`` (detached, compute dtype) and the pairs kept by Eq. 16-17 (then Eq. 22-23)."""
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    if epsilon is not None:  # Eq. 22-23 after the thresholds, through the miners
-        pos, neg = threshold_pair_masks(S, y, m1, m2, pos_mask=pos, neg_mask=neg)
-        pos, neg = ms_distance_mining_masks(S, y, epsilon, pos_mask=pos, neg_mask=neg)
-    D, _ = distances(S)
-    if epsilon is None:  # threshold_pair_masks, inlined on the D computed here
-        pos, neg = pos & (D >= m1), neg & (D <= m2)
-    return D, pos, neg
-
-
-def _weights(D, pos, neg, m1, m2, weighting, a, b, normalization) -> torch.Tensor:
-    """``w+`` on ``pos`` and ``w-`` on ``neg`` in one (B, B) tensor (the masks are disjoint).
-
-    Power weights are formed directly (``torch.pow``, ``0^0 = 1``) and bounded by ``2^p``;
-    exponential weights in the log domain, shifted by their maximum per normalisation scope
-    (:func:`_side`, on the masks as 0/1 numbers).
-    """
-    dims = (1,) if normalization == "anchor" else (0, 1)
-    pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
-    w_pos, _ = _side(D, pos, (D - m1).clamp_min_(0.0), a, weighting, normalization, dims)
-    w_neg, _ = _side(D, neg, (m2 - D).clamp_min_(0.0), b, weighting, normalization, dims)
-    return w_pos.add_(w_neg)
+    rows = x.shape[0] if normalization == "anchor" else 1
+    log_w = log_weights(x.reshape(rows, -1), weighting, exponent)
+    keep = mask.reshape(rows, -1) & (log_w > float("-inf"))  # a weight 0 stays out of the sum
+    if normalization == "none":
+        return torch.where(keep, log_w.exp(), 0.0).reshape(x.shape)
+    return masked_softmax(log_w, keep, dim=1).reshape(x.shape)
 
 
 def pair_weights(
@@ -245,53 +203,23 @@ def pair_weights(
 
     ``pos_exponent``/``neg_exponent`` are ``p``/``q`` for ``weighting="power"`` and
     ``alpha``/``beta`` for ``"exponential"`` (ignored for ``"constant"``). Returns two (B, B)
-    tensors in the compute dtype, zero outside the mined pairs. The GPW weight of Eq. 18 is
-    ``dL/dD_ij = w+_ij / B`` on a mined positive with ``D_ij > m1`` and ``-w-_ij / B`` on a
-    mined negative with ``D_ij < m2`` (proved in :mod:`dmlbook.symbolic.liu`).
+    tensors in the compute dtype, zero outside the mined pairs (Eq. 16-17, then Eq. 22-23 when
+    ``epsilon`` is given). The GPW weight of Eq. 18 is ``dL/dD_ij = w+_ij / B`` on a mined
+    positive with ``D_ij > m1`` and ``-w-_ij / B`` on a mined negative with ``D_ij < m2``
+    (proved in :mod:`dmlbook.symbolic.liu`).
     """
     check_choice(weighting, tuple(WEIGHTINGS), "weighting")
     check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
-    D, pos, neg = _mined_distances(S, labels, pos_margin, neg_margin, epsilon, pos_mask, neg_mask)
-    w = _weights(D, pos, neg, pos_margin, neg_margin, weighting, pos_exponent, neg_exponent,
-                 normalization)  # fmt: skip
-    return torch.where(pos, w, 0.0), torch.where(neg, w, 0.0)
-
-
-def _side(D, mask, hinge, a, weighting, normalization, dims):
-    """One side (positives or negatives) of Eq. 18 as 0/1-masked numbers: ``(w, hinge)``.
-
-    ``hinge`` (``[D - m1]_+`` or ``[m2 - D]_+``) is >= 0; the weights of Eq. 24-33 are formed on
-    it (power: ``torch.pow``, ``0^0 = 1``; exponential: shifted by the scope's largest exponent,
-    which is ``a`` times the largest mined hinge since rounding is monotone) and normalised.
-    """
-    if weighting == "exponential":
-        if normalization == "none":
-            return torch.where(mask > 0, (a * hinge).exp(), 0.0), hinge
-        top = (hinge * mask).amax(dim=dims, keepdim=True)
-        w = (a * hinge).sub_(a * top).clamp_max_(0.0).exp_().mul_(mask)
-    else:
-        w = hinge.pow(0.0 if weighting == "constant" else a).mul_(mask)
-    if normalization != "none":
-        w = w.div_(w.sum(dim=dims, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny))
-    return w, hinge
-
-
-def _pair_weighted_rows(D, w, pos, neg, m1: float, m2: float):
-    """Eq. 18 per anchor and its closed-form gradient (the weights are constants): ``(L_i, G)``.
-
-    ``L_i = sum_j w+_ij [D_ij - m1]_+ + w-_ij [m2 - D_ij]_+`` and ``G[i] = dL_i/dS_i. =
-    -(w+_ij 1[D > m1] - w-_ij 1[D < m2]) / D_ij`` (0 where ``D = 0``, as
-    :func:`dmlbook.pairs.safe_distance`'s gradient), all on the detached ``D``. The masks enter
-    as 0/1 numbers (no ``torch.where`` over the B x B matrix).
-    """
-    pos, neg = as_float(pos, D.dtype), as_float(neg, D.dtype)
-    # signed hinge: D - m1 on the positives, m2 - D on the negatives (the masks are disjoint);
-    # ``buf`` is reused for each intermediate (fewer fresh B x B allocations)
-    buf = (m2 - D).clamp_min_(0.0).mul_(neg)
-    hinge = (D - m1).clamp_min_(0.0).mul_(pos).add_(buf)
-    rows = torch.mul(w, hinge, out=buf).sum(dim=1)
-    slope = torch.gt(hinge, 0.0, out=buf).mul_(w).mul_(pos.sub_(neg))  # dL_i/dD_ij
-    return rows, slope_to_gradient(slope, D, torch.gt(D, 0.0, out=hinge))
+    y = check_similarity(S, labels)
+    pos, neg = threshold_pair_masks(  # Eq. 16-17
+        S, y, pos_margin, neg_margin, pos_mask=pos_mask, neg_mask=neg_mask
+    )
+    if epsilon is not None:  # Eq. 22-23 on what the thresholds keep
+        pos, neg = ms_distance_mining_masks(S, y, epsilon, pos_mask=pos, neg_mask=neg)
+    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+    w_pos = liu_weights(D - pos_margin, pos, weighting, pos_exponent, normalization)
+    w_neg = liu_weights(neg_margin - D, neg, weighting, neg_exponent, normalization)
+    return w_pos, w_neg
 
 
 def pair_weighted_loss(
@@ -306,30 +234,23 @@ def pair_weighted_loss(
     normalization: str = "anchor",
     epsilon: float | None = None,
     reduction: str = "mean",
-    backward: str = "closed_form",
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Liu et al.'s pair-based weighting loss, Eq. 18, with any weighting of Eq. 24-33.
 
     Parameters are those of :func:`pair_weights`, plus ``reduction`` (``"mean"``: Algorithm 1's
-    ``(1/B) sum_i L_i``; ``"sum"``; ``"none"``: the ``L_i``) and ``backward``:
-    ``"closed_form"`` (default; the gradient ``dL/dS = -w/D`` of the detached weights, one
-    ``B x B`` tensor saved) or ``"autograd"`` (the same formula through autograd; supports
-    double backward). See the module's "Semantics".
+    ``(1/B) sum_i L_i``; ``"sum"``; ``"none"``: the ``L_i``). The weights are detached numbers
+    (footnote 6), so autograd's gradient is ``dL/dS = dL/dD * dD/dS`` with ``dL/dD`` the weights
+    where the hinge is open. See the module's "Semantics".
     """
     check_choice(reduction, REDUCTIONS, "reduction")
-    check_choice(backward, BACKWARDS, "backward")
-    check_choice(weighting, tuple(WEIGHTINGS), "weighting")
-    check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
-    D, pos, neg = _mined_distances(S, labels, pos_margin, neg_margin, epsilon, pos_mask, neg_mask)
-    w = _weights(D, pos, neg, pos_margin, neg_margin, weighting, pos_exponent, neg_exponent,
-                 normalization)  # fmt: skip
-    if backward == "closed_form":
-        rows, G = _pair_weighted_rows(D, w, pos, neg, pos_margin, neg_margin)
-        return attach(S, *fold_reduction(rows, G, reduction)).to(S.dtype)
-    w_pos, w_neg = torch.where(pos, w, 0.0), torch.where(neg, w, 0.0)
-    D = dissimilarity(S.to(w.dtype), "distance")
+    w_pos, w_neg = pair_weights(
+        S, labels, pos_margin, neg_margin, weighting=weighting, pos_exponent=pos_exponent,
+        neg_exponent=neg_exponent, normalization=normalization, epsilon=epsilon,
+        pos_mask=pos_mask, neg_mask=neg_mask,
+    )  # fmt: skip
+    D = dissimilarity(S.to(w_pos.dtype), "distance")
     per_pair = w_pos * torch.relu(D - pos_margin) + w_neg * torch.relu(neg_margin - D)
     return reduce(per_pair.sum(dim=1), reduction).to(S.dtype)
 
@@ -345,19 +266,18 @@ def pair_power_loss(
     normalization: str = PairPowerHyperParameters.normalization,
     epsilon: float | None = PairPowerHyperParameters.epsilon,
     reduction: str = PairPowerHyperParameters.reduction,
-    backward: str = PairPowerHyperParameters.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Pair-P: Eq. 18 with the power weights ``(D - m1)^p``, ``(m2 - D)^q`` (Eq. 26-27, 32-33)."""
     hp = PairPowerHyperParameters(
         pos_margin, neg_margin, p=p, q=q, normalization=normalization, epsilon=epsilon,
-        reduction=reduction, backward=backward,
+        reduction=reduction,
     )  # fmt: skip
     return pair_weighted_loss(
         S, labels, hp.pos_margin, hp.neg_margin, weighting="power", pos_exponent=hp.p,
         neg_exponent=hp.q, normalization=hp.normalization, epsilon=hp.epsilon,
-        reduction=hp.reduction, backward=hp.backward, pos_mask=pos_mask, neg_mask=neg_mask,
+        reduction=hp.reduction, pos_mask=pos_mask, neg_mask=neg_mask,
     )  # fmt: skip
 
 
@@ -372,24 +292,19 @@ def pair_exponential_loss(
     normalization: str = PairExponentialHyperParameters.normalization,
     epsilon: float | None = PairExponentialHyperParameters.epsilon,
     reduction: str = PairExponentialHyperParameters.reduction,
-    backward: str = PairExponentialHyperParameters.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Pair-E: Eq. 18 with ``e^{alpha (D - m1)}``, ``e^{beta (m2 - D)}`` (Eq. 29-30, 32-33)."""
     hp = PairExponentialHyperParameters(
         pos_margin, neg_margin, alpha=alpha, beta=beta, normalization=normalization,
-        epsilon=epsilon, reduction=reduction, backward=backward,
+        epsilon=epsilon, reduction=reduction,
     )  # fmt: skip
     return pair_weighted_loss(
         S, labels, hp.pos_margin, hp.neg_margin, weighting="exponential",
         pos_exponent=hp.alpha, neg_exponent=hp.beta, normalization=hp.normalization,
-        epsilon=hp.epsilon, reduction=hp.reduction, backward=hp.backward, pos_mask=pos_mask,
-        neg_mask=neg_mask,
+        epsilon=hp.epsilon, reduction=hp.reduction, pos_mask=pos_mask, neg_mask=neg_mask,
     )  # fmt: skip
-
-
-# ------------------------------------------------------------------------------ modules
 
 
 class PairPowerLoss(PairLoss):
@@ -404,3 +319,125 @@ class PairExponentialLoss(PairLoss):
 
     loss_function = staticmethod(pair_exponential_loss)
     hyper = PairExponentialHyperParameters
+
+
+# ----------------------------------------------------------------------------- MS on distances
+
+
+@dataclass(frozen=True)
+class MSDistanceHyperParameters(HyperParameters):
+    """MS on distances: margin ``m``, scales ``alpha, beta > 0``, the version, mining ``epsilon``;
+    Liu et al.'s Fig. 5 settings, with ``version="v2"``, the variant Fig. 5 finds better."""
+
+    margin: float = 1.0
+    alpha: float = 2.0
+    beta: float = 50.0
+    _: KW_ONLY
+    version: str = "v2"
+    epsilon: float | None = 0.1
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._positive("alpha", "beta")
+        self._set("margin", check_nonnegative(self.margin, "margin"))
+        if self.epsilon is not None:
+            self._set("epsilon", check_nonnegative(self.epsilon, "epsilon", " or None"))
+        check_choice(self.version, tuple(MS_VERSIONS), "version")
+        check_choice(self.reduction, REDUCTIONS, "reduction")
+
+
+_MSD = MSDistanceHyperParameters
+
+
+def _ms_distance_terms(S, labels, hp: MSDistanceHyperParameters, pos_mask, neg_mask):
+    """``D`` in the compute dtype, and the exponents of Eq. 39 on the mined pairs (Eq. 22-23)."""
+    y = check_similarity(S, labels)
+    if hp.epsilon is None:  # every pair
+        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    else:
+        pos, neg = ms_distance_mining_masks(S, y, hp.epsilon, pos_mask=pos_mask, neg_mask=neg_mask)
+    D = dissimilarity(S.to(compute_dtype(S)), "distance")
+    return (hp.alpha * (D - hp.margin), pos), (hp.beta * (hp.margin - D), neg)
+
+
+def ms_distance_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float = _MSD.margin,
+    alpha: float = _MSD.alpha,
+    beta: float = _MSD.beta,
+    *,
+    version: str = _MSD.version,
+    epsilon: float | None = _MSD.epsilon,
+    reduction: str = _MSD.reduction,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """MS v1 or v2 on distances (Liu et al., the MS loss above Eq. 39, and Fig. 5).
+
+    Per anchor ``i``, v1 is ``(1/alpha) log[1 + sum_{P_i} e^{alpha (D_ij - m)}] + (1/beta)
+    log[1 + sum_{N_i} e^{beta (m - D_ij)}]``; v2 drops the ``1 +``. Empty ``P_i`` or ``N_i``
+    contribute 0 (v1: ``log 1``; v2: by convention).
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarities of unit vectors.
+    labels : Tensor of shape (B,)
+    margin, alpha, beta : float
+        ``m`` (a distance), ``alpha``, ``beta`` (> 0).
+    version : {"v1", "v2"}
+        With or without the "+1" inside the logarithms.
+    epsilon : float or None
+        Eq. 22-23 mining margin; ``None`` uses every pair.
+    reduction : {"mean", "sum", "none"}
+        ``"mean"`` divides by all ``B`` anchors.
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Candidate pairs (narrowed before mining).
+
+    Notes
+    -----
+    Not Wang et al.'s MS loss (on ``S``): Liu et al. keep Wang's numbers but put them on ``D``,
+    where ``D = 1`` is ``S = 0.5``. Its weights, Eq. 39, are :func:`ms_distance_weights`.
+    """
+    hp = _MSD(margin, alpha, beta, version=version, epsilon=epsilon, reduction=reduction)
+    (x_pos, pos), (x_neg, neg) = _ms_distance_terms(S, labels, hp, pos_mask, neg_mask)
+    lse_pos, _ = masked_logsumexp(x_pos, pos, dim=1, add_one=hp.version == "v1")
+    lse_neg, _ = masked_logsumexp(x_neg, neg, dim=1, add_one=hp.version == "v1")
+    return reduce(lse_pos / hp.alpha + lse_neg / hp.beta, hp.reduction).to(S.dtype)
+
+
+def ms_distance_weights(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float = _MSD.margin,
+    alpha: float = _MSD.alpha,
+    beta: float = _MSD.beta,
+    *,
+    version: str = _MSD.version,
+    epsilon: float | None = _MSD.epsilon,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 39's weights ``w+``, ``w-`` (with the "+1" for v1, without for v2), shape (B, B).
+
+    ``w+_ij = e^{alpha (D_ij - m)} / ([1 +] sum_{P_i} e^{alpha (D_ik - m)})`` and ``w-_ij =
+    e^{beta (m - D_ij)} / ([1 +] sum_{N_i} e^{beta (m - D_ik)})``, detached and max-shifted:
+    ``dL_i/dD_ij = w+_ij`` on a mined positive and ``-w-_ij`` on a mined negative, so the
+    batch-mean gradient is these divided by ``B``.
+    """
+    hp = _MSD(margin, alpha, beta, version=version, epsilon=epsilon)
+    terms = _ms_distance_terms(S.detach(), labels, hp, pos_mask, neg_mask)
+    w_pos, w_neg = (masked_softmax(x, m, dim=1, add_one=version == "v1") for x, m in terms)
+    return w_pos, w_neg
+
+
+class MSDistanceLoss(PairLoss):
+    """:func:`ms_distance_loss` as a module, registered as ``"ms_distance"``.
+
+    ``MSDistanceLoss(version="v1")`` is Liu et al.'s "MS loss (v1)" of Fig. 5,
+    ``MSDistanceLoss()`` (``version="v2"``) their "MS loss (v2)".
+    """
+
+    loss_function = staticmethod(ms_distance_loss)
+    hyper = MSDistanceHyperParameters

@@ -58,19 +58,14 @@ Semantics (what the paper leaves open, and what dmlbook chose)
 
 Numerics
 --------
-Every exponent is shifted by its row's maximum (including the implicit ``0`` of the ``1 +``), so
-nothing overflows for any ``alpha, beta > 0``, ``lambda`` and finite ``S``, in float32 as in
-float64. Half-precision inputs (``bfloat16``/``float16``, e.g. ``S`` from a matmul under
-``torch.autocast``) are computed in float32 and the gradient is returned in the input's dtype.
-The default backward is the closed form Eq. 13-14 itself (one ``B x B`` tensor saved, one
-multiply in the backward pass); ``backward="autograd"`` differentiates the same forward formula
-with autograd (slower, but supports double backward).
-
-Performance
------------
-The default path is the fused closed form of :mod:`dmlbook.losses.ms_closed_form` (its notes say
-why it avoids data-dependent ``torch.where`` and extra ``B x B`` temporaries on CPUs);
-``bench/bench_ms.py`` times it against pytorch-metric-learning and the bare ``X X^T``.
+Both log-sum-exps go through :func:`dmlbook.pairs.masked_logsumexp`, which shifts every exponent
+by its row's maximum (including the implicit ``0`` of the ``1 +``), so nothing overflows for any
+``alpha, beta > 0``, ``lambda`` and finite ``S``, in float32 as in float64, and an empty set is
+0 with gradient 0. Half-precision inputs (``bfloat16``/``float16``, e.g. ``S`` from a matmul
+under ``torch.autocast``) are computed in float32 and the gradient is returned in the input's
+dtype. Autograd differentiates :func:`multi_similarity_loss` as written (double backward works);
+:func:`ms_weights` computes Eq. 13-14 as printed, and the tests hold the two equal.
+``bench/bench_ms.py`` times the loss against pytorch-metric-learning and the bare ``X X^T``.
 """
 
 from __future__ import annotations
@@ -79,8 +74,8 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..mining import check_epsilon, ms_mine
-from ..pairs import BACKWARDS, REDUCTIONS, compute_dtype
+from ..mining import check_epsilon, ms_mining_masks
+from ..pairs import REDUCTIONS, compute_dtype, masked_softmax
 from .base import (
     HyperParameters,
     PairLoss,
@@ -90,11 +85,8 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .closed_form import closed_form_loss
-from .ms_closed_form import ms_core
 
 __all__ = [
-    "BACKWARDS",
     "MSHyperParameters",
     "MSMiningHyperParameters",
     "MSMiningLoss",
@@ -142,14 +134,12 @@ class MSHyperParameters(HyperParameters):
     _: KW_ONLY
     mining: bool = True
     reduction: str = "mean"
-    backward: str = "closed_form"
 
     def check(self) -> None:
         self._positive("alpha", "beta")
         self._set("epsilon", check_epsilon(self.epsilon))
         self._set("margin", float(self.margin))
         check_choice(self.reduction, REDUCTIONS, "reduction")
-        check_choice(self.backward, BACKWARDS, "backward")
 
     def check_module(self) -> None:
         super().check_module()
@@ -193,15 +183,18 @@ def ms_weights(
     Notes
     -----
     Written as ``w_ij^- = exp(beta (S_ij - lambda) - log(1 + sum_{N_i} e^{beta (S_ik - lambda)}))``
-    with the row maximum subtracted first, so it is finite for any ``S``, ``alpha``, ``beta``.
-    The weights of one anchor's negatives sum to less than 1: the ``1 +`` is the share left to
-    *Similarity-S* (an anchor whose negatives are all far below ``lambda`` has tiny weights).
+    with the row maximum subtracted first (:func:`dmlbook.pairs.masked_softmax`), so it is
+    finite for any ``S``, ``alpha``, ``beta``. The weights of one anchor's negatives sum to less
+    than 1: the ``1 +`` is the share left to *Similarity-S* (an anchor whose negatives are all
+    far below ``lambda`` has tiny weights).
     """
     hp = _MS(alpha, beta, margin)
-    y, masks = _labels_and_masks(S, labels, pos_mask, neg_mask)
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     s = S.detach().to(compute_dtype(S))
-    _, W = ms_core(s, y, masks, hp.alpha, hp.beta, hp.margin, None)
-    return (-W).clamp_min_(0.0), W.clamp_min_(0.0)
+    w_pos = masked_softmax(-hp.alpha * (s - hp.margin), pos, dim=1, add_one=True)  # Eq. 14
+    w_neg = masked_softmax(hp.beta * (s - hp.margin), neg, dim=1, add_one=True)  # Eq. 13
+    return w_pos, w_neg
 
 
 def ms_anchor_weights(
@@ -289,20 +282,6 @@ def ms_case_weights(
     return (w_pos if positive else w_neg)[..., 0]
 
 
-def _labels_and_masks(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    pos_mask: torch.Tensor | None,
-    neg_mask: torch.Tensor | None,
-) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-    """Checked labels, and the candidate masks if any were given (``None``: the label masks,
-    which :func:`~dmlbook.losses.ms_closed_form.ms_core` handles without a ``B x B`` mask)."""
-    y = check_similarity(S, labels)
-    if pos_mask is None and neg_mask is None:
-        return y, None
-    return y, resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-
-
 def multi_similarity_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
@@ -313,7 +292,6 @@ def multi_similarity_loss(
     *,
     mining: bool = _MS.mining,
     reduction: str = _MS.reduction,
-    backward: str = _MS.backward,
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -340,12 +318,8 @@ def multi_similarity_loss(
         ``False``: every pair is kept ("MS weighting" of Table 2).
     reduction : {"mean", "sum", "none"}
         ``"mean"``: the paper's ``1/m`` average over **all** ``B`` anchors (anchors with
-        nothing mined count, with 0). ``"sum"``: its gradient is exactly Eq. 13-14.
-        ``"none"``: the (B,) anchor terms.
-    backward : {"closed_form", "autograd"}
-        ``"closed_form"`` (default): the backward pass *is* Eq. 13-14, computed in the forward
-        pass (fast, single backward only). ``"autograd"``: autograd through a masked
-        log-sum-exp (supports double backward).
+        nothing mined count, with 0). ``"sum"``: its gradient is exactly Eq. 13-14
+        (:func:`ms_weights`). ``"none"``: the (B,) anchor terms.
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Candidate pairs; they narrow the label masks before mining.
 
@@ -361,19 +335,19 @@ def multi_similarity_loss(
     >>> round(float(multi_similarity_loss(S, torch.tensor([0, 0, 1]), margin=0.5)), 4)
     0.1161
     """
-    hp = _MS(alpha, beta, margin, epsilon, reduction=reduction, backward=backward)
-    alpha, beta, margin, eps = hp.alpha, hp.beta, hp.margin, hp.epsilon
-    y, masks = _labels_and_masks(S, labels, pos_mask, neg_mask)
-    if backward == "closed_form":
-        args = (alpha, beta, margin, eps if mining else None)
-        return closed_form_loss(S, ms_core, y, masks, *args, reduction=reduction)
-    pos, neg = masks if masks is not None else resolve_masks(y, None, None, tuple(S.shape))
-    if mining:
-        pos, neg = ms_mine(S.detach().to(compute_dtype(S)), pos, neg, eps)
-    x = S.to(compute_dtype(S))
-    lse_p, _ = masked_logsumexp(-alpha * (x - margin), pos, dim=1, add_one=True)
-    lse_n, _ = masked_logsumexp(beta * (x - margin), neg, dim=1, add_one=True)
-    per = lse_p / alpha + lse_n / beta
+    hp = _MS(alpha, beta, margin, epsilon, reduction=reduction)
+    alpha, beta, margin = hp.alpha, hp.beta, hp.margin
+    y = check_similarity(S, labels)
+    if mining:  # Eq. 11-12
+        pos, neg = ms_mining_masks(S, y, hp.epsilon, pos_mask=pos_mask, neg_mask=neg_mask)
+    else:
+        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    x = S.to(compute_dtype(S)) - margin
+    # Eq. 15: log(1 + sum_{P_i} e^{-alpha (S_ik - lambda)}) over the positives and
+    # log(1 + sum_{N_i} e^{beta (S_ik - lambda)}) over the negatives, in one masked log-sum-exp
+    exponents, sets = torch.stack([-alpha * x, beta * x]), torch.stack([pos, neg])
+    lse, _ = masked_logsumexp(exponents, sets, dim=2, add_one=True)
+    per = lse[0] / alpha + lse[1] / beta
     return reduce(per, reduction)
 
 
@@ -411,9 +385,10 @@ def ms_mining_loss(
     """
     eps = MSMiningHyperParameters(epsilon, reduction=reduction).epsilon
     y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    if mining:
-        pos, neg = ms_mine(S.detach().to(compute_dtype(S)), pos, neg, eps)
+    if mining:  # Eq. 11-12
+        pos, neg = ms_mining_masks(S, y, eps, pos_mask=pos_mask, neg_mask=neg_mask)
+    else:
+        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     x = S.to(compute_dtype(S))
     zero = torch.zeros((), dtype=x.dtype, device=x.device)
     per = torch.where(neg, x, zero).sum(dim=1) - torch.where(pos, x, zero).sum(dim=1)

@@ -12,8 +12,10 @@ own positive out of all ``N`` positives, a soft-max over one positive and ``N - 
         = log(1 + sum_{k != i} exp(S_ik+ - S_ii+))            (Sohn's similarity form)
 
 Both are ``log(1 + sum_{k in N_i} exp(d_ij - d_ik))`` for a dissimilarity ``d`` and a positive
-pair ``(i, j)``, which is how :func:`npair_loss` computes it, as
-``softplus(d_ij + log sum_{N_i} e^{-d_ik})`` in ``O(B^2)``.
+pair ``(i, j)``. With the N-pair construction every pair lies in the ``C x C`` block of anchors
+against positives, and :func:`npair_loss` computes ``log sum_k e^{-d_ik} + d_ii`` over a row of
+it (the ``k = i`` term is the ``1 +``); with ``sampling="all"``, ``softplus(d_ij + log
+sum_{N_i} e^{-d_ik})`` over the whole ``S``.
 
 The GPW weight of a negative pair (similarity form) is
 ``e^{S_ik} / (e^{S_ij} + sum_{N_i} e^{S_il})``: a soft-max over the anchor's negatives *and its
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..mining import npair_negatives, npair_pairs
+from ..mining import npair_pairs
 from ..pairs import REDUCTIONS, check_batch, softplus
 from ..similarity import cosine_similarity
 from .base import (
@@ -40,9 +42,8 @@ from .base import (
     reduce,
     resolve_masks,
 )
-from .npair_closed_form import NPairClosedForm
 
-__all__ = ["NPairHyperParameters", "npair_loss", "NPairLoss", "NPAIR_SAMPLING"]
+__all__ = ["NPairHyperParameters", "npair_block_terms", "npair_loss", "NPairLoss", "NPAIR_SAMPLING"]
 
 #: How :func:`npair_loss` picks its pairs before any masks narrow them.
 NPAIR_SAMPLING: dict[str, str] = {
@@ -108,38 +109,33 @@ def npair_loss(
     _N(form=form, sampling=sampling, reduction=reduction)
     y = check_similarity(S, labels)
     B = S.shape[0]
-    if sampling == "npair":  # only the anchors' rows hold pairs: compute on those alone
-        rows, pos, neg = _npair_rows(y, pos_mask, neg_mask)
-        d = dissimilarity(S[rows], form)
-    else:
-        rows = None
-        pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
+    if sampling == "all":
         d = dissimilarity(S, form)
-    r, has_neg = masked_logsumexp(-d, neg, dim=1)  # r_i = log sum_{N_i} e^{-d_ik}
-    per = torch.where(has_neg[:, None], softplus(d + r[:, None]), torch.zeros_like(d))
-    if rows is not None and reduction == "none":
-        return S.new_zeros(B, B).index_copy(0, rows, reduce(per, "none", pos))
-    return reduce(per, reduction, pos)
-
-
-def _npair_rows(
-    y: torch.Tensor, pos_mask: torch.Tensor | None, neg_mask: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The anchors of the N-pair construction and their rows of the (narrowed) pair masks.
-
-    Every pair of :func:`dmlbook.mining.npair_masks` has an anchor as its first index, so the
-    loss needs only those ``C`` rows: ``(C, B)`` masks instead of ``(B, B)``.
-    """
+        r, has_neg = masked_logsumexp(-d, neg, dim=1)  # r_i = log sum_{N_i} e^{-d_ik}
+        per = torch.where(has_neg[:, None], softplus(d + r[:, None]), torch.zeros_like(d))
+        return reduce(per, reduction, pos)
+    # The N-pair construction: anchor a_i, positive p_i, negatives the other classes' p_k, so
+    # every pair is in the (C, C) block of anchors against positives.
     anchors, positives = npair_pairs(y)
-    pos = torch.zeros(anchors.shape[0], y.shape[0], dtype=torch.bool, device=y.device)
-    pos[torch.arange(anchors.shape[0], device=y.device), positives] = True
-    neg = npair_negatives(y, anchors, positives)
-    if pos_mask is not None or neg_mask is not None:
-        B = y.shape[0]
-        pos_all, neg_all = resolve_masks(y, pos_mask, neg_mask, (B, B))
-        pos &= pos_all[anchors]
-        neg &= neg_all[anchors]
-    return anchors, pos, neg
+    d = dissimilarity(S[anchors][:, positives], form)
+    per = npair_block_terms(d, neg[anchors][:, positives])
+    if reduction == "none":  # the (B, B) matrix of pair terms
+        terms = reduce(per, "none", pos[anchors, positives])
+        return S.new_zeros(B, B).index_put((anchors, positives), terms)
+    return reduce(per, reduction, pos[anchors, positives])
+
+
+def npair_block_terms(d: torch.Tensor, negatives: torch.Tensor | None = None) -> torch.Tensor:
+    """Eq. 13 on the ``(C, C)`` block ``d`` of anchors (rows) against positives (columns), the
+    positive pair on the diagonal: ``log(1 + sum_{k != i} e^{d_ii - d_ik}) = log sum_k e^{-d_ik} +
+    d_ii`` (the ``k = i`` term is the ``1 +``), over the ``k`` that ``negatives`` keeps (all when
+    ``None``). As a soft-max over the row, it is the cross-entropy of ``-d`` with the diagonal as
+    the target (pytorch-metric-learning's ``NPairsLoss``)."""
+    if negatives is None:
+        return torch.logsumexp(-d, dim=1) + d.diagonal()
+    others = negatives.clone().fill_diagonal_(True)
+    return torch.logsumexp((-d).masked_fill(~others, float("-inf")), dim=1) + d.diagonal()
 
 
 class NPairLoss(PairLoss):
@@ -160,33 +156,17 @@ class NPairLoss(PairLoss):
         pos_mask: torch.Tensor | None = None,
         neg_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """The loss of a batch; with the N-pair sampling, ``S`` of the pairs' samples only.
+        """The loss of a batch; with the N-pair sampling, only the ``C x C`` block of ``S``.
 
         Every pair of the N-pair construction is between an anchor and a positive (one of each
-        per class), so ``S`` of those ``2C`` samples (anchors first) is all the loss reads: it
-        has the same pairs and the same value as ``S`` of the whole batch, at a fraction of the
-        matrix product. In the similarity form with ``reduction="mean"`` or ``"sum"``, only the
-        ``C x C`` block of anchors against positives is formed, in one fused pass with its
-        closed-form gradient (:class:`~dmlbook.losses.npair_closed_form.NPairClosedForm`). With
-        masks, or ``sampling="all"``, the whole ``S`` is formed.
+        per class), so the similarities of anchors against positives are all :func:`npair_loss`
+        reads: this forms that block alone (a ``C x C`` product instead of ``B x B``) and applies
+        the same :func:`npair_block_terms`. With masks, or ``sampling="all"``, the whole ``S``
+        is formed and :func:`npair_loss` called.
         """
         if self.sampling != "npair" or pos_mask is not None or neg_mask is not None:
             return super().forward(embeddings, labels, pos_mask=pos_mask, neg_mask=neg_mask)
         x, y = check_batch(embeddings, labels)
         anchors, positives = npair_pairs(y)
-        if anchors.numel() == 0:
-            return super().forward(embeddings, labels)
-        if self._closed_form_applies(x):
-            scale = 1.0 / anchors.shape[0] if self.reduction == "mean" else 1.0
-            return NPairClosedForm.apply(x, anchors, positives, scale)
-        keep = torch.cat([anchors, positives])
-        return self.loss_on_similarity(cosine_similarity(x[keep]), y[keep])
-
-    def _closed_form_applies(self, x: torch.Tensor) -> bool:
-        """The fused block path: similarity form, a scalar reduction, float32/64, no autocast."""
-        return (
-            self.form == "similarity"
-            and self.reduction in ("mean", "sum")
-            and x.dtype in (torch.float32, torch.float64)
-            and not torch.is_autocast_enabled(x.device.type)
-        )
+        d = dissimilarity(cosine_similarity(x[anchors], x[positives]), self.form)
+        return reduce(npair_block_terms(d), self.reduction)  # every class's pair counts

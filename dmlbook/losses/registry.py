@@ -19,18 +19,16 @@ from .base import PairLoss
 from .binomial import BinLiftedLoss, BinomialDevianceLoss
 from .circle import CircleLoss
 from .contrastive import ContrastiveDistanceLoss, ContrastiveLoss
-from .cosine_triplet import CosineTripletLoss
-from .dro import DROLoss, DROSampledLoss
-from .dro_grouped import DROGroupedLoss, HAP2SLoss
+from .dro import DROLoss
+from .dro_grouped import DROGroupedLoss, DROSampledLoss, HAP2SLoss
 from .gradient_surgery import GradientSurgeryLoss
 from .histogram import HistogramLoss
 from .lifted import LiftedLoss, LiftedStarLoss, LiftedStructureLoss
 from .liu_triplet import TripletExponentialLoss, TripletPowerLoss
-from .liu_weighting import PairExponentialLoss, PairPowerLoss
-from .ms_distance import MSDistanceLoss
+from .liu_weighting import MSDistanceLoss, PairExponentialLoss, PairPowerLoss
 from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
 from .npair import NPairLoss
-from .triplet import TripletLoss
+from .triplet import CosineTripletLoss, TripletLoss
 
 __all__ = ["available_losses", "describe_loss", "get_loss", "loss_parameters", "register_loss"]
 

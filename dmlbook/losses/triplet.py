@@ -1,19 +1,23 @@
-"""Triplet loss in the similarity form and the two distance forms.
+"""The triplet family: the hinge in its similarity and distance forms, and the cosine (NCA) triplet.
 
 Chapter: ``book/04_triplet.ipynb``, 4.1 "The similarity form (Wang et al. 2019, Eq. 5)", 4.2 "The
-distance forms (Liu et al., Eq. 12 and 37)", 4.4 "The implementation in `dmlbook`". Proof: the
-``sy.prove_equal`` cells of 4.1-4.2 and 4.5 "Symbolic weights against autograd". Tests:
-``tests/losses/test_triplet.py`` (loops: :mod:`dmlbook.reference.classic`); the miners
-(:mod:`dmlbook.mining`, 4.3 "Mining: which triplets enter") in ``tests/test_mining.py``.
+distance forms (Liu et al., Eq. 12 and 37)", 4.4 "The implementation in `dmlbook`"; the cosine
+triplet in ``book/13_gradient_surgery.ipynb`` (13.1, 13.3). Proofs: the ``sy.prove_equal`` cells
+of 4.1-4.2 and 4.5; Eq. 6 and the "Triplet (cosine)" row of Table 1 in
+:mod:`dmlbook.symbolic.gradient_surgery`. Tests: ``tests/losses/test_triplet.py`` (loops:
+:mod:`dmlbook.reference.classic`, :func:`dmlbook.reference.cosine_triplet_loss_reference`); the
+miners (:mod:`dmlbook.mining`, 4.3 "Mining: which triplets enter") in ``tests/test_mining.py``.
 
 For an anchor ``a``, a positive ``p`` (same class) and a negative ``n`` (other class):
 
 * Wang et al. 2019, Eq. 5 (``form="similarity"``): ``[S_an - S_ap + lambda]_+``;
 * Liu et al., Eq. 12 (``form="distance"``): ``[D_ap - D_an + m]_+``;
 * Liu et al., Eq. 37 (``form="squared_distance"``, Schroff et al.'s original):
-  ``[D_ap^2 - D_an^2 + m]_+``.
+  ``[D_ap^2 - D_an^2 + m]_+``;
+* Xuan & Pless, Eq. 4 (:func:`cosine_triplet_loss`): ``softplus(tau (S_an - S_ap))``, the NCA
+  form, whose gradient is Eq. 6: ``tau T^cos`` with ``T^cos = sigmoid(tau (S_an - S_ap))``.
 
-All three are ``[d_ap - d_an + m]_+`` for a dissimilarity ``d`` (``-S``, ``D``, ``D^2``). On unit
+The hinges are ``[d_ap - d_an + m]_+`` for a dissimilarity ``d`` (``-S``, ``D``, ``D^2``). On unit
 vectors ``D^2 = 2 - 2 S``, so Eq. 37 is ``2 [S_an - S_ap + m / 2]_+``: the squared-distance form is
 Eq. 5 with half the margin, scaled by 2. The plain distance form is not: ``D = sqrt(2 - 2 S)``
 bends the hinge, and its GPW weight, ``dL/dS_an = 1 / D_an`` per active triplet, grows as the
@@ -21,19 +25,22 @@ negative comes closer.
 
 Which triplets enter: all valid ones (``pos[a, p]`` and ``neg[a, n]``, from the label masks
 narrowed by any pair masks), further narrowed by an optional (B, B, B) triplet mask from
-:mod:`dmlbook.mining` (semi-hard, margin-violating). Batch-hard mining is a pair-mask miner
-(:func:`dmlbook.mining.batch_hard_masks`): one triplet per anchor.
+:mod:`dmlbook.mining` (semi-hard, margin-violating). Batch-hard and easy-positive / hard-negative
+mining are pair-mask miners: one triplet per anchor. Every reduction but ``"none"`` sums over
+the triplets with :func:`triplet_sums`, which never holds the (B, B, B) tensor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from .. import mining as miners
-from ..pair_lists import positive_pairs
-from ..pairs import given_masks
+from ..pair_lists import positive_lists
+from ..pairs import softplus
 from .base import (
     FORMS,
     HyperParameters,
@@ -41,27 +48,84 @@ from .base import (
     check_choice,
     check_similarity,
     dissimilarity,
-    reduce,
     resolve_masks,
 )
-from .closed_form import closed_form_loss
-from .lifted_closed_form import form_and_slope
-from .triplet_batch_hard import batch_hard_triplet_loss
 
 __all__ = [
-    "AllTriplets",
-    "all_triplets_label_core",
+    "COSINE_TRIPLET_MINING",
+    "CosineTripletHyperParameters",
+    "CosineTripletLoss",
     "TRIPLET_BLOCK",
-    "TripletHyperParameters",
-    "triplet_loss",
-    "TripletLoss",
     "TRIPLET_MINING",
     "TRIPLET_REDUCTIONS",
+    "TripletHyperParameters",
+    "TripletLoss",
+    "cosine_triplet_loss",
+    "triplet_loss",
+    "triplet_sums",
 ]
 
 TRIPLET_REDUCTIONS: tuple[str, ...] = ("mean", "mean_nonzero", "sum", "none")
 #: Mining strategies of :class:`TripletLoss`.
 TRIPLET_MINING: tuple[str, ...] = ("all", "batch_hard", "semihard")
+#: Triplets of :func:`cosine_triplet_loss`: easy-positive / hard-negative, or all.
+COSINE_TRIPLET_MINING: tuple[str, ...] = ("ephn", "all")
+#: Entries (anchors x positives x candidates) of one block of :func:`triplet_sums`: 2^22, 16 MB
+#: per tensor in float32, whatever the batch.
+TRIPLET_BLOCK = 1 << 22
+
+# ----------------------------------------------------------------------------- every triplet
+
+
+def triplet_sums(
+    term: Callable[..., tuple[torch.Tensor, ...]],
+    x: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    triplet_mask: torch.Tensor | None = None,
+    row_data: tuple[torch.Tensor, ...] = (),
+) -> tuple[torch.Tensor, ...]:
+    """Per anchor ``a``, sums over its valid triplets ``(a, p, n)`` of ``term(x_ap, x_an, valid)``.
+
+    ``term`` gets ``x_ap`` (b, K, 1), ``x_an`` (b, 1, B) and the valid triplets (b, K, B) of a
+    block of ``b`` anchors (then the block's rows of each tensor of ``row_data``) and returns a
+    tuple of (b, K, B) tensors, 0 off the valid triplets; the result is a tuple of (B,) tensors,
+    their sums per anchor. A valid triplet has ``pos[a, p]``, ``neg[a, n]`` and, if given,
+    ``triplet_mask[a, p, n]``.
+
+    This layout exists for memory, not speed. The (B, B, B) tensor of every triplet is 4 GB at
+    B = 1000 in float32, and autograd would keep several. Here each anchor's positives are an
+    index list (``K`` of them: ``k - 1`` in a P x k batch, one after batch-hard mining;
+    :func:`dmlbook.pair_lists.positive_lists`), so ``b`` anchors take (b, K, B) entries, and the
+    anchors go in blocks of at most :data:`TRIPLET_BLOCK` entries. With more than one block, each
+    runs under :func:`torch.utils.checkpoint.checkpoint`: autograd keeps only the block's rows of
+    ``x`` and computes the block again in the backward pass, so memory stays ``O(B^2)`` plus
+    one block, at the price of a second forward pass of each block.
+    """
+    index, real = positive_lists(pos)
+    B, K = index.shape
+
+    def block(x_rows, index_rows, real_rows, neg_rows, mask_rows, *data_rows):
+        valid = real_rows[:, :, None] & neg_rows[:, None, :]
+        if mask_rows is not None:
+            valid = valid & mask_rows.gather(1, index_rows[:, :, None].expand(-1, -1, B))
+        x_ap = x_rows.gather(1, index_rows)[:, :, None]
+        terms = term(x_ap, x_rows[:, None, :], valid, *data_rows)
+        return tuple(t.sum(dim=(1, 2)) for t in terms)
+
+    step = max(1, TRIPLET_BLOCK // max(K * B, 1))
+    parts = []
+    for lo in range(0, B, step):
+        tensors = (x, index, real, neg, triplet_mask, *row_data)
+        rows = [t if t is None else t[lo : lo + step] for t in tensors]
+        if step >= B:
+            parts.append(block(*rows))
+        else:
+            parts.append(checkpoint(block, *rows, use_reentrant=False, preserve_rng_state=False))
+    return tuple(torch.cat(sums) for sums in zip(*parts, strict=True))
+
+
+# ----------------------------------------------------------------------------- the hinge
 
 
 @dataclass(frozen=True)
@@ -89,10 +153,6 @@ class TripletHyperParameters(HyperParameters):
 
 
 _T = TripletHyperParameters
-
-
-def _at_most_one_per_row(mask: torch.Tensor) -> bool:
-    return mask.shape[0] == 0 or int(mask.sum(dim=1).max()) <= 1
 
 
 def triplet_loss(
@@ -140,146 +200,36 @@ def triplet_loss(
     -----
     The GPW weight of a negative pair in the similarity form is ``dL/dS_an = c * #{p : the
     triplet (a, p, n) is selected and violated}`` with ``c`` the reduction's ``1/count``: every
-    violated triplet counts equally, as Wang et al. note below Eq. 5.
-
-    Memory is ``O(B^2)`` (:class:`AllTriplets`: the valid triplets, a block of positive pairs at
-    a time, within a fixed budget) unless a ``triplet_mask`` or ``reduction="none"`` asks for the
-    ``(B, B, B)`` tensor itself. When the pair masks keep at most one positive and one negative
-    per anchor (batch-hard), the single triplet of each anchor is gathered row by row.
+    violated triplet counts equally, as Wang et al. note below Eq. 5. The sums go through
+    :func:`triplet_sums` (``O(B^2)`` memory, its docstring says why).
     """
     _T(margin, form=form, reduction=reduction)
     y = check_similarity(S, labels)
     B = S.shape[0]
-    if triplet_mask is None and reduction != "none" and pos_mask is None and neg_mask is None:
-        args = (y, margin, form, reduction)  # the label masks
-        return closed_form_loss(S, all_triplets_label_core, *args).to(S.dtype)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
-    zero = torch.zeros((), dtype=S.dtype, device=S.device)
-
-    if triplet_mask is None and reduction != "none":
-        if not (_at_most_one_per_row(pos) and _at_most_one_per_row(neg)):
-            # Every valid triplet, a block of positive pairs at a time: O(B^2) memory.
-            return AllTriplets.apply(dissimilarity(S, form), pos, neg, margin, reduction)
-        # One triplet per anchor at most: gather S_ap and S_an row by row, then d of those.
-        valid = pos.any(dim=1) & neg.any(dim=1)
-        d_ap = dissimilarity(torch.where(pos, S, zero).sum(dim=1), form)
-        d_an = dissimilarity(torch.where(neg, S, zero).sum(dim=1), form)
-        per = torch.where(valid, torch.relu(d_ap - d_an + margin), zero)
-    else:
-        d = dissimilarity(S, form)
+    if triplet_mask is not None and (
+        triplet_mask.shape != (B, B, B) or triplet_mask.dtype != torch.bool
+    ):
+        raise ValueError(
+            f"triplet_mask must be a bool tensor of shape {(B, B, B)} (T[a, p, n]), "
+            f"got dtype {triplet_mask.dtype} and shape {tuple(triplet_mask.shape)}."
+        )
+    d = dissimilarity(S, form)
+    if reduction == "none":  # the (B, B, B) tensor of every triplet, as asked
         valid = pos[:, :, None] & neg[:, None, :]
         if triplet_mask is not None:
-            if triplet_mask.shape != (B, B, B) or triplet_mask.dtype != torch.bool:
-                raise ValueError(
-                    f"triplet_mask must be a bool tensor of shape {(B, B, B)} (T[a, p, n]), "
-                    f"got dtype {triplet_mask.dtype} and shape {tuple(triplet_mask.shape)}."
-                )
             valid = valid & triplet_mask.to(valid.device)
-        per = torch.where(valid, torch.relu(d[:, :, None] - d[:, None, :] + margin), zero)
-    return reduce(per, reduction, valid)
+        return torch.where(valid, torch.relu(d[:, :, None] - d[:, None, :] + margin), 0.0)
 
+    def hinge(d_ap, d_an, valid):  # [d_ap - d_an + m]_+, the valid triplets, the active ones
+        h = torch.where(valid, torch.relu(d_ap - d_an + margin), 0.0)
+        return h, valid, h > 0
 
-#: Entries of the (positive pairs x B) block that :class:`AllTriplets` evaluates at once (8 MB in
-#: float32): its memory is ``O(B^2)`` plus this fixed budget, whatever the batch.
-TRIPLET_BLOCK = 1 << 21
-
-
-def all_triplets_core(
-    d_ap: torch.Tensor,
-    rows: torch.Tensor,
-    cols: torch.Tensor,
-    d_n: torch.Tensor,
-    margin: float,
-    reduction: str,
-    n_valid: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The reduced hinge over every valid triplet and ``dL/dd``: the loop of :class:`AllTriplets`.
-
-    ``d_ap`` are the positive pairs' dissimilarities (pair ``k`` is ``(rows[k], cols[k])``),
-    ``d_n`` the dissimilarities with ``+inf`` outside the negatives, ``n_valid`` the number of
-    valid triplets (the count of ``"mean"``).
-    """
-    W = torch.zeros_like(d_n)
-    total = d_n.new_zeros(())
-    n_active = torch.zeros((), dtype=torch.long, device=d_n.device)
-    step = max(1, TRIPLET_BLOCK // max(d_n.shape[0], 1))
-    for lo in range(0, rows.shape[0], step):
-        r, c = rows[lo : lo + step], cols[lo : lo + step]
-        t = d_n.index_select(0, r)  # t[k, n] = d_ap - d_an + margin for pair k = (r_k, c_k)
-        torch.sub(d_ap[lo : lo + step, None], t, out=t).add_(margin).clamp_min_(0.0)
-        total += t.sum()
-        weight = t.sign_()  # 1 on the active triplets (t > 0), 0 elsewhere
-        per_pair = weight.sum(dim=1)
-        n_active += per_pair.sum().long()
-        W.index_put_((r, c), per_pair, accumulate=True)  # dL/dd_ap: active n
-        W.index_add_(0, r, weight, alpha=-1)  # dL/dd_an: minus the active p
+    total, n_valid, n_active = triplet_sums(hinge, d, pos, neg, triplet_mask)
     if reduction == "sum":
-        count = torch.ones((), dtype=d_n.dtype, device=d_n.device)
-    else:
-        n = n_active if reduction == "mean_nonzero" else n_valid
-        count = n.clamp_min(1).to(d_n.dtype)
-    return total / count, W.div_(count)
-
-
-class AllTriplets(torch.autograd.Function):
-    """The triplet loss over every valid triplet, ``O(B^2)`` memory, gradient in closed form.
-
-    A valid triplet is a positive pair ``(a, p)`` (``pos[a, p]``) with a negative ``n`` of the
-    same anchor (``neg[a, n]``): the positive pairs are listed once (``K - 1`` per anchor in a
-    P x K batch), and for a block of them the hinges of all their negatives, ``t = d_ap - d_an +
-    margin`` (the arithmetic of the ``(B, B, B)`` form, in the same order), are evaluated at once.
-    The gradient is counted in the same pass: ``dL/dd_ap = #{n : t > 0} / c`` and ``dL/dd_an =
-    -#{p : t > 0} / c``, with ``c`` the reduction's count (1 for ``"sum"``, the valid triplets for
-    ``"mean"``, the active ones for ``"mean_nonzero"``), exactly the derivative of the hinge (0 at
-    ``t = 0``, as ``relu``'s). It is piecewise constant, so a second derivative is 0.
-    """
-
-    @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx,
-        d: torch.Tensor,
-        pos: torch.Tensor,
-        neg: torch.Tensor,
-        margin: float,
-        reduction: str,
-    ) -> torch.Tensor:
-        dd = d.detach()
-        rows, cols = pos.nonzero(as_tuple=True)
-        # d_an, +inf outside the negatives: there t = -inf, a hinge of 0 and no weight
-        d_n = torch.where(neg, dd, float("inf"))
-        n_valid = neg.sum(dim=1)[rows].sum()
-        value, W = all_triplets_core(dd[rows, cols], rows, cols, d_n, margin, reduction, n_valid)
-        ctx.save_for_backward(W)
-        return value
-
-    @staticmethod
-    def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
-    ) -> tuple[torch.Tensor | None, ...]:
-        (W,) = ctx.saved_tensors
-        return W * grad, None, None, None, None
-
-
-def all_triplets_label_core(
-    s: torch.Tensor, y: torch.Tensor, margin: float, form: str, reduction: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:class:`AllTriplets` on detached ``s`` for the label masks, the form's ``dd/dS`` folded
-    into ``dL/dS``.
-
-    Positives are index lists (:func:`dmlbook.pair_lists.positive_pairs`), the dissimilarity and its
-    slope come from :func:`~dmlbook.losses.lifted_closed_form.form_and_slope` without autograd,
-    and ``+inf`` is written at the positives and self: no ``B x B`` label mask, no ``where``.
-    """
-    B = s.shape[0]
-    pairs = positive_pairs(y)
-    rows, cols = pairs
-    neg_d, d_ap, slope = form_and_slope(s, form, pairs)
-    d_n = neg_d.neg_()
-    d_n[pairs] = float("inf")
-    d_n.fill_diagonal_(float("inf"))
-    n_neg = B - 1 - torch.bincount(rows, minlength=B)
-    value, W = all_triplets_core(d_ap, rows, cols, d_n, margin, reduction, n_neg[rows].sum())
-    return value, W.mul_(slope)
+        return total.sum()
+    count = n_active if reduction == "mean_nonzero" else n_valid
+    return total.sum() / count.sum().clamp_min(1)
 
 
 class TripletLoss(PairLoss):
@@ -300,26 +250,6 @@ class TripletLoss(PairLoss):
     loss_function = staticmethod(triplet_loss)
     hyper = TripletHyperParameters
 
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """:func:`triplet_loss` on the mined triplets; batch-hard ones as index lists.
-
-        ``mining="batch_hard"`` takes :func:`~dmlbook.losses.triplet_batch_hard.batch_hard_triplet_loss`:
-        the triplets of :meth:`mine` without its ``B x B`` masks, the same value and gradient.
-        """
-        if self.mining != "batch_hard":
-            return super().loss_on_similarity(S, labels, pos_mask=pos_mask, neg_mask=neg_mask)
-        y = check_similarity(S, labels)
-        _T(self.margin, form=self.form, reduction=self.reduction)
-        masks = given_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        return batch_hard_triplet_loss(S, y, self.margin, self.form, self.reduction, masks)
-
     def mine(
         self,
         S: torch.Tensor,
@@ -338,3 +268,80 @@ class TripletLoss(PairLoss):
             )
             return {"pos_mask": pos_mask, "neg_mask": neg_mask, "triplet_mask": triplet_mask}
         return {"pos_mask": pos_mask, "neg_mask": neg_mask}
+
+
+# ----------------------------------------------------------------------------- cosine / NCA
+
+
+@dataclass(frozen=True)
+class CosineTripletHyperParameters(HyperParameters):
+    """Xuan & Pless, Eq. 4: the scale ``tau`` (> 0), the triplets (``mining``), the reduction."""
+
+    tau: float = 16.0
+    _: KW_ONLY
+    mining: str = "ephn"
+    reduction: str = "mean"
+
+    def check(self) -> None:
+        self._positive("tau")
+        check_choice(self.mining, COSINE_TRIPLET_MINING, "mining")
+        check_choice(self.reduction, ("mean", "sum"), "reduction")
+
+
+_K = CosineTripletHyperParameters
+
+
+def cosine_triplet_loss(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    tau: float = _K.tau,
+    *,
+    mining: str = _K.mining,
+    reduction: str = _K.reduction,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Cosine / NCA triplet loss (Xuan & Pless, Eq. 4), averaged (or summed) over triplets.
+
+    For a triplet ``(a, p, n)``, ``-log(e^{tau S_ap} / (e^{tau S_ap} + e^{tau S_an})) =
+    softplus(tau (S_an - S_ap))``.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+    labels : Tensor of shape (B,)
+    tau : float
+        The scale ``tau`` of Eq. 4.
+    mining : {"ephn", "all"}
+        ``"ephn"``: one triplet per anchor, its most similar positive and most similar negative
+        (Xuan & Pless, Sec. 4; :func:`dmlbook.mining.easy_positive_masks`); ``"all"``: every
+        valid triplet. Given pair masks narrow the pairs first.
+    reduction : {"mean", "sum"}
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+
+    Returns
+    -------
+    Tensor
+        A scalar; 0 with gradient 0 without any triplet.
+    """
+    _K(tau, mining=mining, reduction=reduction)
+    y = check_similarity(S, labels)
+    if mining == "ephn":
+        pos, neg = miners.easy_positive_masks(S, y, pos_mask=pos_mask, neg_mask=neg_mask)
+    else:
+        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+
+    def nca(s_ap, s_an, valid):  # Eq. 4 on the valid triplets, and how many there are
+        return torch.where(valid, softplus(tau * (s_an - s_ap)), 0.0), valid
+
+    total, count = triplet_sums(nca, S, pos, neg)
+    if reduction == "sum":
+        return total.sum()
+    return total.sum() / count.sum().clamp_min(1)
+
+
+class CosineTripletLoss(PairLoss):
+    """Module form of :func:`cosine_triplet_loss` (``get_loss("cosine_triplet", tau=16)``)."""
+
+    loss_function = staticmethod(cosine_triplet_loss)
+    hyper = CosineTripletHyperParameters

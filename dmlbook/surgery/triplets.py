@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..mining import easy_positive_masks
 from ..similarity import pair_masks
 
 __all__ = ["Triplets", "ephn_triplets", "relative_sets"]
@@ -51,13 +52,9 @@ def ephn_triplets(S: torch.Tensor, labels: torch.Tensor) -> Triplets:
         For every anchor with at least one positive and one negative: its most similar positive
         and its most similar negative (ties: the lowest index). Anchors without both are left out.
     """
-    pos, neg = pair_masks(labels)
-    low = torch.finfo(S.dtype).min
-    s = S.detach()
-    p = torch.where(pos, s, low).argmax(dim=1)
-    n = torch.where(neg, s, low).argmax(dim=1)
-    a = torch.nonzero(pos.any(dim=1) & neg.any(dim=1)).flatten()
-    p, n = p[a], n[a]
+    pos, neg = easy_positive_masks(S, labels)  # the miner: one triplet per anchor
+    a = torch.nonzero(pos.any(dim=1)).flatten()
+    p, n = pos[a].int().argmax(dim=1), neg[a].int().argmax(dim=1)
     return Triplets(a, p, n, S[a, p], S[a, n])
 
 

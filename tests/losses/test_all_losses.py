@@ -8,7 +8,7 @@ from __future__ import annotations
 import hypothesis.strategies as st
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from loss_cases import (
     ALL_LOSSES,
     VARIANTS,
@@ -31,6 +31,7 @@ from dmlbook.losses import (
     get_loss,
     lifted_loss,
     lifted_structure_loss,
+    loss_parameters,
     npair_loss,
     triplet_loss,
 )
@@ -180,3 +181,91 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="triplet_mask"):
         triplet_loss(S, y, triplet_mask=torch.ones(9, 9, dtype=torch.bool))
     assert "margin=1.0" in repr(LiftedStructureLoss()) and "beta=50.0" in repr(BinLiftedLoss())
+
+
+# ----------------------------------------------------------------------------- finite gradients
+
+#: Every registered loss with its defaults, and the variants whose arithmetic differs most.
+FINITE_CASES = [(name, {}) for name in available_losses()] + [
+    ("multi_similarity", {"mining": False}),
+    ("triplet", {"form": "distance", "mining": "batch_hard"}),
+    ("cosine_triplet", {"mining": "all"}),
+    ("lifted", {"form": "distance"}),
+    ("npair", {"sampling": "all", "form": "distance"}),
+    ("contrastive_distance", {"variant": "squared_hinge"}),
+    ("ms_distance", {"version": "v1", "epsilon": None}),
+    ("dro", {"uncertainty": "kl"}),
+    ("dro", {"uncertainty": "chi2", "base": "binomial"}),
+    ("dro_kl_g", {"pseudo_pairs": True, "base": "binomial"}),
+    ("pair_e", {"normalization": "batch", "alpha": 1.0}),
+    ("triplet_e", {"normalization": "batch"}),
+    ("circle", {"detach_weights": False}),
+]
+
+
+def _scaled(name: str, hp: dict, factor: float) -> dict:
+    """``hp`` with every positive float hyper-parameter multiplied by ``factor``, each one kept
+    at its default where the loss refuses the scaled value (a cosine margin beyond 1, ...)."""
+    out = dict(hp)
+    for key, default in loss_parameters(name).items():
+        value = out.get(key, default)
+        if isinstance(value, float) and value > 0:
+            try:
+                get_loss(name, **{**out, key: value * factor})
+                out[key] = value * factor
+            except ValueError:
+                pass
+    return out
+
+
+@st.composite
+def edge_batches(draw):
+    """Embeddings in float64 and labels: one class, all singletons, or a few classes; B = 1
+    and duplicated samples (S = 1 off the diagonal) included."""
+    B = draw(st.integers(1, 10))
+    kind = draw(st.sampled_from(["one class", "singletons", "classes"]))
+    if kind == "one class":
+        y = [0] * B
+    elif kind == "singletons":
+        y = list(range(B))
+    else:
+        y = draw(st.lists(st.integers(0, 2), min_size=B, max_size=B))
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    x = torch.randn(B, 4, generator=g, dtype=torch.float64)
+    if B > 2 and draw(st.booleans()):
+        x[1] = x[0]
+    return x, torch.tensor(y)
+
+
+@pytest.mark.parametrize(("name", "hp"), FINITE_CASES, ids=lambda v: str(v) if v else "defaults")
+@settings(max_examples=12, deadline=None)
+@given(
+    edge_batches(),
+    st.sampled_from([torch.float64, torch.float32, torch.bfloat16]),
+    st.one_of(st.sampled_from([0.01, 1.0, 100.0]), st.floats(0.01, 100.0)),
+)
+def test_no_nan_or_inf_gradient_where_float64_is_finite(name, hp, batch, dtype, factor):
+    """Whatever the dtype, hyper-parameters from 1/100 to 100 times their defaults, one-class and
+    all-singleton batches: the loss and its gradient are finite wherever float64 autograd on the
+    same batch is (the readable code is the only path, so it must be the stable one)."""
+    x64, y = batch
+    module = get_loss(name, **_scaled(name, hp, factor))
+    ref = x64.clone().requires_grad_(True)
+    value = module(ref, y)
+    value.backward()
+    assume(bool(torch.isfinite(value)) and bool(torch.isfinite(ref.grad).all()))
+    x = x64.to(dtype).requires_grad_(True)
+    value = get_loss(name, **_scaled(name, hp, factor))(x, y)
+    value.backward()
+    assert bool(torch.isfinite(value)), (name, value)
+    assert bool(torch.isfinite(x.grad).all()), (name, x.grad)
+
+
+def test_ms_at_large_alpha_on_one_class_has_a_finite_gradient():
+    """The fused path that was removed returned loss 0 with a NaN gradient here (issue 33)."""
+    for dtype, alpha in ((torch.float32, 100.0), (torch.float64, 700.0)):
+        x = torch.randn(200, 8, dtype=dtype, generator=torch.Generator().manual_seed(0))
+        x.requires_grad_(True)
+        value = get_loss("multi_similarity", alpha=alpha)(x, torch.zeros(200, dtype=torch.long))
+        value.backward()
+        assert value.item() == 0.0 and bool(torch.isfinite(x.grad).all()) and not x.grad.any()

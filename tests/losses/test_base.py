@@ -44,7 +44,7 @@ def test_module_normalises_and_calls_its_function(name, hp):
 
 
 PURE = {
-    "contrastive": (contrastive_loss, {"margin": 0.3, "backward": "autograd"}),
+    "contrastive": (contrastive_loss, {"margin": 0.3}),
     "contrastive_distance": (
         contrastive_distance_loss,
         {
@@ -52,12 +52,11 @@ PURE = {
             "neg_margin": 1.5,
             "variant": "squared_hinge",
             "reduction": "sum",
-            "backward": "autograd",
         },
     ),
     "lifted": (
         lifted_loss,
-        {"margin": 0.7, "form": "distance", "reduction": "sum", "backward": "autograd"},
+        {"margin": 0.7, "form": "distance", "reduction": "sum"},
     ),
     "lifted_structure": (
         lifted_structure_loss,
@@ -67,20 +66,19 @@ PURE = {
             "squared_hinge": False,
             "joint_negatives": False,
             "reduction": "sum",
-            "backward": "autograd",
         },
     ),  # fmt: skip
     "lifted_star": (
         lifted_star_loss,
-        {"alpha": 3.0, "beta": 20.0, "reduction": "sum", "backward": "autograd"},
+        {"alpha": 3.0, "beta": 20.0, "reduction": "sum"},
     ),
     "binomial": (
         binomial_deviance_loss,
-        {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum", "backward": "autograd"},
+        {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum"},
     ),
     "binlifted": (
         binlifted_loss,
-        {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum", "backward": "autograd"},
+        {"alpha": 3.0, "beta": 20.0, "margin": 0.2, "reduction": "sum"},
     ),
     "npair": (npair_loss, {"form": "distance", "sampling": "all", "reduction": "sum"}),
 }
@@ -114,15 +112,14 @@ def test_module_forwards_miner_masks():
         assert module(x, y, pos_mask=none, neg_mask=none).item() == 0.0
 
 
-@pytest.mark.parametrize("name", ["contrastive", "lifted", "multi_similarity", "binomial"])
-def test_backward_autograd_modules_take_a_second_derivative(name):
-    # backward="autograd" is autograd all the way, the module's similarity included: a gradient
-    # penalty (the gradient's norm, differentiated again) works; the fused default refuses it.
+@pytest.mark.parametrize(
+    "name", ["contrastive", "lifted", "multi_similarity", "binomial", "triplet"]
+)
+def test_modules_take_a_second_derivative(name):
+    # Every loss is autograd all the way, the module's similarity included: a gradient penalty
+    # (the gradient's norm, differentiated again) works.
     x = torch.randn(12, 4, dtype=torch.float64, requires_grad=True)
     y = torch.arange(12) // 3
-    (grad,) = torch.autograd.grad(get_loss(name, backward="autograd")(x, y), x, create_graph=True)
+    (grad,) = torch.autograd.grad(get_loss(name)(x, y), x, create_graph=True)
     grad.pow(2).sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()
-    (grad,) = torch.autograd.grad(get_loss(name)(x, y), x, create_graph=True)
-    with pytest.raises(RuntimeError):
-        grad.pow(2).sum().backward()

@@ -15,6 +15,7 @@ from loss_cases import (
     grad_of,
     masks,
     pk_batch,
+    random_narrowing,
 )
 
 from dmlbook.losses import (
@@ -22,6 +23,7 @@ from dmlbook.losses import (
     contrastive_distance_loss,
     contrastive_loss,
 )
+from dmlbook.pairs import resolve_masks
 from dmlbook.reference.classic import (
     contrastive_distance_loss_reference as ref_contrastive_distance,
 )
@@ -94,3 +96,21 @@ def test_contrastive_distance_weight_is_one_over_distance():
     want_neg = torch.where(neg & (D < 1.2), 1 / D, torch.zeros_like(S))
     torch.testing.assert_close(g[neg], want_neg[neg], rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(g[pos], -1 / D[pos], rtol=1e-10, atol=1e-12)
+
+
+def _contrastive_reference(S, y, margin, pos, neg):
+    """Wang et al. Eq. 4 over the kept ordered pairs ``i != j``, mean (a loop)."""
+    terms = [-S[i][j] if pos[i][j] else max(S[i][j] - margin, 0.0)
+             for i in range(len(y)) for j in range(len(y)) if pos[i][j] or neg[i][j]]  # fmt: skip
+    return sum(terms) / len(terms) if terms else 0.0
+
+
+@FAST
+@given(batches(), st.floats(-1.0, 1.0), st.booleans())
+def test_eq4_matches_the_loop_with_and_without_masks(batch, margin, masked):
+    S, y = batch
+    B = len(y)
+    kw = random_narrowing(B) if masked else {}
+    pos, neg = resolve_masks(y, kw.get("pos_mask"), kw.get("neg_mask"), (B, B))
+    want = _contrastive_reference(S.tolist(), y.tolist(), margin, pos.tolist(), neg.tolist())
+    assert float(contrastive_loss(S, y, margin, **kw)) == pytest.approx(want, rel=1e-12, abs=1e-12)

@@ -1,4 +1,4 @@
-"""DRO loss of Eq. 1 (max, top-K, TopK-PN, KL, chi-square) and DRO-KL with sampling.
+"""DRO loss of Eq. 1 (max, top-K, TopK-PN, KL, chi-square) and its per-pair base losses.
 
 Implementation: :mod:`dmlbook.losses.dro`; chapter: ``book/12_dro.ipynb``. Expected values come
 from the Python loops of :mod:`dmlbook.reference.dro` (bisection for chi-square) and from the
@@ -15,17 +15,9 @@ import torch
 from hypothesis import given
 from loss_cases import FAST, batches, grad_of, masks, rand_S
 
-from dmlbook.losses import (
-    DROLoss,
-    describe_loss,
-    dro_kl_sampled_loss,
-    dro_loss,
-    dro_weights,
-    get_loss,
-)
-from dmlbook.losses.dro import chi2_weights
-from dmlbook.losses.pair_losses import base_loss_slope, pair_losses
-from dmlbook.reference.dro import chi2_value_reference, dro_loss_reference
+from dmlbook.losses import DROLoss, describe_loss, dro_loss, dro_weights, get_loss
+from dmlbook.losses.dro import base_loss_slope, chi2_weights, pair_losses
+from dmlbook.reference.dro import chi2_value_reference, dro_loss_reference, pair_loss_reference
 
 SETS = ("uniform", "simplex", "topk", "topk_pn", "kl", "chi2")
 
@@ -42,6 +34,17 @@ def test_value_equals_paper_literal_loop(case, u, base, K, drop):
     S, y = case
     got = dro_loss(S, y, u, base, K, gamma=0.3, rho=0.7, drop_zero=drop)
     assert float(got) == pytest.approx(_ref(S, y, u, base, K, drop), rel=1e-10, abs=1e-10)
+
+
+@FAST
+@given(batches(max_b=8), st.sampled_from(["topk", "topk_pn", "kl"]),
+       st.sampled_from(["margin", "binomial"]), st.sampled_from([2, 4, 10, 160]),
+       st.sampled_from([1e-3, 0.1, 1.0, 1e3]), st.booleans())  # fmt: skip
+def test_value_equals_the_loop_at_any_temperature(case, u, base, K, gamma, drop):
+    S, y = case
+    got = dro_loss(S, y, u, base, K, gamma=gamma, drop_zero=drop)
+    ref = dro_loss_reference(S.tolist(), y.tolist(), u, base, K=K, gamma=gamma, drop_zero=drop)
+    assert float(got) == pytest.approx(ref, rel=1e-10, abs=1e-10)
 
 
 def _random_batch(B, classes, seed):
@@ -126,32 +129,6 @@ def test_chi2_formula_fails_without_its_condition():
     assert chi2_value_reference(ls, rho) <= max(ls)
 
 
-def test_sampled_estimator_mean_converges_to_the_exact_gradient():
-    S, y = _random_batch(16, 3, 7)
-    exact = grad_of(lambda s: dro_loss(s, y, "kl", gamma=0.2), S)
-    n = 200_000
-    gen = torch.Generator().manual_seed(0)
-    est = grad_of(lambda s: dro_kl_sampled_loss(s, y, n, gen, gamma=0.2), S)
-    p = dro_weights(S, y, "kl", gamma=0.2)
-    se = torch.sqrt(p * (1 - p) / n)  # per pair: |slope| = 1 for the margin loss
-    assert bool(((est - exact).abs() <= 5 * se + 1e-12).all())
-    # the same check rejects uniform sampling (what the test would see if p* were ignored)
-    cand = p > 0
-    uniform = torch.where(cand, exact / p.clamp_min(1e-300), 0) / cand.sum()
-    assert not bool(((uniform - exact).abs() <= 5 * se + 1e-12).all())
-
-
-def test_sampled_loss_is_reproducible_and_checks_its_inputs():
-    S, y = _random_batch(10, 2, 3)
-    a = dro_kl_sampled_loss(S, y, 50, torch.Generator().manual_seed(1))
-    b = dro_kl_sampled_loss(S, y, 50, torch.Generator().manual_seed(1))
-    assert float(a) == float(b)
-    with pytest.raises(TypeError, match="torch.Generator"):
-        dro_kl_sampled_loss(S, y, 50, 1)
-    with pytest.raises(ValueError, match="num_samples"):
-        dro_kl_sampled_loss(S, y, 0, torch.Generator())
-
-
 def test_bad_hyper_parameters_say_what_to_pass():
     S, y = _random_batch(4, 2, 0)
     with pytest.raises(ValueError, match="K must be even"):
@@ -173,3 +150,37 @@ def test_registered_modules_round_trip_through_describe_loss():
         y = torch.arange(3).repeat_interleave(4)
         assert float(module(x, y)) == pytest.approx(float(again(x, y)), abs=1e-12)
     assert isinstance(get_loss("dro"), DROLoss)
+
+
+# ----------------------------------------------------------------------------- base losses
+
+
+@FAST
+@given(batches(max_b=6), st.sampled_from(["margin", "binomial"]), st.floats(0.0, 1.0))
+def test_pair_losses_equal_the_loop_and_slopes_equal_autograd(case, base, m):
+    S, y = case
+    pos, neg = masks(y)
+    l = pair_losses(S, pos, neg, base, m, 0.5, 2.0, 50.0)
+    for i in range(len(y)):
+        for j in range(len(y)):
+            want = 0.0
+            if pos[i, j] or neg[i, j]:
+                want = pair_loss_reference(float(S[i, j]), bool(pos[i, j]), base, m, 0.5, 2.0, 50.0)
+            assert float(l[i, j]) == pytest.approx(want, rel=1e-12, abs=1e-12)
+    g = grad_of(lambda s: pair_losses(s, pos, neg, base, m).sum(), S)
+    assert torch.allclose(g, base_loss_slope(S, pos, neg, base, m), atol=1e-12)
+
+
+def test_negative_pairs_need_y_minus_one():
+    """Erratum: with y = 0 (the preliminaries' label) a negative pair's margin loss is constant m."""
+    S = torch.tensor([[1.0, 0.9], [0.9, 1.0]], dtype=torch.float64)
+    pos = torch.zeros(2, 2, dtype=torch.bool)
+    neg = ~torch.eye(2, dtype=torch.bool)
+    assert float(pair_losses(S, pos, neg)[0, 1]) == pytest.approx(0.2 + 0.9 - 0.5)
+    assert 0.2 + 0 * (0.5 - 0.9) == 0.2  # y = 0: no dependence on S at all
+
+
+def test_unknown_base_names_the_choices():
+    S = torch.eye(2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="base"):
+        pair_losses(S, S > 2, S > 2, "hinge")

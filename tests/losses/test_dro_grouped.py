@@ -1,4 +1,5 @@
-"""DRO-KL-G (Eq. 7), its pseudo pairs (supplement Eq. 23-25) and HAP2S_E (Eq. 30-32).
+"""DRO-KL with sampling (Sec. 3.2), DRO-KL-G (Eq. 7), its pseudo pairs (supplement Eq. 23-25)
+and HAP2S_E (Eq. 30-32).
 
 Implementation: :mod:`dmlbook.losses.dro_grouped`; chapter: ``book/12_dro.ipynb``. References:
 the loops of :mod:`dmlbook.reference.dro`, and the book's lifted-structure, LiftedStruct* and MS
@@ -16,24 +17,28 @@ from loss_cases import FAST, batches, grad_of, masks
 from dmlbook.losses import (
     dro_kl_grouped_loss,
     dro_kl_grouped_weights,
+    dro_kl_sampled_loss,
+    dro_loss,
+    dro_weights,
     hap2s_e_loss,
     lifted_loss,
     lifted_star_loss,
     multi_similarity_loss,
 )
-from dmlbook.losses.pair_losses import base_loss_slope
+from dmlbook.losses.dro import base_loss_slope
 from dmlbook.reference.dro import dro_grouped_loss_reference, hap2s_e_loss_reference
 
 
 @FAST
-@given(batches(max_b=7), st.sampled_from([1.0, 0.1, 0.01]), st.sampled_from(["margin", "binomial"]),
-       st.booleans(), st.booleans(), st.sampled_from(["mean", "sum"]))  # fmt: skip
-def test_value_equals_paper_literal_loop(case, gamma, base, pseudo, drop, reduction):
+@given(batches(max_b=8), st.sampled_from([1e-3, 0.01, 0.1, 1.0, 1e3]),
+       st.sampled_from([1e-3, 0.1, 1e3]), st.sampled_from(["margin", "binomial"]), st.booleans(),
+       st.sampled_from([-0.3, 0.0, 0.1, 0.2]), st.booleans(), st.sampled_from(["mean", "sum"]))  # fmt: skip
+def test_value_equals_paper_literal_loop(case, gp, gn, base, pseudo, l0, drop, reduction):
     S, y = case
-    got = dro_kl_grouped_loss(S, y, gamma, gamma / 2, base, pseudo_pairs=pseudo, pseudo_loss=0.1,
+    got = dro_kl_grouped_loss(S, y, gp, gn, base, pseudo_pairs=pseudo, pseudo_loss=l0,
                               drop_zero=drop, reduction=reduction)  # fmt: skip
-    ref = dro_grouped_loss_reference(S.tolist(), y.tolist(), gamma, gamma / 2, base, pseudo=pseudo,
-                                     l0=0.1, drop_zero=drop, reduction=reduction)  # fmt: skip
+    ref = dro_grouped_loss_reference(S.tolist(), y.tolist(), gp, gn, base, pseudo=pseudo,
+                                     l0=l0, drop_zero=drop, reduction=reduction)  # fmt: skip
     assert float(got) == pytest.approx(ref, rel=1e-10, abs=1e-10)
 
 
@@ -123,3 +128,36 @@ def test_hap2s_gradient_is_grouped_kl_weights_where_the_hinge_is_open():
     hap = grad_of(lambda s: hap2s_e_loss(s, y, big, gamma, reduction="sum"), S)
     dro = grad_of(lambda s: dro_kl_grouped_loss(s, y, gamma, gamma, margin=big, reduction="sum"), S)
     assert torch.allclose(hap, dro, atol=1e-10)
+
+
+def _random_batch(B, classes, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, 6, generator=g, dtype=torch.float64)
+    x = x / x.norm(dim=1, keepdim=True)
+    return x @ x.T, torch.randint(0, classes, (B,), generator=g)
+
+
+def test_sampled_estimator_mean_converges_to_the_exact_gradient():
+    S, y = _random_batch(16, 3, 7)
+    exact = grad_of(lambda s: dro_loss(s, y, "kl", gamma=0.2), S)
+    n = 200_000
+    gen = torch.Generator().manual_seed(0)
+    est = grad_of(lambda s: dro_kl_sampled_loss(s, y, n, gen, gamma=0.2), S)
+    p = dro_weights(S, y, "kl", gamma=0.2)
+    se = torch.sqrt(p * (1 - p) / n)  # per pair: |slope| = 1 for the margin loss
+    assert bool(((est - exact).abs() <= 5 * se + 1e-12).all())
+    # the same check rejects uniform sampling (what the test would see if p* were ignored)
+    cand = p > 0
+    uniform = torch.where(cand, exact / p.clamp_min(1e-300), 0) / cand.sum()
+    assert not bool(((uniform - exact).abs() <= 5 * se + 1e-12).all())
+
+
+def test_sampled_loss_is_reproducible_and_checks_its_inputs():
+    S, y = _random_batch(10, 2, 3)
+    a = dro_kl_sampled_loss(S, y, 50, torch.Generator().manual_seed(1))
+    b = dro_kl_sampled_loss(S, y, 50, torch.Generator().manual_seed(1))
+    assert float(a) == float(b)
+    with pytest.raises(TypeError, match="torch.Generator"):
+        dro_kl_sampled_loss(S, y, 50, 1)
+    with pytest.raises(ValueError, match="num_samples"):
+        dro_kl_sampled_loss(S, y, 0, torch.Generator())

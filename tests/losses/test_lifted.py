@@ -18,6 +18,7 @@ from loss_cases import (
     grad_of,
     masks,
     pk_batch,
+    random_narrowing,
 )
 
 from dmlbook.losses import (
@@ -25,6 +26,7 @@ from dmlbook.losses import (
     lifted_loss,
     lifted_star_loss,
     lifted_structure_loss,
+    lifted_weights,
 )
 from dmlbook.reference.classic import lifted_loss_reference as ref_lifted
 from dmlbook.reference.classic import lifted_structure_loss_reference as ref_lifted_structure
@@ -58,6 +60,22 @@ def test_lifted_weights_are_eq7_and_eq8():
     w7 = e_pos / e_pos.sum(1, keepdim=True)  # Eq. 7
     torch.testing.assert_close(g[neg], w8[neg], rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(g[pos], -w7[pos], rtol=1e-10, atol=1e-12)
+    w_pos, w_neg = lifted_weights(S, y, 1.0)  # the package's printed weights
+    torch.testing.assert_close(w_pos, torch.where(pos, w7, 0.0), rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(w_neg, torch.where(neg, w8, 0.0), rtol=1e-12, atol=1e-15)
+
+
+@FAST
+@given(batches(), st.floats(-0.5, 1.5), st.booleans())
+def test_autograd_of_eq6_is_the_weights_of_eq7_8(batch, margin, masked):
+    """GPW: dL/dS = w^- - w^+ with Eq. 7-8 on the anchors whose hinge is on (0 elsewhere), on
+    any batch (singletons, one class, anchors whose hinge is off), with and without masks."""
+    S, y = batch
+    B = len(y)
+    kw = random_narrowing(B) if masked else {}
+    grad = grad_of(lambda s: lifted_loss(s, y, margin, reduction="sum", **kw), S)
+    w_pos, w_neg = lifted_weights(S, y, margin, **kw)
+    torch.testing.assert_close(grad, w_neg - w_pos, rtol=1e-10, atol=1e-12)
 
 
 def test_lifted_hinge_can_switch_off_only_for_tiny_anchors():

@@ -1,7 +1,7 @@
-"""Liu et al.'s Eq. 18 and 21 (dmlbook.losses.liu_weighting): autograd against the closed-form
-detached weights (float64, 1e-10), the defaults of Pair-P/E and Triplet-P/E, the paper's special
-cases, and clear errors. The per-anchor Algorithm 1 loop is compared in
-``tests/reference/test_liu_equivalence.py``."""
+"""Liu et al.'s Eq. 18 and MS v1/v2 on distances (dmlbook.losses.liu_weighting): autograd against
+the printed, detached weights (Eq. 24-33, Eq. 39; float64, 1e-10), the defaults of Pair-P/E and
+Triplet-P/E, the paper's special cases, and clear errors. The per-anchor Algorithm 1 loops are
+compared in ``tests/reference/test_liu_equivalence.py`` and below (MS v1/v2)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,14 @@ import torch
 from hypothesis import given, settings
 
 from dmlbook.losses import get_loss
-from dmlbook.losses.liu_triplet import triplet_weighted_loss, triplet_weights
-from dmlbook.losses.liu_weighting import pair_power_loss, pair_weighted_loss, pair_weights
+from dmlbook.losses.liu_weighting import (
+    ms_distance_loss,
+    ms_distance_weights,
+    pair_power_loss,
+    pair_weighted_loss,
+    pair_weights,
+)
+from dmlbook.reference import ms_distance_loss_reference
 from dmlbook.similarity import cosine_similarity
 
 WEIGHTINGS = [("constant", 0.0, 0.0), ("power", 0.0, 1.0), ("power", 0.5, 2.0),
@@ -44,35 +50,18 @@ def _dD_dS(S):
     st.sampled_from(WEIGHTINGS),
     st.sampled_from(NORMS),
     st.sampled_from([None, 0.1]),
-    st.sampled_from(["autograd", "closed_form"]),
 )
-def test_pair_autograd_equals_closed_form_weights(batch, weighting, norm, eps, backward):
-    """Autograd of Eq. 18 (``backward="autograd"``) and the fused backward both equal the
-    detached weights of ``pair_weights`` through ``dD/dS = -1/D``."""
+def test_pair_autograd_equals_printed_weights(batch, weighting, norm, eps):
+    """Autograd of Eq. 18 equals the detached weights of ``pair_weights`` (Eq. 24-33) through
+    ``dD/dS = -1/D``."""
     S, y = batch
     name, a, b = weighting
     kw = dict(weighting=name, pos_exponent=a, neg_exponent=b, normalization=norm, epsilon=eps)
-    kw["backward"] = backward
     m1, m2 = 0.2, 1.3
     g = _grad(lambda s: pair_weighted_loss(s, y, m1, m2, **kw), S)
-    w_pos, w_neg = pair_weights(S, y, m1, m2, **{k: v for k, v in kw.items() if k != "backward"})
+    w_pos, w_neg = pair_weights(S, y, m1, m2, **kw)
     D = torch.sqrt(2.0 - 2.0 * S)
     G_D = (w_pos * (D > m1) - w_neg * (D < m2)) / len(y)  # dL/dD of Eq. 18, weights detached
-    torch.testing.assert_close(g, G_D * _dD_dS(S), rtol=1e-10, atol=1e-12)
-
-
-@settings(max_examples=30, deadline=None)
-@given(pk(), st.sampled_from(WEIGHTINGS), st.sampled_from(NORMS))
-def test_triplet_autograd_equals_closed_form_weights(batch, weighting, norm):
-    S, y = batch
-    name, a, _ = weighting
-    kw = dict(weighting=name, exponent=a, normalization=norm)
-    m = 0.3
-    g = _grad(lambda s: triplet_weighted_loss(s, y, m, **kw), S)
-    W = triplet_weights(S, y, m, **kw)
-    D = torch.sqrt(2.0 - 2.0 * S)
-    active = W * ((D[:, :, None] - D[:, None, :] + m) > 0)
-    G_D = (active.sum(dim=2) - active.sum(dim=1)) / len(y)  # dL/dD_ij and dL/dD_ik of Eq. 21
     torch.testing.assert_close(g, G_D * _dD_dS(S), rtol=1e-10, atol=1e-12)
 
 
@@ -133,23 +122,19 @@ def test_float32_extremes_stay_finite_and_signs_follow_gpw(name, fill):
     assert bool((S.grad[same] <= 0).all()) and bool((S.grad[~same] >= 0).all())
 
 
-@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_closed_form_backward_equals_autograd_for_every_reduction(reduction):
+def test_reductions_and_a_coincident_pair():
+    """ "sum" is B times "mean", "none" the anchor terms; a duplicate pair (D = 0) gets gradient 0."""
     g = torch.Generator().manual_seed(5)
     S = cosine_similarity(torch.randn(10, 3, generator=g, dtype=torch.float64))
-    S[0, 1] = S[1, 0] = 1.0  # a duplicate pair (D = 0): gradient 0 on both paths
+    S[0, 1] = S[1, 0] = 1.0
     y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3, 3])
-    weights = torch.rand(10, generator=g, dtype=torch.float64) if reduction == "none" else 1.0
-    grads = []
-    for backward in ("closed_form", "autograd"):
-        s = S.clone().requires_grad_(True)
-        out = pair_weighted_loss(s, y, 0.0, 1.1, weighting="exponential", pos_exponent=1.0,
-                                 neg_exponent=3.0, reduction=reduction, backward=backward)  # fmt: skip
-        (out * weights).sum().backward()
-        grads.append((out.detach(), s.grad))
-    torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-14, atol=0.0)
-    torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-12, atol=1e-15)
-    assert grads[0][1][0, 1] == 0
+    kw = dict(weighting="exponential", pos_exponent=1.0, neg_exponent=3.0)
+    per = pair_weighted_loss(S, y, 0.0, 1.1, reduction="none", **kw)
+    total = pair_weighted_loss(S, y, 0.0, 1.1, reduction="sum", **kw)
+    assert per.shape == (10,) and float(total) == pytest.approx(float(per.sum()), rel=1e-14)
+    assert float(pair_weighted_loss(S, y, 0.0, 1.1, **kw)) == pytest.approx(float(total) / 10)
+    grad = _grad(lambda s: pair_weighted_loss(s, y, 0.0, 1.1, **kw), S)
+    assert grad[0, 1] == 0 and torch.isfinite(grad).all()
 
 
 def test_errors_name_the_fix():
@@ -161,3 +146,112 @@ def test_errors_name_the_fix():
         get_loss("triplet_p", p=-1)
     with pytest.raises(ValueError, match="weighting"):
         pair_weights(torch.eye(2), torch.tensor([0, 1]), weighting="cubic")
+
+
+# ----------------------------------------------------------------------------- MS on distances
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pk(max_k=4), st.sampled_from(["v1", "v2"]), st.sampled_from([None, 0.1]), st.floats(0.0, 1.5)
+)
+def test_autograd_equals_eq_39_weights(batch, version, eps, m):
+    S, y = batch
+    kw = dict(version=version, epsilon=eps)
+    g = _grad(lambda s: ms_distance_loss(s, y, m, 2.0, 10.0, **kw), S)
+    w_pos, w_neg = ms_distance_weights(S, y, m, 2.0, 10.0, **kw)
+    D = torch.sqrt(2.0 - 2.0 * S).fill_diagonal_(1.0)
+    torch.testing.assert_close(g, (w_pos - w_neg) / len(y) * (-1.0 / D), rtol=1e-10, atol=1e-12)
+
+
+def test_margin_moves_v1_gradients_but_not_v2():
+    g0 = torch.Generator().manual_seed(1)
+    S = cosine_similarity(torch.randn(12, 4, generator=g0, dtype=torch.float64))
+    y = torch.arange(4).repeat_interleave(3)
+    grads = {
+        (v, m): _grad(lambda s, m=m, v=v: ms_distance_loss(s, y, m, 2.0, 50.0, version=v), S)
+        for v in ("v1", "v2")
+        for m in (0.5, 1.0)
+    }
+    torch.testing.assert_close(grads["v2", 0.5], grads["v2", 1.0], rtol=1e-12, atol=1e-14)
+    assert (grads["v1", 0.5] - grads["v1", 1.0]).abs().max() > 1e-3
+
+
+def test_registered_with_fig_5_settings_and_errors():
+    loss = get_loss("ms_distance")
+    assert (loss.margin, loss.alpha, loss.beta, loss.version, loss.epsilon) == (
+        1.0,
+        2.0,
+        50.0,
+        "v2",
+        0.1,
+    )
+    with pytest.raises(ValueError, match="version"):
+        get_loss("ms_distance", version="v3")
+    with pytest.raises(ValueError, match="alpha"):
+        get_loss("ms_distance", alpha=0.0)
+
+
+@st.composite
+def uneven(draw):
+    """A batch with singleton classes (anchors without positives) and optional candidate masks."""
+    B = draw(st.integers(2, 9))
+    labels = torch.tensor(draw(st.lists(st.integers(0, 3), min_size=B, max_size=B)))
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, 3, generator=g, dtype=torch.float64)
+    if draw(st.booleans()):
+        x[-1] = x[0]  # a coincident pair: D = 0, gradient 0
+    masks = {}
+    if draw(st.booleans()):
+        masks = dict(pos_mask=torch.rand(B, B, generator=g) < 0.7,
+                     neg_mask=torch.rand(B, B, generator=g) < 0.7)  # fmt: skip
+    return cosine_similarity(x), labels, masks
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    uneven(),
+    st.sampled_from(["v1", "v2"]),
+    st.sampled_from([None, 0.0, 0.1, 0.5]),
+    st.floats(0.0, 1.5),
+    st.sampled_from([(2.0, 50.0), (0.5, 3.0), (40.0, 80.0)]),
+    st.sampled_from(["mean", "sum", "none"]),
+)
+def test_ms_distance_equals_the_loop(batch, version, eps, m, scales, reduction):
+    """Value and gradient against the per-anchor loop of Algorithm 1 (float64), singletons,
+    coincident pairs and candidate masks included; the reductions agree with each other."""
+    S, y, masks = batch
+    a, b = scales
+    kw = dict(version=version, epsilon=eps, **masks)
+    s = S.clone().requires_grad_(True)
+    value = ms_distance_loss(s, y, m, a, b, reduction=reduction, **kw)
+    value.sum().backward()
+    assert torch.isfinite(s.grad).all()
+    mean = ms_distance_loss(S, y, m, a, b, **kw)
+    scale = {"mean": 1.0, "sum": len(y), "none": len(y)}[reduction]
+    torch.testing.assert_close(value.detach().sum(), mean * scale, rtol=1e-12, atol=1e-12)
+    if reduction == "mean" and not masks:
+        r = S.clone().requires_grad_(True)
+        ref = ms_distance_loss_reference(r, y, m, a, b, version=version, epsilon=eps)
+        torch.testing.assert_close(value.detach(), ref.detach(), rtol=1e-12, atol=1e-12)
+        if ref.requires_grad:  # the loop's sum over no mined pair is a constant 0
+            ref.backward()
+            torch.testing.assert_close(s.grad, r.grad, rtol=1e-10, atol=1e-12)
+        else:
+            assert not s.grad.any()
+
+
+def test_ms_distance_float32_matches_float64():
+    S = cosine_similarity(torch.randn(40, 16, generator=torch.Generator().manual_seed(3)))
+    y = torch.arange(10).repeat_interleave(4)
+    for version in ("v1", "v2"):
+        s32, s64 = S.clone().requires_grad_(True), S.double().requires_grad_(True)
+        v32, v64 = (
+            ms_distance_loss(s32, y, version=version),
+            ms_distance_loss(s64, y, version=version),
+        )
+        v32.backward(), v64.backward()
+        assert v32.dtype == torch.float32
+        torch.testing.assert_close(v32.double(), v64, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(s32.grad.double(), s64.grad, rtol=1e-3, atol=1e-5)

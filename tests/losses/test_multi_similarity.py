@@ -32,7 +32,6 @@ from dmlbook.losses import (
     ms_weights,
     multi_similarity_loss,
 )
-from dmlbook.losses.multi_similarity import BACKWARDS
 from dmlbook.mining import ms_mining_masks
 from dmlbook.similarity import cosine_similarity, pair_masks
 from dmlbook.studies.three_similarities import (
@@ -229,21 +228,6 @@ def test_symbolic_eq_13_14_for_a_small_anchor():
     assert check.passed and check.max_abs_err <= 1e-10
 
 
-@pytest.mark.parametrize("mining", [True, False])
-@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_closed_form_backward_equals_autograd(mining, reduction):
-    S = rand_S(15, 2).requires_grad_(True)
-    y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 4, 5, 5, 5])
-    g_out = torch.rand(15, dtype=torch.float64) if reduction == "none" else None
-    grads = []
-    for backward in ("closed_form", "autograd"):
-        out = multi_similarity_loss(S, y, mining=mining, reduction=reduction, backward=backward)
-        (g,) = torch.autograd.grad(out, S, grad_outputs=g_out)
-        grads.append((out.detach(), g))
-    torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-13, atol=1e-15)
-    torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-12, atol=1e-15)
-
-
 def test_finite_differences_agree():
     S = rand_S(8, 11)
     y = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2])
@@ -252,17 +236,14 @@ def test_finite_differences_agree():
         assert sy.gradcheck_witness(fn, S, y)
 
 
-def test_autograd_backward_supports_double_backward():
-    S = rand_S(6, 2).requires_grad_(True)
+def test_double_backward_works():
+    """The loss is plain autograd, so a second derivative (a gradient penalty) is available."""
+    x = torch.randn(6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    x.requires_grad_(True)
     y = torch.tensor([0, 0, 1, 1, 2, 2])
-    loss = multi_similarity_loss(S, y, backward="autograd")
-    (g,) = torch.autograd.grad(loss, S, create_graph=True)
-    (h,) = torch.autograd.grad(g.sum(), S)
+    (g,) = torch.autograd.grad(MultiSimilarityLoss(mining=False)(x, y), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.pow(2).sum(), x)
     assert torch.isfinite(h).all() and h.abs().sum() > 0
-    # the closed-form backward refuses a second derivative instead of returning a wrong one
-    (g2,) = torch.autograd.grad(multi_similarity_loss(S, y), S, create_graph=True)
-    with pytest.raises(RuntimeError):
-        torch.autograd.grad(g2.sum(), S)
 
 
 @FAST
@@ -353,9 +334,8 @@ def test_bfloat16_autocast_on_cpu():
     Sb = S.detach().clone().requires_grad_(True)
     (gb,) = torch.autograd.grad(multi_similarity_loss(Sb, y), Sb)
     assert gb.dtype == torch.bfloat16
-    for backward in ("autograd", "closed_form"):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            assert torch.isfinite(MultiSimilarityLoss(backward=backward)(x, y))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.isfinite(MultiSimilarityLoss()(x, y))
 
 
 def test_reductions_and_module():
@@ -371,7 +351,7 @@ def test_reductions_and_module():
     )
     assert "beta=40.0" in repr(m) and "mining=True" in repr(m)
     hp = {"alpha": 3.0, "beta": 30.0, "margin": 0.4, "epsilon": 0.2, "mining": False,
-          "reduction": "sum", "backward": BACKWARDS[-1]}  # fmt: skip
+          "reduction": "sum"}  # fmt: skip
     assert set(hp) == set(loss_parameters("multi_similarity"))
     S = cosine_similarity(x)
     m = MultiSimilarityLoss(**hp)
@@ -389,8 +369,6 @@ def test_bad_arguments_fail_with_a_message():
         multi_similarity_loss(S, y, epsilon=-0.1)
     with pytest.raises(ValueError, match="reduction"):
         multi_similarity_loss(S, y, reduction="max")
-    with pytest.raises(ValueError, match="backward"):
-        multi_similarity_loss(S, y, backward="magic")
     with pytest.raises(ValueError, match="square"):
         multi_similarity_loss(S[:3], y)
     with pytest.raises(ValueError, match="labels"):
@@ -435,24 +413,21 @@ def test_three_similarities_table_sees_all_three_for_ms():
 
 
 @pytest.mark.parametrize("mining", [True, False])
-def test_candidate_masks_in_the_closed_form_path(mining):
-    """Given masks go through the general path; it matches autograd and the label-mask path."""
+def test_candidate_masks_narrow_before_mining_and_weigh_by_eq_13_14(mining):
+    """Given masks narrow the label masks before mining; the gradient is still Eq. 13-14 on the
+    sets mined from the candidates, and the label masks themselves change nothing."""
     S = rand_S(14, 12)
     y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 4])
     lp, ln = pair_masks(y)
     g = torch.Generator().manual_seed(3)
     keep = torch.rand(14, 14, generator=g) < 0.7
     for pm, nm in ((lp, ln), (lp & keep, ln & keep), (None, keep)):
-        out = {}
-        for backward in ("closed_form", "autograd"):
-            fn = lambda s, b=backward, pm=pm, nm=nm: multi_similarity_loss(
-                s, y, mining=mining, backward=b, pos_mask=pm, neg_mask=nm
-            )
-            out[backward] = (float(fn(S)), grad_of(fn, S))
-        assert out["closed_form"][0] == pytest.approx(out["autograd"][0], rel=1e-12)
-        torch.testing.assert_close(
-            out["closed_form"][1], out["autograd"][1], rtol=1e-12, atol=1e-15
+        fn = lambda s, pm=pm, nm=nm: multi_similarity_loss(
+            s, y, mining=mining, reduction="sum", pos_mask=pm, neg_mask=nm
         )
+        pos, neg = ms_mining_masks(S, y, pos_mask=pm, neg_mask=nm) if mining else (pm, nm)
+        w_pos, w_neg = ms_weights(S, y, pos_mask=pos, neg_mask=neg)
+        torch.testing.assert_close(grad_of(fn, S), w_neg - w_pos, rtol=1e-12, atol=1e-15)
     plain = float(multi_similarity_loss(S, y, mining=mining))
     labelled = float(multi_similarity_loss(S, y, mining=mining, pos_mask=lp, neg_mask=ln))
     assert plain == pytest.approx(labelled, rel=1e-13)

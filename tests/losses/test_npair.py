@@ -21,7 +21,6 @@ from dmlbook.losses import (
     NPairLoss,
     npair_loss,
 )
-from dmlbook.losses.npair_closed_form import NPairClosedForm
 from dmlbook.reference.classic import npair_loss_reference as ref_npair
 from dmlbook.similarity import cosine_similarity
 
@@ -72,53 +71,10 @@ def test_module_on_the_pairs_samples_equals_the_loss_on_the_whole_s(labels, form
     )
 
 
-@FAST
-@given(
-    st.lists(st.integers(0, 4), min_size=2, max_size=12),
-    st.sampled_from(["mean", "sum"]),
-    st.integers(0, 2**16),
-    st.booleans(),
-)
-def test_module_closed_form_matches_autograd_on_the_whole_s(labels, red, seed, zero_row):
-    """The fused C x C path (similarity form, no masks) against npair_loss on the whole S with
-    autograd, in float64: value and gradient, a zero embedding row (norm clamped) included."""
-    y = torch.tensor(labels)
-    x = torch.randn(len(labels), 6, generator=torch.Generator().manual_seed(seed)).double()
-    if zero_row:
-        x[seed % len(labels)] = 0.0
-    x.requires_grad_(True)
-    loss = NPairLoss(reduction=red)
-    got = loss(x, y)
-    (g,) = torch.autograd.grad(got, x, allow_unused=True)
-    x2 = x.detach().clone().requires_grad_(True)
-    want = npair_loss(cosine_similarity(x2), y, reduction=red)
-    (g_want,) = torch.autograd.grad(want, x2, allow_unused=True)
-    assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-12, abs=1e-12)
-    zero = torch.zeros_like(x)
-    torch.testing.assert_close(
-        zero if g is None else g, zero if g_want is None else g_want, rtol=1e-10, atol=1e-12
-    )
-
-
-def test_module_closed_form_in_float32_and_with_masks():
-    """float32 agrees with the S path to rounding; masks (even all-True) take the S path."""
-    x = torch.randn(40, 16, generator=torch.Generator().manual_seed(3)).requires_grad_(True)
-    y = torch.arange(40) // 4
-    got = NPairLoss()(x, y)
-    (g,) = torch.autograd.grad(got, x)
-    want = npair_loss(cosine_similarity(x), y)
-    (g_want,) = torch.autograd.grad(want, x)
-    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
-    torch.testing.assert_close(g, g_want, rtol=1e-5, atol=1e-7)
-    everything = torch.ones(40, 40, dtype=torch.bool)
-    masked = NPairLoss()(x, y, pos_mask=everything)
-    torch.testing.assert_close(masked, want, rtol=1e-6, atol=1e-7)
-
-
-def test_closed_form_of_one_pair_is_zero_with_zero_gradient():
+def test_one_pair_is_zero_with_zero_gradient():
     """C = 1: the anchor has no negative, L = log(1 + 0) = 0 and its gradient 0 (Eq. 13)."""
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
-    value = NPairClosedForm.apply(x, torch.tensor([0]), torch.tensor([2]), 1.0)
-    (g,) = torch.autograd.grad(value, x)
+    value = NPairLoss()(x, torch.tensor([5, 9, 5]))
+    (g,) = torch.autograd.grad(value, x, allow_unused=True)
     assert float(value.detach()) == 0.0
-    assert float(g.abs().max()) == 0.0
+    assert g is None or float(g.abs().max()) == 0.0

@@ -1,12 +1,15 @@
-"""Triplet loss (Wang et al. 2019, Eq. 5; Liu et al., Eq. 12, 37) against loops and its GPW weight.
+"""The triplet family against loops and its GPW weight: the hinge (Wang et al. 2019, Eq. 5; Liu
+et al., Eq. 12, 37), batch-hard, every triplet in blocks of any size, and the cosine (NCA) triplet
+of Xuan & Pless (Eq. 4, its weight Eq. 6).
 
-Implementation: :mod:`dmlbook.losses.triplet`; chapter ``book/04_triplet.ipynb``; the miners are
-tested in ``tests/test_mining.py``.
+Implementation: :mod:`dmlbook.losses.triplet`; chapters ``book/04_triplet.ipynb`` and
+``book/13_gradient_surgery.ipynb``; the miners are tested in ``tests/test_mining.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 
 import hypothesis.strategies as st
 import pytest
@@ -22,12 +25,12 @@ from loss_cases import (
     rand_S,
 )
 
+from dmlbook.losses import TripletLoss, cosine_triplet_loss, describe_loss, get_loss, triplet_loss
 from dmlbook.losses import triplet as triplet_module
-from dmlbook.losses import (
-    triplet_loss,
-)
-from dmlbook.pairs import dissimilarity
+from dmlbook.pairs import dissimilarity, resolve_masks
+from dmlbook.reference.classic import dist, sets
 from dmlbook.reference.classic import triplet_loss_reference as ref_triplet
+from dmlbook.reference.gradient_surgery import cosine_triplet_loss_reference
 from dmlbook.similarity import cosine_similarity
 
 
@@ -110,3 +113,126 @@ def test_all_triplets_never_builds_a_b_cubed_tensor():
         triplet_loss(S, y, 0.2, form="distance", reduction="mean_nonzero").backward()
     largest = max(e.cpu_memory_usage for e in prof.key_averages())
     assert 0 < largest < 4 * 400**3 / 8
+
+
+def batch_hard_reference(S, y, margin, form, reduction):
+    """Per anchor: least similar positive, most similar negative (first on ties), the hinge."""
+    terms = []
+    for a in range(len(y)):
+        P, N = sets(y, a)
+        if P and N:
+            p = min(P, key=lambda k: (S[a][k], k))
+            n = min(N, key=lambda k: (-S[a][k], k))
+            terms.append(max(dist(S[a][p], form) - dist(S[a][n], form) + margin, 0.0))
+    if reduction == "sum":
+        return sum(terms)
+    if reduction == "mean_nonzero":
+        terms = [t for t in terms if t > 0]
+    return sum(terms) / len(terms) if terms else 0.0
+
+
+@FAST
+@given(
+    batches(),
+    st.sampled_from(FORMS),
+    st.sampled_from(["mean", "mean_nonzero", "sum"]),
+    st.sampled_from([0.0, 0.2, 1.0]),
+)
+def test_batch_hard_matches_the_loop(batch, form, reduction, margin):
+    """One triplet per anchor (ties to the lowest index), through the pair masks of the miner."""
+    S, y = batch
+    S = torch.round(S * 4) / 4  # ties in the hardest positive or negative
+    module = TripletLoss(margin, form=form, mining="batch_hard", reduction=reduction)
+    got = module.loss_on_similarity(S, y)
+    loop = batch_hard_reference(S.tolist(), y.tolist(), margin, form, reduction)
+    assert float(got) == pytest.approx(loop, abs=1e-7)  # D = 0 below eps
+
+
+# ----------------------------------------------------------------------------- cosine (NCA)
+
+
+def _eq4_on_every_triplet(S, pos, neg, tau, reduction):
+    """Eq. 4 on the full (B, B, B) tensor of triplets with autograd (the O(B^3) form)."""
+    valid = pos[:, :, None] & neg[:, None, :]
+    gap = tau * (S[:, None, :] - S[:, :, None])  # [a, p, n] = tau (S_an - S_ap)
+    per = torch.where(valid, torch.nn.functional.softplus(gap), torch.zeros_like(gap))
+    total = per.sum()
+    return total if reduction == "sum" else total / valid.sum().clamp_min(1)
+
+
+def _ephn_pair_masks(S, pos, neg):
+    """One easy positive and one hard negative per anchor with both, by a plain loop."""
+    one_pos, one_neg = torch.zeros_like(pos), torch.zeros_like(neg)
+    s = S.tolist()
+    for a in range(S.shape[0]):
+        P = [j for j in range(S.shape[0]) if pos[a, j]]
+        N = [j for j in range(S.shape[0]) if neg[a, j]]
+        if P and N:
+            one_pos[a, max(P, key=lambda j: (s[a][j], -j))] = True
+            one_neg[a, max(N, key=lambda j: (s[a][j], -j))] = True
+    return one_pos, one_neg
+
+
+@FAST
+@given(batches(max_b=9), st.floats(0.5, 20.0))
+def test_cosine_triplet_value_matches_eq4_and_the_loop(batch, tau):
+    S, y = batch
+    pos, neg = _ephn_pair_masks(S, *resolve_masks(y, None, None, tuple(S.shape)))
+    s = S.tolist()
+    terms = [math.log1p(math.exp(tau * (s[a][n] - s[a][p])))
+             for a in range(len(y)) for p in range(len(y)) for n in range(len(y))
+             if pos[a, p] and neg[a, n]]  # fmt: skip
+    got = float(cosine_triplet_loss(S, y, tau))
+    assert got == pytest.approx(sum(terms) / max(len(terms), 1), rel=1e-12, abs=1e-12)
+    got_all = float(cosine_triplet_loss(S, y, tau, mining="all"))
+    assert got_all == pytest.approx(cosine_triplet_loss_reference(S, y, tau), rel=1e-12, abs=1e-12)
+
+
+@FAST
+@given(
+    batches(max_b=10, n_classes=4),
+    st.sampled_from(["ephn", "all"]),
+    st.sampled_from(["mean", "sum"]),
+    st.integers(0, 2**16),
+    st.sampled_from([None, 1, 7]),
+)
+def test_cosine_triplet_matches_eq4_on_every_triplet(batch, mining, reduction, seed, block):
+    """Against Eq. 4 on the whole (B, B, B) tensor with autograd, in float64: value and dL/dS,
+    with and without random pair masks (anchors without a positive or a negative), blocks of
+    any size."""
+    S, y = batch
+    B = len(y)
+    g = torch.Generator().manual_seed(seed)
+    masks = {}
+    if seed % 2:
+        masks = {"pos_mask": torch.rand(B, B, generator=g) < 0.6,
+                 "neg_mask": torch.rand(B, B, generator=g) < 0.6}  # fmt: skip
+    with triplet_block(block or triplet_module.TRIPLET_BLOCK):
+        fn = lambda s: cosine_triplet_loss(s, y, 3.0, mining=mining, reduction=reduction, **masks)
+        got, g_got = fn(S), grad_of(fn, S)
+    pos, neg = resolve_masks(y, masks.get("pos_mask"), masks.get("neg_mask"), (B, B))
+    if mining == "ephn":
+        pos, neg = _ephn_pair_masks(S, pos, neg)
+    want = _eq4_on_every_triplet(S, pos, neg, 3.0, reduction)
+    g_want = grad_of(lambda s: _eq4_on_every_triplet(s, pos, neg, 3.0, reduction), S)
+    assert abs(float(got) - float(want)) < 1e-12
+    torch.testing.assert_close(g_got, g_want, rtol=1e-10, atol=1e-13)
+
+
+def test_cosine_triplet_without_a_triplet_float32_and_registration():
+    S = torch.eye(3, dtype=torch.float64, requires_grad=True)
+    for mining in ("ephn", "all"):
+        for y in (torch.tensor([0, 1, 2]), torch.tensor([0, 0, 0])):
+            value = cosine_triplet_loss(S, y, mining=mining)
+            (grad,) = torch.autograd.grad(value, S)
+            assert float(value.detach()) == 0.0 and float(grad.abs().max()) == 0.0
+    S64, y = rand_S(40, 1, d=8), torch.arange(40) // 4
+    v32 = cosine_triplet_loss(S64.float(), y, mining="all")
+    assert v32.dtype == torch.float32
+    torch.testing.assert_close(v32.double(), cosine_triplet_loss(S64, y, mining="all"), rtol=1e-5,
+                               atol=1e-6)  # fmt: skip
+    name, params = describe_loss(get_loss("nca_triplet", tau=8.0))
+    assert name == "cosine_triplet" and params["tau"] == 8.0
+    x = torch.randn(9, 4, dtype=torch.float64, requires_grad=True)
+    module = get_loss("cosine_triplet", tau=5.0, mining="all")
+    assert torch.autograd.gradcheck(lambda v: module(v, torch.arange(9) // 3), (x,))

@@ -9,8 +9,7 @@ import torch
 from hypothesis import given, settings
 
 from dmlbook.losses.liu_triplet import triplet_weighted_loss
-from dmlbook.losses.liu_weighting import pair_weighted_loss
-from dmlbook.losses.ms_distance import ms_distance_loss
+from dmlbook.losses.liu_weighting import ms_distance_loss, pair_weighted_loss
 from dmlbook.reference.liu_weighting import (
     ms_distance_loss_reference,
     pair_weighted_loss_reference,

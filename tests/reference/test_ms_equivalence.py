@@ -23,8 +23,8 @@
     surrogate has the log form's gradient (not its value). Eq. 39 *without* the "+1" in the
     weights' denominators is a different loss: the gradient of a plain log-sum-exp, in which the
     threshold m cancels (no Similarity-S). That loss is what Liu et al.'s Fig. 5 calls "MS loss
-    (v2)" (their "v1" is MS with the "+1"); :mod:`dmlbook.losses.ms_distance` implements both
-    (``tests/losses/test_ms_distance.py``).
+    (v2)" (their "v1" is MS with the "+1"); :func:`dmlbook.losses.ms_distance_loss` implements both
+    (``tests/losses/test_liu_weighting.py``).
     On squared distances ``D^2 = 2 - 2S`` the log form is exactly twice Wang et al.'s Eq. 15 with
     ``(2a, 2b, lambda = 1 - m/2)``.
 """
