@@ -19,7 +19,7 @@ JOBS   ?= 2
 export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: help install book check-book test test-unit test-book refresh lab lint format bench verify-backbones clean \
-	coursework grade
+	coursework grade gpu-check
 
 help:
 	@echo "make book     install (if needed), execute every chapter into build/book/ and render HTML"
@@ -29,6 +29,7 @@ help:
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"
 	@echo "make lint     ruff check and format check"
 	@echo "make bench    CPU benchmarks, results under bench/results/"
+	@echo "make gpu-check  on a GPU machine: the prepared GPU measurements (8 min), build/gpu-check/"
 	@echo "make verify-backbones  ResNet/BN-Inception against torchvision and the port (downloads them)"
 	@echo "make book EDITION=instructor  the book with the exercises' answers shown (default: student)"
 	@echo "make coursework  student releases + autograders of every assignment, build/coursework/"
@@ -92,6 +93,13 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_recall.py
 	$(BIN)/python bench/bench_ms.py
 	$(BIN)/python bench/bench_input_pipeline.py
+
+# The GPU check (bench/gpu_check.py): on a GPU machine, from the source tree, with that machine's own
+# python3 and torch (no install step, no .venv); at most 8 minutes on one H100, results written as they
+# come under GPU_CHECK_OUT. GPU_CHECK_ARGS="--smoke" runs the same parts on the CPU at toy sizes.
+GPU_CHECK_OUT ?= build/gpu-check
+gpu-check:
+	PYTHONPATH=. $(PYTHON) bench/gpu_check.py --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
 
 # The reference model code, installed beside (not into) the venv: torchvision 0.28 is the release
 # built for torch 2.13; neither package is a dependency of dmlbook.

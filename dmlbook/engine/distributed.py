@@ -58,6 +58,7 @@ __all__ = [
     "gather_batch",
     "gather_objects",
     "gather_rows",
+    "process_group_backend",
     "shard_bounds",
     "wrap_model",
 ]
@@ -105,8 +106,10 @@ def _current() -> DistContext:
 def distributed(device: str = "auto") -> Iterator[tuple[DistContext, torch.device]]:
     """Join the run ``torchrun`` started (if any); yield this process's context and device.
 
-    With ``WORLD_SIZE`` > 1 in the environment and no process group yet, the group is created
-    (NCCL for CUDA devices, gloo otherwise) and destroyed on exit. A group the caller created
+    With ``WORLD_SIZE`` in the environment (``torchrun`` sets it, to 1 as well) and no process
+    group yet, the group is created (NCCL for CUDA devices, gloo otherwise) and destroyed on
+    exit; a one-process ``torchrun`` run thus joins the same kind of group as a larger one (the
+    model is wrapped and batches gathered only when there are several processes). A group the caller created
     (e.g. a test's ``init_process_group``) is used as it is. Under several processes a CUDA
     device without an index becomes ``cuda:LOCAL_RANK``: one GPU per process.
 
@@ -117,7 +120,8 @@ def distributed(device: str = "auto") -> Iterator[tuple[DistContext, torch.devic
     """
     created = False
     dev = resolve_device(device)
-    if not (dist.is_available() and dist.is_initialized()) and _env_int("WORLD_SIZE", 1) > 1:
+    launched = "WORLD_SIZE" in os.environ and _env_int("WORLD_SIZE", 1) >= 1
+    if not (dist.is_available() and dist.is_initialized()) and launched:
         if dev.type == "cuda" and dev.index is None:
             torch.cuda.set_device(_env_int("LOCAL_RANK", 0))
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
@@ -132,6 +136,13 @@ def distributed(device: str = "auto") -> Iterator[tuple[DistContext, torch.devic
     finally:
         if created:
             dist.destroy_process_group()
+
+
+def process_group_backend() -> str | None:
+    """The backend of this process's group (``"nccl"``, ``"gloo"``), or None without one."""
+    if dist.is_available() and dist.is_initialized():
+        return str(dist.get_backend())
+    return None
 
 
 def wrap_model(

@@ -54,6 +54,7 @@ from .distributed import (
     distributed,
     gather_batch,
     gather_objects,
+    process_group_backend,
     wrap_model,
 )
 from .evaluation import evaluate_model
@@ -318,6 +319,7 @@ class _Run:
             "test_images": len(splits.test),
             "gallery_images": None if splits.gallery is None else len(splits.gallery),
             "best": self.best, "tensorboard": self.tb is not None,
+            "world_size": self.ctx.world_size, "process_group": process_group_backend(),
         })  # fmt: skip
 
     # ---------------------------------------------------------------- the run
