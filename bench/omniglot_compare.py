@@ -64,6 +64,8 @@ from dmlbook.data.omniglot import one_shot_runs  # noqa: E402
 from dmlbook.studies import fair_comparison as fc  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: The committed CPU protocol; ``--scale gpu`` takes its tuned settings unless told otherwise.
+CPU_RUNS = RESULTS / "omniglot_compare_cpu" / "runs.csv"
 PHASES = ("tune", "final", "sampler", "recipe")
 COLUMNS = [
     "phase", "loss", "hparams", "seed", "steps", "sampler", "val MAP@R", "val R@1",
@@ -108,6 +110,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.losses or []) - set(known))
     if unknown:
         p.error(f"unknown --losses {', '.join(map(repr, unknown))}; the families are: {', '.join(map(repr, known))}")
+    if args.use_tuned is None and args.scale == "gpu" and CPU_RUNS.is_file():
+        args.use_tuned = CPU_RUNS  # the settings tuned on this machine's CPU protocol
     if args.use_tuned is not None and not args.use_tuned.is_file():
         p.error(f"--use-tuned {args.use_tuned}: no such file (pass the runs.csv of a run that tuned)")
     if args.budget_s is not None and args.budget_s <= 0:
@@ -186,9 +190,10 @@ def plan(args: argparse.Namespace, scale: fc.Scale, ledger: Ledger) -> list[dict
             fam = fc.LossFamily(label, TABLE_II_BASELINE.name, TABLE_II_BASELINE.source)
             hp = {**TABLE_II_BASELINE.grid[0], **extra}
             runs.append(dict(phase="sampler", fam=fam, hp=hp, seed=seed, steps=scale.steps, sampler=sampler))
-    best = recipe_family(ledger, scale, tuned) if "recipe" in args.phases else None
+    best = recipe_family(ledger, scale, families, args.seeds) if "recipe" in args.phases else None
     for seed in args.seeds if best is not None else ():
-        runs.append(dict(phase="recipe", fam=fc.family(best), hp=tuned[best], seed=seed, steps=scale.recipe_steps))
+        runs.append(dict(phase="recipe", fam=fc.family(best), hp=tuned[best], seed=seed,
+                         steps=scale.recipe_steps))  # fmt: skip
     for r in runs:
         r.setdefault("sampler", "pk")
         r.update(loss=r["fam"].label, hparams=json.dumps(r["hp"], sort_keys=True))
@@ -212,14 +217,17 @@ def tuned_settings(args: argparse.Namespace, ledger: Ledger) -> dict[str, dict]:
     return tuned
 
 
-def recipe_family(ledger: Ledger, scale: fc.Scale, tuned: dict[str, dict]) -> str | None:
-    """The family with the lowest mean one-shot error over this scale's complete final runs."""
+def recipe_family(
+    ledger: Ledger, scale: fc.Scale, families: list[fc.LossFamily], seeds: list[int]
+) -> str | None:
+    """The family with the lowest mean one-shot error in ``final``, once every family asked has
+    its final runs for every seed asked (None before)."""
     rows = ledger.rows()
     rows = rows[(rows["phase"] == "final") & (rows["steps"] == scale.steps)]
-    if rows.empty or rows["loss"].nunique() < len(fc.FAMILIES):
+    rows = rows[rows["loss"].isin([f.label for f in families]) & rows["seed"].isin(seeds)]
+    if len(rows.drop_duplicates(["loss", "seed"])) < len(families) * len(seeds):
         return None
-    best = str(rows.groupby("loss")["one-shot error"].mean().idxmin())
-    return best if best in tuned else None
+    return str(rows.groupby("loss")["one-shot error"].mean().idxmin())
 
 
 def run_one(r: dict, scale: fc.Scale, data: dict, device: str) -> dict:
