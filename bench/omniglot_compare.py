@@ -99,7 +99,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--losses", nargs="+", metavar="LABEL", help="a subset of the family labels")
     p.add_argument("--out-dir", type=Path, help="default bench/results/omniglot_compare_<scale>")
     p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget in seconds")
-    p.add_argument("--use-tuned", type=Path, metavar="RUNS_CSV", help="skip tuning: take settings from this file")
+    p.add_argument(
+        "--use-tuned",
+        type=Path,
+        metavar="RUNS_CSV",
+        help="skip tuning: take settings from this file",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = p.parse_args(argv)
     if args.smoke:
@@ -109,14 +114,22 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     known = [f.label for f in fc.FAMILIES]
     unknown = sorted(set(args.losses or []) - set(known))
     if unknown:
-        p.error(f"unknown --losses {', '.join(map(repr, unknown))}; the families are: {', '.join(map(repr, known))}")
+        p.error(
+            f"unknown --losses {', '.join(map(repr, unknown))}; the families are: {', '.join(map(repr, known))}"
+        )
     if args.use_tuned is None and args.scale == "gpu" and CPU_RUNS.is_file():
         args.use_tuned = CPU_RUNS  # the settings tuned on this machine's CPU protocol
     if args.use_tuned is not None and not args.use_tuned.is_file():
-        p.error(f"--use-tuned {args.use_tuned}: no such file (pass the runs.csv of a run that tuned)")
+        p.error(
+            f"--use-tuned {args.use_tuned}: no such file (pass the runs.csv of a run that tuned)"
+        )
     if args.budget_s is not None and args.budget_s <= 0:
         p.error("--budget-s must be a positive number of seconds")
-    if args.threads < 1 or any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
+    if (
+        args.threads < 1
+        or any(s < 0 for s in args.seeds)
+        or len(set(args.seeds)) != len(args.seeds)
+    ):
         p.error("--threads must be >= 1 and --seeds distinct non-negative integers")
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -179,17 +192,23 @@ def plan(args: argparse.Namespace, scale: fc.Scale, ledger: Ledger) -> list[dict
     runs: list[dict] = []
     if "tune" in args.phases and args.use_tuned is None:
         for fam in families:
-            runs += [dict(phase="tune", fam=fam, hp=hp, seed=0, steps=scale.steps) for hp in fam.grid]
+            runs += [
+                dict(phase="tune", fam=fam, hp=hp, seed=0, steps=scale.steps) for hp in fam.grid
+            ]
     tuned = tuned_settings(args, ledger)
     for seed in args.seeds if "final" in args.phases else ():
         for fam in families:
             if fam.label in tuned:
-                runs.append(dict(phase="final", fam=fam, hp=tuned[fam.label], seed=seed, steps=scale.steps))
+                runs.append(
+                    dict(phase="final", fam=fam, hp=tuned[fam.label], seed=seed, steps=scale.steps)
+                )
     for seed in args.seeds if "sampler" in args.phases else ():
         for label, sampler, extra in TABLE_II:
             fam = fc.LossFamily(label, TABLE_II_BASELINE.name, TABLE_II_BASELINE.source)
             hp = {**TABLE_II_BASELINE.grid[0], **extra}
-            runs.append(dict(phase="sampler", fam=fam, hp=hp, seed=seed, steps=scale.steps, sampler=sampler))
+            runs.append(
+                dict(phase="sampler", fam=fam, hp=hp, seed=seed, steps=scale.steps, sampler=sampler)
+            )
     best = recipe_family(ledger, scale, families, args.seeds) if "recipe" in args.phases else None
     for seed in args.seeds if best is not None else ():
         runs.append(dict(phase="recipe", fam=fc.family(best), hp=tuned[best], seed=seed,
@@ -210,7 +229,11 @@ def tuned_settings(args: argparse.Namespace, ledger: Ledger) -> dict[str, dict]:
     complete = {f.label for f in fc.FAMILIES if len(rows[rows["loss"] == f.label]) >= len(f.grid)}
     tuned = fc.select_tuned(rows[rows["loss"].isin(complete)]) if complete else {}
     if args.use_tuned is not None:
-        missing = [f.label for f in fc.FAMILIES if (not args.losses or f.label in args.losses) and f.label not in tuned]
+        missing = [
+            f.label
+            for f in fc.FAMILIES
+            if (not args.losses or f.label in args.losses) and f.label not in tuned
+        ]
         if missing:
             sys.exit(f"--use-tuned {args.use_tuned} has no complete tuning of {', '.join(missing)}; "
                      "rerun the tune phase for them or leave them out with --losses.")  # fmt: skip
@@ -249,7 +272,15 @@ def run_one(r: dict, scale: fc.Scale, data: dict, device: str) -> dict:
         load1=round(os.getloadavg()[0], 2), device=device,
         finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
     )  # fmt: skip
-    return {k: (round(v, 5) if isinstance(v, float) and k in ("val MAP@R", "val R@1", "one-shot error", "MAP@R", "R@1") else v) for k, v in row.items()}
+    return {
+        k: (
+            round(v, 5)
+            if isinstance(v, float)
+            and k in ("val MAP@R", "val R@1", "one-shot error", "MAP@R", "R@1")
+            else v
+        )
+        for k, v in row.items()
+    }
 
 
 def summary(rows: pd.DataFrame) -> str:
@@ -259,15 +290,23 @@ def summary(rows: pd.DataFrame) -> str:
         part = rows[rows["phase"] == phase]
         if part.empty:
             continue
-        out.append(f"## {phase} ({', '.join(str(s) for s in sorted(part['steps'].unique()))} steps)\n")
+        out.append(
+            f"## {phase} ({', '.join(str(s) for s in sorted(part['steps'].unique()))} steps)\n"
+        )
         for metric in ("one-shot error", "MAP@R", "R@1"):
             table = (100 * fc.mean_intervals(part, metric)[["mean", "low", "high"]]).round(1)
             table["seeds"] = part.groupby("loss", sort=False).size()
-            out.append(f"{metric} (percent, mean and 95 % t-interval over seeds):\n\n```\n{table.to_string()}\n```\n")
+            out.append(
+                f"{metric} (percent, mean and 95 % t-interval over seeds):\n\n```\n{table.to_string()}\n```\n"
+            )
         if phase == "final" and part["loss"].nunique() > 1:
             best = part.groupby("loss")["one-shot error"].mean().idxmin()
-            diff = (100 * fc.paired_intervals(part, best, "one-shot error")[["mean", "low", "high"]]).round(1)
-            out.append(f"one-shot error minus {best}'s, seed by seed (points, 95 % t-interval):\n\n```\n{diff.to_string()}\n```\n")
+            diff = (
+                100 * fc.paired_intervals(part, best, "one-shot error")[["mean", "low", "high"]]
+            ).round(1)
+            out.append(
+                f"one-shot error minus {best}'s, seed by seed (points, 95 % t-interval):\n\n```\n{diff.to_string()}\n```\n"
+            )
     return "\n".join(out)
 
 
@@ -290,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         if phase not in args.phases:
             continue
         done = ledger.done()
-        todo = [r for r in plan(args, scale, ledger) if r["phase"] == phase and key_of(r) not in done]
+        todo = [
+            r for r in plan(args, scale, ledger) if r["phase"] == phase and key_of(r) not in done
+        ]
         bar = tqdm(todo, desc=phase, unit="run", file=sys.stdout)
         for r in bar:
             if not budget.allows_another():

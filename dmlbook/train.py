@@ -54,6 +54,7 @@ def cosine_factor(total: int) -> Callable[[int], float]:
     """``factor(i) = (1 + cos(pi i / total)) / 2``: 1 at the first update, towards 0 at the last."""
     return lambda i: 0.5 * (1.0 + math.cos(math.pi * i / total))
 
+
 Augment = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
 
 
@@ -121,7 +122,9 @@ def _check_args(
     if lr_decay not in LR_DECAYS:
         raise ValueError(f"lr_decay must be None or 'cosine', got {lr_decay!r}.")
     if sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {', '.join(map(repr, SAMPLERS))}, got {sampler!r}.")
+        raise ValueError(
+            f"sampler must be one of {', '.join(map(repr, SAMPLERS))}, got {sampler!r}."
+        )
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
     if not callable(loss_fn):
@@ -254,9 +257,7 @@ def fit(
     On a CPU two calls with the same seed and identically initialised models return identical
     histories, except for the ``seconds`` column.
     """
-    ks = _check_args(
-        model, loss_fn, epochs, eval_every, ks, grad_clip, augment, sampler, lr_decay
-    )
+    ks = _check_args(model, loss_fn, epochs, eval_every, ks, grad_clip, augment, sampler, lr_decay)
     settings = {"weight_decay": weight_decay, "momentum": momentum, "nesterov": nesterov}
     check_optimizer(optimizer, lr, **settings)  # before any work
     train_x, train_y = inputs_and_labels(train, "train")

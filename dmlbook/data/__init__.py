@@ -82,11 +82,11 @@ from .registry import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .affine import RandomAffine
     from .augment import BN_INCEPTION, IMAGENET, EvalTransform, Normalization, TrainTransform
     from .dataset import EmbeddedDataset
     from .image_cache import Batch, CachedImageDataset, build_image_cache
     from .image_folder import ImageListDataset, IncompleteDatasetError
-    from .affine import RandomAffine
     from .random_sampler import RandomBatchSampler
     from .sampler import PKSampler
 

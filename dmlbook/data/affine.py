@@ -54,7 +54,9 @@ def _scale_range(scale: object) -> tuple[float, float]:
     try:
         lo, hi = (float(v) for v in scale)  # type: ignore[union-attr]
     except (TypeError, ValueError):
-        raise ValueError(f"scale must be a pair (low, high), e.g. (0.8, 1.2), got {scale!r}.") from None
+        raise ValueError(
+            f"scale must be a pair (low, high), e.g. (0.8, 1.2), got {scale!r}."
+        ) from None
     if not (0 < lo <= hi and math.isfinite(hi)):
         raise ValueError(f"scale must satisfy 0 < low <= high, got {scale!r}.")
     return lo, hi
@@ -147,9 +149,7 @@ class RandomAffine:
             + (", whole_pixels=True)" if self.whole_pixels else ")")
         )
 
-    def sample(
-        self, n: int, generator: torch.Generator
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """Draw ``n`` transformations: linear parts ``(n, 2, 2)`` and translations ``(n, 2)``.
 
         Float64 tensors on the CPU; translations in pixels. Every image uses 14 numbers of the

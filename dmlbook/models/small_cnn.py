@@ -76,7 +76,7 @@ class SmallCNN(nn.Module):
         self.dim = check_positive_int(dim, "dim")
         self.width = check_positive_int(width, "width")
         self.normalize = bool(normalize)
-        if isinstance(stride, bool) or stride not in (1, 2):
+        if isinstance(stride, bool) or not isinstance(stride, int) or stride not in (1, 2):
             raise ValueError(
                 f"stride must be 2 (a stride-2 first convolution) or 1 (full resolution, then "
                 f"max-pooling; for small images such as Omniglot's), got {stride!r}."

@@ -146,7 +146,9 @@ def family(label: str) -> LossFamily:
     for fam in FAMILIES:
         if fam.label == label:
             return fam
-    raise ValueError(f"unknown loss family {label!r}; known: {', '.join(f.label for f in FAMILIES)}.")
+    raise ValueError(
+        f"unknown loss family {label!r}; known: {', '.join(f.label for f in FAMILIES)}."
+    )
 
 
 @dataclass(frozen=True)
@@ -295,9 +297,7 @@ def _t_half_width(values: pd.Series, level: float) -> float:
     return float(stats.t.ppf(0.5 + level / 2, n - 1) * values.std(ddof=1) / math.sqrt(n))
 
 
-def mean_intervals(
-    results: pd.DataFrame, metric: str, *, level: float = 0.95
-) -> pd.DataFrame:
+def mean_intervals(results: pd.DataFrame, metric: str, *, level: float = 0.95) -> pd.DataFrame:
     """Each loss's mean of ``metric`` over seeds with a Student-t interval at ``level``.
 
     Returns a frame indexed by ``loss`` (first-appearance order) with ``mean``, ``low``,

@@ -64,7 +64,9 @@ def test_a_second_call_resumes_with_nothing_left(script, first, capsys):
     assert "0 run(s) finished in this invocation" in capsys.readouterr().out
 
 
-def test_tuned_settings_come_from_another_file_and_a_spent_budget_stops(script, first, tmp_path, capsys):
+def test_tuned_settings_come_from_another_file_and_a_spent_budget_stops(
+    script, first, tmp_path, capsys
+):
     out = tmp_path / "gpu"
     args = [*SUBSET, "--phases", "final", "--use-tuned", str(first / "runs.csv")]
     assert script.main([*args, "--out-dir", str(out), "--budget-s", "1e-9"]) == 0

@@ -44,14 +44,33 @@ def test_every_family_of_the_book_is_there_and_every_setting_builds():
     labels = [f.label for f in fc.FAMILIES]
     assert len(labels) == len(set(labels)) == 14
     names = {f.name for f in fc.FAMILIES}
-    assert {"multi_similarity", "pair_e", "triplet_e", "dro_kl_g", "dro", "gradient_surgery"} <= names
-    assert {"contrastive", "triplet", "lifted", "lifted_star", "binomial", "npair", "binlifted"} <= names
+    assert {
+        "multi_similarity",
+        "pair_e",
+        "triplet_e",
+        "dro_kl_g",
+        "dro",
+        "gradient_surgery",
+    } <= names
+    assert {
+        "contrastive",
+        "triplet",
+        "lifted",
+        "lifted_star",
+        "binomial",
+        "npair",
+        "binlifted",
+    } <= names
     surgery = fc.family("gradient surgery (best)").grid[0]
     assert (surgery["direction"], surgery["pair_weight"], surgery["triplet_weight"]) == (
-        "cos_orth", "lin_ms", "cir",
+        "cos_orth",
+        "lin_ms",
+        "cir",
     )  # Xuan & Pless's Table 5 combination
     assert fc.family("DRO-TopK-PN").grid[0]["uncertainty"] == "topk_pn"
-    x = torch.nn.functional.normalize(torch.randn(20, 8, generator=torch.Generator().manual_seed(0)), dim=1)
+    x = torch.nn.functional.normalize(
+        torch.randn(20, 8, generator=torch.Generator().manual_seed(0)), dim=1
+    )
     y = torch.arange(4).repeat_interleave(5)
     for fam in fc.FAMILIES:
         for hp in fam.grid:
@@ -89,7 +108,9 @@ def test_intervals_match_scipy():
     )
     means = fc.mean_intervals(results, "err")
     low, high = stats.t.interval(0.95, 3, loc=a.mean(), scale=stats.sem(a))
-    assert means.loc["A", "low"] == pytest.approx(low) and means.loc["A", "high"] == pytest.approx(high)
+    assert means.loc["A", "low"] == pytest.approx(low) and means.loc["A", "high"] == pytest.approx(
+        high
+    )
     assert means.loc["B", "seeds"] == 4
     paired = fc.paired_intervals(results, "A", "err")
     ci = stats.ttest_rel(b, a).confidence_interval(0.95)
