@@ -144,10 +144,8 @@ class Ledger:
     def __init__(self, path: Path, header: str) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.is_file():
-            path.write_text(",".join(f'"{c}"' if " " in c else c for c in COLUMNS) + "\n")
-        with open(path, "a") as f:
-            f.write(header + "\n")
+        columns = ",".join(f'"{c}"' if " " in c else c for c in COLUMNS)
+        self._write(lambda f: f.write((columns + "\n" if f.tell() == 0 else "") + header + "\n"))
 
     def rows(self) -> pd.DataFrame:
         return pd.read_csv(self.path, comment="#", dtype={"hparams": str, "sampler": str})
@@ -158,14 +156,20 @@ class Ledger:
 
     def append(self, row: dict) -> None:
         line = pd.DataFrame([row], columns=COLUMNS).to_csv(header=False, index=False)
+        self._write(lambda f: f.write(line))
+
+    def _write(self, write) -> None:
+        """``write(f)`` on the file opened for appending, under an exclusive lock (several
+        invocations may share one file, e.g. one per group of families)."""
         with open(self.path, "a") as f:
             try:
                 import fcntl
 
-                fcntl.flock(f, fcntl.LOCK_EX)  # two invocations may share a file
+                fcntl.flock(f, fcntl.LOCK_EX)
             except ImportError:  # pragma: no cover - not POSIX
                 pass
-            f.write(line)
+            f.seek(0, os.SEEK_END)
+            write(f)
             f.flush()
 
 
