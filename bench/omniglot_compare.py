@@ -6,7 +6,8 @@ hyper-parameters chosen by MAP@R on two held-out *training* alphabets (never the
 final runs on every seed, scored by the 20-way one-shot error (Lake et al.'s 20 runs), MAP@R and
 R@1 on the 106 test characters. Four phases, in order:
 
-``tune``     every family's grid, seed 0, trained on 3 training alphabets, scored on the other 2
+``tune``     every family's grid, seed 0, trained on 3 training alphabets, scored on the other 2;
+             one more setting beyond the grid where its best lies at an end of the grid
 ``final``    every family with its tuned setting, every seed (seed by seed, so a cut-off run
              has every loss for the seeds it finished)
 ``sampler``  Liu et al.'s Table II on Omniglot: their baseline pair loss (Pair-P, w = 1, m1 = 0,
@@ -195,11 +196,12 @@ def plan(args: argparse.Namespace, scale: fc.Scale, ledger: Ledger) -> list[dict
     families = [f for f in fc.FAMILIES if not args.losses or f.label in args.losses]
     runs: list[dict] = []
     if "tune" in args.phases and args.use_tuned is None:
+        rows = ledger.rows()
         for fam in families:
-            runs += [
-                dict(phase="tune", fam=fam, hp=hp, seed=0, steps=scale.steps) for hp in fam.grid
-            ]
-    tuned = tuned_settings(args, ledger)
+            beyond = fc.extension(fam, tuning_rows(rows, fam, scale))
+            for hp in [*fam.grid, *([beyond] if beyond else [])]:
+                runs.append(dict(phase="tune", fam=fam, hp=hp, seed=0, steps=scale.steps))
+    tuned = tuned_settings(args, ledger, scale)
     for seed in args.seeds if "final" in args.phases else ():
         for fam in families:
             if fam.label in tuned:
@@ -223,15 +225,30 @@ def plan(args: argparse.Namespace, scale: fc.Scale, ledger: Ledger) -> list[dict
     return runs
 
 
-def tuned_settings(args: argparse.Namespace, ledger: Ledger) -> dict[str, dict]:
+def tuning_rows(rows: pd.DataFrame, fam: fc.LossFamily, scale: fc.Scale | None) -> pd.DataFrame:
+    """The finished tuning runs of one family (at this scale's step count, when given)."""
+    keep = (rows["phase"] == "tune") & (rows["loss"] == fam.label)
+    if scale is not None:
+        keep &= rows["steps"] == scale.steps
+    return rows[keep]
+
+
+def tuning_done(fam: fc.LossFamily, rows: pd.DataFrame) -> bool:
+    """Whether a family's tuning is finished: its grid and, where it applies, its extension."""
+    tried = [json.loads(h) for h in rows["hparams"]]
+    beyond = fc.extension(fam, rows)
+    return all(dict(hp) in tried for hp in fam.grid) and (beyond is None or beyond in tried)
+
+
+def tuned_settings(args: argparse.Namespace, ledger: Ledger, scale: fc.Scale) -> dict[str, dict]:
     """Each family's chosen setting, from --use-tuned or from this ledger's finished tuning."""
-    if args.use_tuned is not None:
-        rows = pd.read_csv(args.use_tuned, comment="#", dtype={"hparams": str})
+    if args.use_tuned is not None:  # tuned at another scale (the CPU protocol): any step count
+        rows, at = pd.read_csv(args.use_tuned, comment="#", dtype={"hparams": str}), None
     else:
-        rows = ledger.rows()
-    rows = rows[rows["phase"] == "tune"]
-    complete = {f.label for f in fc.FAMILIES if len(rows[rows["loss"] == f.label]) >= len(f.grid)}
-    tuned = fc.select_tuned(rows[rows["loss"].isin(complete)]) if complete else {}
+        rows, at = ledger.rows(), scale
+    parts = {f.label: tuning_rows(rows, f, at) for f in fc.FAMILIES}
+    done = [parts[f.label] for f in fc.FAMILIES if tuning_done(f, parts[f.label])]
+    tuned = fc.select_tuned(pd.concat(done)) if done else {}
     if args.use_tuned is not None:
         missing = [
             f.label
@@ -332,21 +349,26 @@ def main(argv: list[str] | None = None) -> int:
     for phase in PHASES:  # phases plan in turn: final needs tuning, recipe needs final
         if phase not in args.phases:
             continue
-        done = ledger.done()
-        todo = [
-            r for r in plan(args, scale, ledger) if r["phase"] == phase and key_of(r) not in done
-        ]
-        bar = tqdm(todo, desc=phase, unit="run", file=sys.stdout)
-        for r in bar:
-            if not budget.allows_another():
-                stopped = True
+        while not stopped:  # tuning plans again once a grid is done (its extension)
+            done = ledger.done()
+            todo = [
+                r
+                for r in plan(args, scale, ledger)
+                if r["phase"] == phase and key_of(r) not in done
+            ]
+            if not todo:
                 break
-            bar.set_postfix(loss=r["loss"], seed=r["seed"], refresh=True)
-            start = time.perf_counter()
-            ledger.append(run_one(r, scale, data, args.device))
-            budget.durations.append(time.perf_counter() - start)
-            finished += 1
-        bar.close()
+            bar = tqdm(todo, desc=phase, unit="run", file=sys.stdout)
+            for r in bar:
+                if not budget.allows_another():
+                    stopped = True
+                    break
+                bar.set_postfix(loss=r["loss"], seed=r["seed"], refresh=True)
+                start = time.perf_counter()
+                ledger.append(run_one(r, scale, data, args.device))
+                budget.durations.append(time.perf_counter() - start)
+                finished += 1
+            bar.close()
         if stopped:
             break
     rows = ledger.rows()

@@ -13,7 +13,8 @@ protocol for the shipped Omniglot copy:
 2. **Tuning on training characters.** :func:`validation_split` holds out two of the five training
    alphabets (:data:`VALIDATION_ALPHABETS`); each family's grid (:data:`FAMILIES`) is trained on
    the other three and scored by MAP@R on the held-out characters (Musgrave et al.'s main
-   metric); :func:`select_tuned` keeps the best setting of each family.
+   metric); where the best setting lies at an end of the grid, :func:`extension` tries one more
+   value beyond it; :func:`select_tuned` keeps the best setting of each family.
 3. **Final runs on >= 3 seeds.** The chosen settings are trained on all 136 training characters;
    :func:`score` measures the 20-way one-shot error on Lake et al.'s 20 official runs (20
    evaluation alphabets) and MAP@R and R@1 on the 106 characters of the ``test`` split (3 other
@@ -53,6 +54,7 @@ __all__ = [
     "VALIDATION_ALPHABETS",
     "LossFamily",
     "Scale",
+    "extension",
     "family",
     "make_model",
     "mean_intervals",
@@ -81,12 +83,22 @@ class LossFamily:
         Paper and equation.
     grid : tuple of dict
         Hyper-parameter settings tried on the validation split, the paper's first.
+    axis : tuple of str
+        The numeric hyper-parameter(s) (moving together) that tuning may extend: when the
+        grid's best setting has the largest or smallest value of the axis, one more value beyond
+        it is tried (:func:`extension`), so that a family is not held back by where its grid
+        happened to end.
+    step : {"times", "plus"}
+        How that value is reached from the two outermost ones ``a`` (inner) and ``b`` (end):
+        ``b * b / a`` or ``b + (b - a)``.
     """
 
     label: str
     name: str
     source: str
     grid: tuple[Mapping[str, Any], ...] = ({},)
+    axis: tuple[str, ...] = ()
+    step: str = "times"
 
     def build(self, hparams: Mapping[str, Any]) -> torch.nn.Module:
         """A fresh loss module with ``hparams``."""
@@ -101,42 +113,44 @@ def _grid(**axes: Sequence[Any]) -> tuple[dict[str, Any], ...]:
     return tuple(combos)
 
 
-#: Every loss family of the book, with the grid tuning tries (centred on the papers' values).
+#: Every loss family of the book, with the grid tuning tries (centred on the papers' values) and
+#: the axis it may extend by one step.
 FAMILIES: tuple[LossFamily, ...] = (
-    LossFamily("contrastive", "contrastive", "Wang et al. 2019, Eq. 4", _grid(margin=(0.5, 0.3, 0.7))),
+    LossFamily("contrastive", "contrastive", "Wang et al. 2019, Eq. 4", _grid(margin=(0.5, 0.3, 0.7)), ("margin",), "plus"),
     LossFamily(
         "contrastive (distance)", "contrastive_distance", "Liu et al., Eq. 11",
-        _grid(neg_margin=(1.0, 0.8, 1.2)),
+        _grid(neg_margin=(1.0, 0.8, 1.2)), ("neg_margin",), "plus",
     ),
     LossFamily(
         "triplet (semi-hard)", "triplet", "Wang et al. 2019, Eq. 5",
-        _grid(margin=(0.1, 0.05, 0.2), mining=("semihard",)),
+        _grid(margin=(0.1, 0.05, 0.2), mining=("semihard",)), ("margin",),
     ),
-    LossFamily("lifted", "lifted", "Wang et al. 2019, Eq. 6", _grid(margin=(1.0, 0.5))),
-    LossFamily("LiftedStruct*", "lifted_star", "Wang et al. 2019, Eq. 16", _grid(beta=(50.0, 20.0))),
-    LossFamily("binomial", "binomial", "Wang et al. 2019, Eq. 9", _grid(beta=(50.0, 25.0, 10.0))),
+    LossFamily("lifted", "lifted", "Wang et al. 2019, Eq. 6", _grid(margin=(1.0, 0.5)), ("margin",)),
+    LossFamily("LiftedStruct*", "lifted_star", "Wang et al. 2019, Eq. 16", _grid(beta=(50.0, 20.0)), ("beta",)),
+    LossFamily("binomial", "binomial", "Wang et al. 2019, Eq. 9", _grid(beta=(50.0, 25.0, 10.0)), ("beta",)),
     LossFamily("N-pair", "npair", "Liu et al., Eq. 13"),
-    LossFamily("BinLifted", "binlifted", "Wang et al. 2019, suppl. Eq. 10", _grid(beta=(50.0, 25.0))),
+    LossFamily("BinLifted", "binlifted", "Wang et al. 2019, suppl. Eq. 10", _grid(beta=(50.0, 25.0)), ("beta",)),
     LossFamily(
         "MS", "multi_similarity", "Wang et al. 2019, Eq. 15",
         ({"mining": True}, {"mining": False}, {"mining": True, "beta": 40.0}),
     ),
     LossFamily(
         "Pair-E", "pair_e", "Liu et al., Eq. 18, 32-33",
-        _grid(alpha=(0.0, 2.0), beta=(2.0, 10.0)),
+        _grid(alpha=(0.0, 2.0), beta=(2.0, 10.0)), ("beta",),
     ),
-    LossFamily("Triplet-E", "triplet_e", "Liu et al., Eq. 21, 34", _grid(alpha=(40.0, 10.0, 80.0))),
+    LossFamily("Triplet-E", "triplet_e", "Liu et al., Eq. 21, 34", _grid(alpha=(40.0, 10.0, 80.0)), ("alpha",)),
     LossFamily(
         "DRO-KL-G", "dro_kl_g", "DRO paper, Eq. 7",
-        tuple({"gamma_pos": g, "gamma_neg": g} for g in (0.1, 1.0, 0.01)),
+        tuple({"gamma_pos": g, "gamma_neg": g} for g in (0.1, 1.0, 0.01)), ("gamma_pos", "gamma_neg"),
     ),
     LossFamily(
         "DRO-TopK-PN", "dro", "DRO paper, Eq. 1, Sec. 3.2",
-        _grid(uncertainty=("topk_pn",), K=(160, 80, 320)),
+        _grid(uncertainty=("topk_pn",), K=(160, 80, 320)), ("K",),
     ),
     LossFamily(
         "gradient surgery (best)", "gradient_surgery", "Xuan & Pless, Table 5",
         _grid(direction=("cos_orth",), pair_weight=("lin_ms",), triplet_weight=("cir",), tau=(1.0, 4.0, 16.0)),
+        ("tau",),
     ),
 )  # fmt: skip
 
@@ -272,6 +286,46 @@ def score(
     if runs is not None:
         out = {"one-shot error": evaluate_one_shot(model, runs, device=device).error, **out}
     return out
+
+
+def _settings(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    return [json.loads(h) for h in rows["hparams"]]
+
+
+def extension(
+    fam: LossFamily, tuning: pd.DataFrame, metric: str = "val MAP@R"
+) -> dict[str, Any] | None:
+    """The one setting beyond the grid that tuning tries next, or None.
+
+    ``tuning`` holds this family's finished tuning rows (``hparams`` as JSON, ``metric``).
+    None when the family has no :attr:`~LossFamily.axis`, some grid setting is not tuned yet,
+    or the best grid setting is not at an end of the axis; otherwise the best setting with the
+    axis moved one step beyond that end (``step``).
+    """
+    if not fam.axis:
+        return None
+    tried = _settings(tuning)
+    if any(dict(hp) not in tried for hp in fam.grid):
+        return None
+    grid = [dict(hp) for hp in fam.grid]
+    scores = {
+        json.dumps(hp, sort_keys=True): float(v)
+        for hp, v in zip(tried, tuning[metric], strict=True)
+    }
+    best = max(grid, key=lambda hp: scores[json.dumps(hp, sort_keys=True)])
+    key, rest = fam.axis[0], {k: v for k, v in best.items() if k not in fam.axis}
+    values = sorted(
+        {hp[key] for hp in grid if {k: v for k, v in hp.items() if k not in fam.axis} == rest}
+    )
+    end = best[key]
+    if len(values) < 2 or end not in (values[0], values[-1]):
+        return None
+    inner = values[1] if end == values[0] else values[-2]
+    value = end * end / inner if fam.step == "times" else end + (end - inner)
+    if value <= 0:
+        return None
+    value = int(round(value)) if isinstance(end, int) else round(float(value), 6)
+    return {**best, **{k: value for k in fam.axis}}
 
 
 def select_tuned(tuning: pd.DataFrame, metric: str = "val MAP@R") -> dict[str, dict[str, Any]]:

@@ -17,7 +17,11 @@ def papers():
 
 def runs(errors: dict[str, list[float]]) -> pd.DataFrame:
     return pd.DataFrame(
-        [{"loss": k, "seed": s, "one-shot error": v} for k, vs in errors.items() for s, v in enumerate(vs)]
+        [
+            {"loss": k, "seed": s, "one-shot error": v}
+            for k, vs in errors.items()
+            for s, v in enumerate(vs)
+        ]
     )
 
 
@@ -29,7 +33,9 @@ def test_every_ordering_names_two_printed_rows_and_two_families(papers):
     table = orderings_beside(papers, runs(flat))
     assert len(table) == len(ORDERINGS)
     # each paper prints its better row higher: the gaps are the printed differences
-    ms = papers[(papers.paper == "wang2019_ms") & (papers.table == "Table 2") & (papers.metric == "R@1")]
+    ms = papers[
+        (papers.paper == "wang2019_ms") & (papers.table == "Table 2") & (papers.metric == "R@1")
+    ]
     value = dict(zip(ms.method, ms.value, strict=True))
     assert table.loc[0, "paper R@1 gap"] == pytest.approx(value["MS"] - value["Binomial"])
     assert (table["paper R@1 gap"] > 0).all()

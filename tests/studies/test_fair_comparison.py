@@ -136,3 +136,34 @@ def test_a_seed_fixes_the_run_and_the_smoke_scale_trains(train):
     metrics = fc.score(one, test, one_shot_runs())
     assert set(metrics) == {"one-shot error", "MAP@R", "R@1"}
     assert all(0 <= v <= 1 for v in metrics.values())
+
+
+def tuning(fam, scores):
+    """Tuning rows of ``fam`` scoring its grid settings in order."""
+    return pd.DataFrame(
+        {"loss": fam.label, "hparams": [json.dumps(hp, sort_keys=True) for hp in fam.grid[: len(scores)]],
+         "val MAP@R": scores}
+    )  # fmt: skip
+
+
+def test_extension_steps_beyond_an_end_of_the_grid_once():
+    binomial = fc.family("binomial")  # beta 50, 25, 10, geometric steps
+    assert fc.extension(binomial, tuning(binomial, [0.3, 0.4, 0.5])) == {"beta": 4.0}
+    assert fc.extension(binomial, tuning(binomial, [0.5, 0.4, 0.3])) == {"beta": 100.0}
+    assert fc.extension(binomial, tuning(binomial, [0.3, 0.5, 0.4])) is None  # inside: done
+    assert fc.extension(binomial, tuning(binomial, [0.3, 0.4])) is None  # grid not finished
+    contrastive = fc.family("contrastive")  # margin 0.5, 0.3, 0.7, arithmetic steps
+    assert fc.extension(contrastive, tuning(contrastive, [0.3, 0.2, 0.4])) == {"margin": 0.9}
+    assert fc.extension(contrastive, tuning(contrastive, [0.3, 0.4, 0.2])) == {"margin": 0.1}
+    topk = fc.family("DRO-TopK-PN")  # an integer K stays an integer
+    assert fc.extension(topk, tuning(topk, [0.3, 0.2, 0.4])) == {"uncertainty": "topk_pn", "K": 640}
+    kl = fc.family("DRO-KL-G")  # both temperatures move together
+    assert fc.extension(kl, tuning(kl, [0.3, 0.2, 0.4])) == {"gamma_pos": 0.001, "gamma_neg": 0.001}
+    pair_e = fc.family("Pair-E")  # along beta, at the best alpha
+    assert fc.extension(pair_e, tuning(pair_e, [0.3, 0.2, 0.1, 0.5])) == {
+        "alpha": 2.0,
+        "beta": 50.0,
+    }
+    assert (
+        fc.extension(fc.family("MS"), tuning(fc.family("MS"), [0.1, 0.2, 0.3])) is None
+    )  # no axis
