@@ -176,7 +176,7 @@ class Scale:
     steps : int
         Updates of every tuning and final run.
     recipe_steps : int
-        Updates of the recommended recipe (the best family, trained longer).
+        Updates of the long runs of the best family (the recommended recipe).
     classes, per_class : int
         P and K of the P x K batches.
     lr : float
@@ -200,11 +200,11 @@ class Scale:
         return self.classes * self.per_class
 
 
-#: ``cpu``: what this machine affords (Chapter 15's numbers); ``gpu``: a wider model and ten
-#: times the steps, for a lent GPU; ``smoke``: seconds, for the test suite.
+#: ``cpu``: what this machine affords (Chapter 15's numbers); ``gpu``: twice the width, twice the
+#: batch and more than three times the steps, for a lent GPU; ``smoke``: seconds, for the tests.
 SCALES: dict[str, Scale] = {
-    "cpu": Scale(width=32, steps=600, recipe_steps=6000),
-    "gpu": Scale(width=64, steps=6000, recipe_steps=20000, classes=32),
+    "cpu": Scale(width=32, steps=600, recipe_steps=4000),
+    "gpu": Scale(width=64, steps=2000, recipe_steps=10000, classes=32),
     "smoke": Scale(width=2, steps=3, recipe_steps=4, classes=4, per_class=2, dim=8),
 }
 
