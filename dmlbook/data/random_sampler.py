@@ -14,7 +14,8 @@ with many classes most anchors have no positive in their batch (Omniglot's 136 t
 characters, 20 drawings each, batch 80: about 0.55 other drawings of an anchor's character per
 batch on average), which is what the PK sampler is for.
 
-Tests: ``tests/data/test_random_sampler.py``.
+``bench/omniglot_compare.py`` (its ``sampler`` phase) and Chapter 15 rerun Table II with it on
+Omniglot. Tests: ``tests/data/test_random_sampler.py``.
 """
 
 from __future__ import annotations
