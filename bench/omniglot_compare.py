@@ -4,7 +4,7 @@ The protocol is :mod:`dmlbook.studies.fair_comparison`'s: one model (``SmallCNN(
 64-d), one step budget, Adam, P x K batches with Koch et al.'s affine distortions; each family's
 hyper-parameters chosen by MAP@R on two held-out *training* alphabets (never the test alphabets);
 final runs on every seed, scored by the 20-way one-shot error (Lake et al.'s 20 runs), MAP@R and
-R@1 on the 106 test characters. Four phases, in order:
+R@1 on the 106 test characters. The phases, in order:
 
 ``tune``     every family's grid, seed 0, trained on 3 training alphabets, scored on the other 2;
              one more setting beyond the grid where its best lies at an end of the grid
@@ -20,13 +20,15 @@ R@1 on the 106 test characters. Four phases, in order:
              alphabets, as Koch et al. trained on all background alphabets); the one-shot runs'
              20 alphabets are still unseen, but ``test`` no longer is, so only the one-shot error
              is recorded
+``recipe-shifts`` the recipe with whole-pixel shifts (``RandomAffine.shifts(2)``) in place of
+             Koch et al.'s distortions, which resample (and so blur) 1-3 pixel strokes: an
+             ablation of the augmentation, paired with ``recipe`` seed by seed
 
 Usage::
 
     python bench/omniglot_compare.py                                  # CPU protocol, all phases
     python bench/omniglot_compare.py --device cuda --scale gpu --seeds 0 1 2 \\
-        --out-dir DIR --budget-s 240 --phases final \\
-        --use-tuned bench/results/omniglot_compare_cpu/runs.csv      # a lent GPU
+        --out-dir DIR --budget-s 240       # a lent GPU: tuned settings of the CPU run, finals first
     python bench/omniglot_compare.py --smoke --out-dir /tmp/x         # seconds (the test suite)
 
 Options: ``--scale {cpu,gpu,smoke}`` (:data:`~dmlbook.studies.fair_comparison.SCALES`: model
@@ -35,8 +37,9 @@ width, steps, batch), ``--device {auto,cpu,cuda,...}``, ``--seeds``, ``--phases`
 ``--budget-s`` (wall seconds: no run starts that the mean duration of the runs so far says would
 end after it; the process then exits 0 with what it finished), ``--use-tuned RUNS_CSV`` (take
 each family's setting from the ``tune`` rows of an earlier run instead of tuning; the ``tune``
-phase is then skipped), ``--threads`` (torch CPU threads, default 1: on a shared machine one
-thread costs the least CPU per step), ``--smoke`` (= ``--scale smoke``).
+phase is then skipped; with ``--scale gpu`` the default is the committed CPU run,
+``bench/results/omniglot_compare_cpu/runs.csv``), ``--threads`` (torch CPU threads, default 1:
+on a shared machine one thread costs the least CPU per step), ``--smoke`` (= ``--scale smoke``).
 
 Output: ``<out-dir>/runs.csv``, one row per finished run, appended as soon as it finishes (a
 cut-off or interrupted run keeps every finished row; ``#`` lines record the machine, its load
@@ -65,14 +68,18 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a source tree without an install (PYTHONPATH unset)
     sys.path.insert(0, str(ROOT))
 
-from dmlbook.data import EmbeddedDataset, load_dataset  # noqa: E402
+from dmlbook.data import EmbeddedDataset, RandomAffine, load_dataset  # noqa: E402
 from dmlbook.data.omniglot import one_shot_runs  # noqa: E402
 from dmlbook.studies import fair_comparison as fc  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The committed CPU protocol; ``--scale gpu`` takes its tuned settings unless told otherwise.
 CPU_RUNS = RESULTS / "omniglot_compare_cpu" / "runs.csv"
-PHASES = ("tune", "final", "sampler", "long", "recipe")
+PHASES = ("tune", "final", "sampler", "long", "recipe", "recipe-shifts")
+#: The phases that train the best family of ``final`` for ``recipe_steps``.
+LONG = ("long", "recipe", "recipe-shifts")
+#: The phases trained on every shipped character (train and test splits).
+EVERY_CHARACTER = ("recipe", "recipe-shifts")
 COLUMNS = [
     "phase", "loss", "hparams", "seed", "steps", "sampler", "val MAP@R", "val R@1",
     "one-shot error", "MAP@R", "R@1", "cpu_s", "wall_s", "load1", "device", "finished",
@@ -220,9 +227,9 @@ def plan(args: argparse.Namespace, scale: fc.Scale, ledger: Ledger) -> list[dict
             runs.append(
                 dict(phase="sampler", fam=fam, hp=hp, seed=seed, steps=scale.steps, sampler=sampler)
             )
-    long_runs = {"long", "recipe"} & set(args.phases)
+    long_runs = set(LONG) & set(args.phases)
     best = recipe_family(ledger, scale, families, args.seeds) if long_runs else None
-    for phase in [p for p in ("long", "recipe") if p in long_runs and best is not None]:
+    for phase in [p for p in LONG if p in long_runs and best is not None]:
         for seed in args.seeds:
             runs.append(dict(phase=phase, fam=fc.family(best), hp=tuned[best], seed=seed,
                              steps=scale.recipe_steps))  # fmt: skip
@@ -284,14 +291,15 @@ def recipe_family(
 def run_one(r: dict, scale: fc.Scale, data: dict, device: str) -> dict:
     cpu, wall = time.process_time(), time.perf_counter()
     tuning = r["phase"] == "tune"
-    train = {"tune": data["fit"], "recipe": data["all"]}.get(r["phase"], data["train"])
+    train = data["fit"] if tuning else data["all" if r["phase"] in EVERY_CHARACTER else "train"]
+    augment = RandomAffine.shifts(2) if r["phase"] == "recipe-shifts" else RandomAffine()
     model = fc.train_one(r["fam"], r["hp"], train, scale, seed=r["seed"], steps=r["steps"],
-                         sampler=r["sampler"], device=device)  # fmt: skip
+                         sampler=r["sampler"], device=device, augment=augment)  # fmt: skip
     row = {k: r[k] for k in KEY}
     if tuning:
         metrics = fc.score(model, data["val"], device=device)
         row.update({"val MAP@R": metrics["MAP@R"], "val R@1": metrics["R@1"]})
-    elif r["phase"] == "recipe":  # trained on the test split too: only the one-shot runs are new
+    elif r["phase"] in EVERY_CHARACTER:  # trained on the test split too: only the runs are new
         row["one-shot error"] = fc.score(model, data["test"], data["runs"], device=device)[
             "one-shot error"
         ]
@@ -318,7 +326,7 @@ def run_one(r: dict, scale: fc.Scale, data: dict, device: str) -> dict:
 def summary(rows: pd.DataFrame) -> str:
     """Markdown: every phase's means with 95 % intervals, paired differences to the best loss."""
     out = []
-    for phase in ("final", "sampler", "long", "recipe"):
+    for phase in ("final", "sampler", *LONG):
         part = rows[rows["phase"] == phase]
         if part.empty:
             continue
@@ -326,7 +334,9 @@ def summary(rows: pd.DataFrame) -> str:
             f"## {phase} ({', '.join(str(s) for s in sorted(part['steps'].unique()))} steps)\n"
         )
         for metric in (
-            ("one-shot error", "MAP@R", "R@1") if phase != "recipe" else ("one-shot error",)
+            ("one-shot error", "MAP@R", "R@1")
+            if phase not in EVERY_CHARACTER
+            else ("one-shot error",)
         ):
             table = (100 * fc.mean_intervals(part, metric)[["mean", "low", "high"]]).round(1)
             table["seeds"] = part.groupby("loss", sort=False).size()

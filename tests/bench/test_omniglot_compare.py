@@ -42,17 +42,17 @@ def test_every_phase_writes_its_rows(first):
     table = rows(first)
     counts = table.groupby("phase").size().to_dict()
     # tuning: MS's 3 settings + N-pair's 1; final: 2 families x 2 seeds; Table II: 3 rows x 2
-    # seeds; long and recipe: the better of the two, 2 seeds each
-    assert counts == {"tune": 4, "final": 4, "sampler": 6, "long": 2, "recipe": 2}
+    # seeds; long, recipe and its ablation: the better of the two, 2 seeds each
+    assert counts == {"tune": 4, "final": 4, "sampler": 6, "long": 2, "recipe": 2, "recipe-shifts": 2}
     scored = table[table.phase.isin(["final", "sampler", "long"])]
     for metric in ("one-shot error", "MAP@R", "R@1"):
         assert scored[metric].between(0, 1).all()
-    recipe = table[table.phase == "recipe"]  # trained on the test split too: one-shot error only
+    recipe = table[table.phase.str.startswith("recipe")]  # trained on test too: one-shot error only
     assert recipe["one-shot error"].between(0, 1).all() and recipe["MAP@R"].isna().all()
     assert table.loc[table.phase == "tune", "val MAP@R"].between(0, 1).all()
     assert set(table.loc[table.phase == "sampler", "sampler"]) == {"random", "pk"}
     best = table[table.phase == "final"].groupby("loss")["one-shot error"].mean().idxmin()
-    for phase in ("long", "recipe"):
+    for phase in ("long", "recipe", "recipe-shifts"):
         assert set(table.loc[table.phase == phase, "loss"]) == {best}
         assert (table.loc[table.phase == phase, "steps"] == 4).all()
     text = (first / "runs.csv").read_text()
