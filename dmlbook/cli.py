@@ -21,9 +21,10 @@
 Parsing the arguments imports neither torch nor numpy: each command imports what it needs when
 it runs, so that ``dmlbook --help`` and a mistyped argument answer at once (tested in
 ``tests/test_cli.py``). Every error a command raises for bad input (``ValueError``,
-``TypeError``, ``OSError``) is printed as one line, ``dmlbook <command>: error: ...``, with exit
-status 2; the fixes the data layer suggests in Python spelling (``allow_partial=True``) are
-rewritten to the command's flags by :func:`cli_spelling`.
+``TypeError``, ``OSError``, a NaN loss's ``FloatingPointError``) is printed as one line,
+``dmlbook <command>: error: ...``, with exit status 2 (a training run a signal stopped: 128 + the
+signal, after the command that resumes it); the fixes the data layer suggests in Python
+spelling (``allow_partial=True``) are rewritten to the command's flags by :func:`cli_spelling`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import argparse
 import ast
 import os
 import re
+import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -127,6 +129,12 @@ def _benchmark_root(name: str, data: str | None) -> str:
             f"{name} needs a data folder: pass --data DIR (the folder that holds the data sets, "
             "or the extracted copy itself) or set DMLBOOK_DATA."
         )
+    if not Path(data_dir).expanduser().is_dir():
+        given = "--data" if data else "DMLBOOK_DATA"
+        raise ValueError(
+            f"{given} {data_dir}: no such folder. Check the spelling; to download {name} into a "
+            f"new folder, create it first (mkdir -p {data_dir})."
+        )
     copy = find_copy(name, data_dir)
     if copy is not None:
         print(f"{name}: checking the copy in {copy} (nothing to download)")
@@ -185,8 +193,9 @@ def _cmd_recall(args: argparse.Namespace) -> None:
         print(f"{key:>6}  {100 * value:6.2f}")
 
 
-def _cmd_train(args: argparse.Namespace) -> None:
+def _cmd_train(args: argparse.Namespace) -> int:
     from .engine import load_config, train
+    from .engine.runtime import exit_status
 
     cfg = load_config(args.config, args.set, data_dir=args.data)
     if args.dry_run:  # the checked config, then the dry run's report as YAML comments
@@ -202,8 +211,24 @@ def _cmd_train(args: argparse.Namespace) -> None:
         print("\n".join(f"# {line}" for line in report.describe().splitlines()))
         return
     resume = True if args.resume == "" else (args.resume or False)
-    result = train(cfg, resume=resume, progress=not args.quiet and None)
+    result = train(
+        cfg, resume=resume, progress=not args.quiet and None, resume_command=_resume_command(args)
+    )
     print(f"outputs in {result.out_dir}")
+    return exit_status(result.stopped_by)
+
+
+def _resume_command(args: argparse.Namespace) -> str:
+    """The exact command that resumes the run ``args`` describes (printed if it stops early)."""
+    words = ["dmlbook", "train", "--config", args.config]
+    if args.data is not None:
+        words += ["--data", args.data]
+    for item in args.set:
+        words += ["--set", item]
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world > 1:  # under torchrun: the same processes again
+        words[:2] = ["torchrun", "--nproc-per-node", str(world), "-m", "dmlbook.cli", "train"]
+    return shlex.join([*words, "--resume"])
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> None:
@@ -352,9 +377,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dmlbook`` command; returns the exit status.
 
     Bad input (``ValueError``, ``TypeError``, ``OSError`` and their subclasses, e.g. the engine's
-    ``ConfigError`` or a failed download) is printed as one line without a traceback, exit status
-    2. Warnings (e.g. images left out of a partial copy) are printed as they happen, one line
-    each, in the command's spelling.
+    ``ConfigError``, a failed download, a damaged checkpoint, a full disk, a run folder another
+    run holds; and a loss that became NaN) is printed as one line without a traceback, exit
+    status 2. A training run stopped by a signal exits with 128 + its number, as the shell
+    reports a process the signal killed: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP), after
+    printing the command that resumes it. Warnings (e.g. images left out of a partial copy) are
+    printed as they happen, one line each, in the command's spelling.
     """
     args = build_parser().parse_args(argv)
 
@@ -367,11 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = show
         try:
-            args.func(args)
-        except (ValueError, TypeError, OSError) as err:
+            status = args.func(args)
+        except (ValueError, TypeError, OSError, FloatingPointError) as err:
             print(f"dmlbook {args.command}: error: {one_line(str(err))}", file=sys.stderr)
             return 2
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from .similarity import cosine_similarity, pair_masks
-from .validation import as_embeddings, as_labels, check_same_length
+from .validation import as_embeddings, as_labels, check_loss_batch, check_same_length
 
 __all__ = [
     "BACKWARDS",
@@ -89,13 +89,14 @@ def check_nonnegative(value: float, name: str, hint: str = "") -> float:
     return v
 
 
-def _fast_ok(x: torch.Tensor, labels: torch.Tensor, square: bool) -> bool:
+def _fast_ok(x: torch.Tensor, labels: torch.Tensor, square: bool, finite: bool = True) -> bool:
     """True when a cheap test already proves ``(x, labels)`` valid.
 
     ``torch.isfinite`` over a ``B x B`` matrix costs as much as a whole loss on some CPUs; the sum
     of a matrix is finite whenever every entry is (it overflows only for entries near the float
     limit), so a finite sum accepts at the cost of one reduction. Anything else goes through the
-    full check, which raises with its message or accepts.
+    full check, which raises with its message or accepts. ``finite=False`` checks types and
+    shapes only (:func:`check_batch` reads finiteness from the row norms it needs anyway).
     """
     return (
         isinstance(x, torch.Tensor)
@@ -107,7 +108,7 @@ def _fast_ok(x: torch.Tensor, labels: torch.Tensor, square: bool) -> bool:
         and labels.ndim == 1
         and labels.shape[0] == x.shape[0]
         and not torch.is_floating_point(labels)
-        and math.isfinite(float(x.detach().sum()))  # a Python float: half the calls
+        and (not finite or math.isfinite(float(x.detach().sum())))  # a Python float: half the calls
     )
 
 
@@ -119,13 +120,19 @@ def check_batch(
     Raises
     ------
     ValueError
-        For non-2-D or non-finite embeddings, or a label count that does not match.
+        For non-2-D or non-finite embeddings, or a label count that does not match, and as
+        :func:`~dmlbook.validation.check_loss_batch` (norms beyond the dtype, float16 zero rows;
+        a warning for a batch without positive or negative pairs).
+    TypeError
+        For complex embeddings.
     """
-    if _fast_ok(embeddings, labels, square=False):
-        return embeddings, labels.to(device=embeddings.device, dtype=torch.long)
-    x = as_embeddings(embeddings)
-    y = as_labels(labels).to(x.device)
-    check_same_length(x, y)
+    if _fast_ok(embeddings, labels, square=False, finite=False):  # finiteness: check_loss_batch
+        x, y = embeddings, labels.to(device=embeddings.device, dtype=torch.long)
+    else:
+        x = as_embeddings(embeddings)
+        y = as_labels(labels).to(x.device)
+        check_same_length(x, y)
+    check_loss_batch(x, y)  # norms that overflow, float16 zero rows; warns on no pair to learn
     return x, y
 
 

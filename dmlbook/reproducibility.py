@@ -17,8 +17,11 @@ def seed_everything(seed: int) -> torch.Generator:
     Passing the returned generator explicitly (to samplers, ``torch.randn`` ...) keeps random
     streams independent of how many other random draws happened before.
     """
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise ValueError(
+            f"seed must be an int in [0, 2**64) (torch's generators take 64-bit seeds), got "
+            f"{seed!r}."
+        )
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)

@@ -6,10 +6,23 @@ so that a bad call fails at the boundary instead of deep inside torch.
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import numpy as np
 import torch
 
-__all__ = ["as_embeddings", "as_labels", "check_same_length"]
+__all__ = [
+    "NothingToLearnWarning",
+    "as_embeddings",
+    "as_labels",
+    "check_loss_batch",
+    "check_same_length",
+]
+
+
+class NothingToLearnWarning(UserWarning):
+    """A batch in which a pair loss has nothing to learn: no positive pair, or no negative pair."""
 
 
 def as_embeddings(x: torch.Tensor | np.ndarray, name: str = "embeddings") -> torch.Tensor:
@@ -31,6 +44,12 @@ def as_embeddings(x: torch.Tensor | np.ndarray, name: str = "embeddings") -> tor
         x = torch.from_numpy(x)
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(x).__name__}.")
+    if x.is_complex():
+        raise TypeError(
+            f"{name} are complex ({x.dtype}); a cosine or a distance of complex vectors is not "
+            "what the losses compute, and casting would drop the imaginary parts. Pass real "
+            "embeddings, e.g. torch.view_as_real(x).flatten(1) to keep both parts."
+        )
     if x.ndim != 2:
         raise ValueError(
             f"{name} must be a 2-D array of shape (N, d), got shape {tuple(x.shape)}. "
@@ -74,9 +93,23 @@ def as_labels(labels: torch.Tensor | np.ndarray | list, name: str = "labels") ->
         raise ValueError(
             f"{name} must be 1-D (one class id per sample), got shape {tuple(labels.shape)}."
         )
+    if labels.is_complex() or labels.dtype == torch.bool:
+        raise TypeError(f"{name} must be integer class ids, got dtype {labels.dtype}.")
     if torch.is_floating_point(labels):
+        if not bool(torch.isfinite(labels).all()):
+            raise ValueError(
+                f"{name} hold NaN or infinite values; pass integer class ids (one per sample)."
+            )
         if not bool((labels == labels.round()).all()):
             raise ValueError(f"{name} must be integer class ids, got non-integer values.")
+        exact = 2.0 / torch.finfo(labels.dtype).eps  # 2**24 in float32, 2**53 in float64
+        if labels.numel() and float(labels.abs().max()) >= min(exact, 2.0**63):
+            raise ValueError(
+                f"{name} hold values as large as {float(labels.abs().max()):.3g}: beyond "
+                f"{exact:.0f} a {labels.dtype} cannot tell neighbouring ids apart (and beyond "
+                "2**63 no int64 holds them), so different classes would merge. Pass integer "
+                "class ids, e.g. numpy.unique(labels, return_inverse=True)[1]."
+            )
     return labels.long()
 
 
@@ -88,4 +121,59 @@ def check_same_length(
         raise ValueError(
             f"{x_name} has {x.shape[0]} rows but {labels_name} has {labels.shape[0]} entries; "
             "pass exactly one label per embedding, in the same order."
+        )
+
+
+def check_loss_batch(x: torch.Tensor, labels: torch.Tensor, name: str = "embeddings") -> None:
+    """The checks a loss makes on a batch whose entries are floating-point and finite-looking.
+
+    One synchronisation (a handful of numbers read back): the row norms and the number of
+    positive and negative pairs. Raises when the cosine similarity would be silently wrong, and
+    warns (:class:`NothingToLearnWarning`, once per process under Python's default filters)
+    when the batch gives a pair loss nothing to learn.
+
+    Raises
+    ------
+    ValueError
+        For NaN or infinite entries (:func:`as_embeddings`'s message); for rows whose norm
+        overflows ``x``'s dtype (about 1.8e19 in float32: the cosine would be 0); for zero rows
+        in float16, where the lower bound on the norm underflows and the cosine is 0 / 0.
+    """
+    with torch.no_grad():
+        norms = x.detach().norm(dim=1)
+        same = labels[:, None] == labels[None, :]
+        pos = same.sum() - labels.shape[0]
+        stats = torch.stack([norms.amax().double(), norms.amin().double(), pos.double(),
+                             (~same).sum().double()]).tolist()  # fmt: skip
+    top, low, n_pos, n_neg = stats
+    if not math.isfinite(top):
+        as_embeddings(x, name)  # NaN or inf entries: its message, with the rows
+        rows = (~torch.isfinite(norms)).nonzero().flatten()[:5].tolist()
+        limit = torch.finfo(x.dtype).max  # float16 norms accumulate in float32
+        limit = limit if x.dtype == torch.float16 else math.sqrt(limit)  # else |x|^2 overflows
+        raise ValueError(
+            f"{name} rows {', '.join(map(str, rows))} have norms beyond the range of {x.dtype} "
+            f"(above {limit:.3g}): "
+            "their cosine similarities would all be 0. The model diverged or the inputs are not "
+            "scaled: lower the learning rate, or divide the embeddings by a constant (the cosine "
+            "does not change)."
+        )
+    if low == 0 and x.dtype == torch.float16:
+        rows = (norms == 0).nonzero().flatten()[:5].tolist()
+        raise ValueError(
+            f"{name} rows {', '.join(map(str, rows))} have norm 0 in float16: their direction, "
+            "and so their cosine similarity, is undefined (float16 cannot hold the small bound that "
+            "keeps a zero row finite in float32). Check the model for dead outputs, or compute "
+            "the loss in float32 (embeddings.float())."
+        )
+    if n_pos == 0 or n_neg == 0:
+        what = "positive pair (no two samples share a label)" if n_pos == 0 else (
+            "negative pair (all samples share one label)"
+        )  # fmt: skip
+        warnings.warn(
+            f"the batch has no {what}: a pair loss has nothing to learn from it (most return 0 "
+            "with a zero gradient). Check the sampler: P classes x k >= 2 images per class "
+            "(e.g. dmlbook.data.PKSampler).",
+            NothingToLearnWarning,
+            stacklevel=3,
         )

@@ -331,8 +331,9 @@ def test_load_from_file_url_checks_the_hash_prefix(tmp_path):
     assert (cache / good.name).is_file()
     bad = tmp_path / "resnet18-00000000.pth"
     bad.write_bytes(good.read_bytes())
-    with pytest.raises(RuntimeError, match="hash"):
+    with pytest.raises(ValueError, match="does not start with 00000000.*, deleted"):
         fetch_state_dict(bad.as_uri(), model_dir=tmp_path / "hub2", check_hash=True, progress=False)
+    assert not (tmp_path / "hub2" / bad.name).exists()
 
 
 def test_bn_inception_port_file_over_loopback_http(tmp_path):

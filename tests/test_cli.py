@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import errno
+import io
+import os
+import shlex
+import signal
 import subprocess
 import sys
 import urllib.error
 
 import numpy as np
 import pytest
+import torch
 import yaml
 from tiny_run import tiny_config
 
 from dmlbook.cli import main
+from dmlbook.engine import checkpoint as checkpoint_module
+from dmlbook.engine import load_checkpoint, load_config, train
+from dmlbook.engine import trainer as trainer_module
 from dmlbook.evaluate import retrieval_metrics
 
 # Single-threaded CPU math: identical results in this process and in subprocesses.
@@ -101,6 +110,20 @@ def test_train_then_evaluate_then_resume(config_file, tmp_path, capsys):
     assert code == 0, err
     assert "resumed at iteration 4" in out
     assert "iter      6 (epoch 3)" in out
+    # damaged checkpoints: one line naming the file and the fix, never a traceback (issue 29)
+    good = (run_dir / "last.pt").read_bytes()
+    damaged = {"truncated": good[: len(good) // 2], "empty": b"", "text": b"a note\n",
+               "random": bytes(range(256)) * 16}  # fmt: skip
+    for kind, data in damaged.items():
+        bad = tmp_path / f"{kind}.pt"
+        bad.write_bytes(data)
+        for argv in (["evaluate", bad], ["train", "--config", config_file, "--resume", bad]):
+            code, out, err = run(argv, capsys)
+            assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+            assert err.startswith(f"dmlbook {argv[0]}: error: {bad} cannot be read (")
+            assert "Use another checkpoint of the run" in err
+    code, _, err = run(["train", "--config", config_file, "--resume", run_dir / "best.pt"], capsys)
+    assert code == 2 and "holds no training position" in err and "best.pt keeps" in err
 
 
 def test_train_errors_exit_2_with_a_message(config_file, tmp_path, capsys):
@@ -114,6 +137,89 @@ def test_train_errors_exit_2_with_a_message(config_file, tmp_path, capsys):
     assert code == 2 and "data folder" in err
     code, _, err = run(["evaluate", tmp_path / "none.pt"], capsys)
     assert code == 2 and "does not exist" in err
+
+
+class _Sending(torch.nn.Module):
+    """A loss that sends ``sig`` to its own process at its ``at``-th call."""
+
+    def __init__(self, loss: torch.nn.Module, at: int, sig: int) -> None:
+        super().__init__()
+        self.loss, self.at, self.sig, self.calls = loss, at, sig, 0
+
+    def forward(self, emb: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls == self.at:
+            os.kill(os.getpid(), self.sig)
+        return self.loss(emb, y)
+
+
+@pytest.fixture
+def stop_signals_restored():
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for s, handler in before.items():
+        signal.signal(s, handler)
+
+
+def test_sighup_stops_like_ctrl_c_exit_129_with_the_resume_command(
+    config_file, tmp_path, capsys, monkeypatch, stop_signals_restored
+):
+    real = trainer_module.build_loss
+    monkeypatch.setattr(
+        trainer_module, "build_loss", lambda cfg: _Sending(real(cfg), 3, signal.SIGHUP)
+    )
+    argv = ["train", "--config", str(config_file), "--set", "train.iterations=8", "--quiet"]
+    code, out, err = run(argv, capsys)
+    assert code == 129, err  # 128 + SIGHUP, as the shell reports a process SIGHUP killed
+    command = shlex.join(["dmlbook", *argv[:-1], "--resume"])
+    assert "stopped at iteration 3 of 8: the exact position is saved in" in out
+    assert out.splitlines()[-3].endswith(f"Resume with: {command}")
+    assert "best.pt holds the final model" not in out and "(so far: the run was stopped" in out
+    monkeypatch.setattr(trainer_module, "build_loss", real)
+    code, out, err = run(shlex.split(command)[1:] + ["--quiet"], capsys)
+    assert code == 0 and "resumed at iteration 3" in out and "(so far" not in out
+
+
+def test_full_disk_is_one_line_and_loses_nothing_before_the_last_checkpoint(
+    config_file, tmp_path, capsys, monkeypatch
+):
+    """The second last.pt meets a full disk: the first stays, the message says how to resume,
+    and the resumed run ends with the weights of an uninterrupted one."""
+    real_open, writes = checkpoint_module._open_temp, []
+
+    class FullDisk(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def write(self, data) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def open_temp(path):
+        f, tmp = real_open(path)
+        writes.append(path.name)
+        if path.name == "last.pt" and writes.count("last.pt") == 2:
+            f.close()
+            return FullDisk(), tmp
+        return f, tmp
+
+    monkeypatch.setattr(checkpoint_module, "_open_temp", open_temp)
+    argv = ["train", "--config", str(config_file), "--set", "train.iterations=6", "--quiet"]
+    code, out, err = run(argv, capsys)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(
+        f"dmlbook train: error: no space left on the device of {tmp_path / 'run'}"
+    )
+    command = shlex.join(["dmlbook", *argv[:-1], "--resume"])
+    assert "last.pt keeps its previous version" in err and err.rstrip().endswith(command)
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["position"]["iteration"] == 2
+    assert not list((tmp_path / "run").glob(".*.tmp"))
+    monkeypatch.setattr(checkpoint_module, "_open_temp", real_open)
+    assert run(shlex.split(command)[1:] + ["--quiet"], capsys)[0] == 0
+    ref = tiny_config(tmp_path / "ref", loss={"name": "contrastive"},
+                      train={"iterations": 6, "epoch_iters": 2, "ks": [1, 2]})  # fmt: skip
+    train(load_config(ref), progress=False, verbose=False)
+    a, b = (load_checkpoint(p / "last.pt")["model"] for p in (tmp_path / "ref", tmp_path / "run"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_dry_run_prints_the_checked_config(config_file, capsys):
@@ -150,8 +256,8 @@ print(sorted(m for m in ("torch", "numpy", "PIL") if m in sys.modules))
 
 def test_help_and_argument_errors_import_no_torch():
     out = subprocess.run(
-        [sys.executable, "-c", _IMPORTS_AFTER_HELP], capture_output=True, text=True, timeout=60
-    )
+        [sys.executable, "-c", _IMPORTS_AFTER_HELP], capture_output=True, text=True
+    )  # no timeout: a busy machine may take long, and nothing here can hang
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
     assert "invalid choice: 'nope'" in out.stderr
@@ -266,7 +372,15 @@ def test_prepare_a_corrupt_image_strict_then_skipped(tmp_path, capsys, no_networ
     assert code == 2 and "drop --no-cache" in err
 
 
+def test_prepare_refuses_a_data_folder_that_does_not_exist(tmp_path, capsys, no_network):
+    code, out, err = run(["prepare", "cub", "--data", tmp_path / "does/not/exist"], capsys)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert err.startswith(f"dmlbook prepare: error: --data {tmp_path / 'does/not/exist'}: no such")
+    assert "mkdir -p" in err and not (tmp_path / "does").exists()
+
+
 def test_prepare_offline_is_one_line(tmp_path, capsys, no_network):
+    (tmp_path / "empty").mkdir()
     code, out, err = run(["prepare", "cub", "--data", tmp_path / "empty"], capsys)
     assert code == 2 and out == "" and len(err.splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("dmlbook prepare: error: Could not download")
@@ -345,8 +459,7 @@ def test_python_m_dmlbook_answers_without_torch(argv, status, stream, text):
         [sys.executable, "-c", _MODULES_AFTER_RUN, *argv],
         capture_output=True,
         text=True,
-        timeout=60,
-    )
+    )  # no timeout: a busy machine may take long, and nothing here can hang
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == f"{status} []"
     assert text in getattr(out, stream)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -46,7 +47,7 @@ from dmlbook.engine import trainer as trainer_module
 from dmlbook.engine.build import build_model, lr_factor, milestones
 from dmlbook.engine.checkpoint import atomic_write
 from dmlbook.engine.data import normalization
-from dmlbook.engine.runtime import graceful_interrupt
+from dmlbook.engine.runtime import STOP_SIGNALS, exit_status, graceful_interrupt
 from dmlbook.evaluate import retrieval_metrics
 from dmlbook.losses import ContrastiveLoss, TripletLoss
 from dmlbook.models.pretrained import InputSpec
@@ -229,18 +230,21 @@ def test_run_writes_metrics_checkpoints_and_the_test_selection_note(tmp_path, ca
 
 
 class _Interrupting(torch.nn.Module):
-    """Wraps a loss; at its ``at``-th call sends SIGINT (Ctrl-C) or raises KeyboardInterrupt."""
+    """Wraps a loss; at its ``at``-th call sends ``sig`` (Ctrl-C by default) to its own process,
+    or raises KeyboardInterrupt (``hard``: what a second signal does)."""
 
-    def __init__(self, loss: torch.nn.Module, at: int, hard: bool) -> None:
+    def __init__(
+        self, loss: torch.nn.Module, at: int, hard: bool = False, sig: int = signal.SIGINT
+    ) -> None:
         super().__init__()
-        self.loss, self.at, self.hard, self.calls = loss, at, hard, 0
+        self.loss, self.at, self.hard, self.sig, self.calls = loss, at, hard, sig, 0
 
     def forward(self, emb: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         self.calls += 1
         if self.calls == self.at:
             if self.hard:  # as a second Ctrl-C: stops inside the iteration
                 raise KeyboardInterrupt
-            os.kill(os.getpid(), signal.SIGINT)  # a first Ctrl-C: the iteration completes
+            os.kill(os.getpid(), self.sig)  # a first signal: the iteration completes
         return self.loss(emb, y)
 
 
@@ -257,20 +261,27 @@ def sigint_default():
     signal.signal(signal.SIGINT, before)
 
 
+@pytest.mark.parametrize("sig", STOP_SIGNALS, ids=lambda s: signal.Signals(s).name)
 @pytest.mark.parametrize("previous", [signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL])
-def test_graceful_interrupt_restores_the_handler_it_found(previous):
-    before = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, previous)
+def test_graceful_interrupt_restores_the_handler_it_found(previous, sig):
+    """SIGTERM and SIGHUP (SLURM, Kubernetes, torchrun, a closed terminal) stop like Ctrl-C."""
+    assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} <= set(STOP_SIGNALS)
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    for s in STOP_SIGNALS:
+        signal.signal(s, previous)
     try:
         with graceful_interrupt() as stop:
-            assert signal.getsignal(signal.SIGINT) not in (previous, None)
-            os.kill(os.getpid(), signal.SIGINT)  # a first Ctrl-C only asks to stop
-            assert stop["requested"]
+            assert signal.getsignal(sig) not in (previous, None)
+            os.kill(os.getpid(), sig)  # a first signal only asks to stop
+            assert stop["requested"] and stop["signal"] == sig
             with pytest.raises(KeyboardInterrupt):  # a second one stops at once
-                os.kill(os.getpid(), signal.SIGINT)
-        assert signal.getsignal(signal.SIGINT) is previous
+                os.kill(os.getpid(), sig)
+        assert all(signal.getsignal(s) is previous for s in STOP_SIGNALS)
     finally:
-        signal.signal(signal.SIGINT, before)
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    assert exit_status(signal.SIGINT) == 130 and exit_status(signal.SIGTERM) == 143
+    assert exit_status(signal.SIGHUP) == 129 and exit_status(None) == 0
 
 
 @pytest.mark.parametrize("hard", [False, True], ids=["ctrl-c", "ctrl-c-twice"])
@@ -303,32 +314,71 @@ def test_interrupt_then_resume_equals_uninterrupted(
     )
 
 
-def test_kill_9_mid_epoch_then_resume(tmp_path):
-    cfg = tiny(tmp_path, train={"iterations": 48, "epoch_iters": 4})
+def _train_in_a_subprocess(tmp_path: Path, iterations: int) -> tuple[subprocess.Popen, Path]:
+    """``dmlbook train`` of a tiny run in a child process, returned once its first checkpoint
+    exists. No deadline: the child cannot finish first (it has far more iterations than a busy
+    machine could do meanwhile), so the wait ends however slow the machine is."""
+    cfg = tiny(tmp_path, train={"iterations": iterations, "epoch_iters": 4})
+    cfg["optim"]["milestones"] = []  # a constant lr, whatever the total
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(cfg))
     env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1")
     cmd = [sys.executable, "-m", "dmlbook.cli", "train", "--config", str(path), "--quiet"]
-    last, meta = tmp_path / "run" / "last.pt", tmp_path / "run" / "run.json"
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not meta.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up or save anything
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
-    state = load_checkpoint(last)  # complete despite the kill (atomic replace)
-    done = state["position"]["iteration"]
-    assert done % 4 == 0 and 4 <= done < 48 and state["position"]["batch"] == 0
-    assert not json.loads(meta.read_text())["complete"]  # run.json is written after last.pt
-    resumed = train(load_config(path), resume=True, progress=False, verbose=False)
-    assert resumed.history["iteration"].iloc[0] == 0  # the history before the kill is kept
-    ref_cfg = tiny(tmp_path / "ref", train={"iterations": 48, "epoch_iters": 4})
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    while not (tmp_path / "run" / "run.json").exists():
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        time.sleep(0.01)
+    return proc, path
+
+
+def _resume_and_compare(tmp_path: Path, path: Path, done: int, argv: list[str] | None = None):
+    """Resume the run to the end of the epoch after next and compare it with an uninterrupted
+    run of as many iterations (the stop may come at any iteration: the machine may be busy)."""
+    total = (done // 4 + 2) * 4
+    if argv is None:
+        resumed = train(load_config(path, [f"train.iterations={total}"]), resume=True,
+                        progress=False, verbose=False)  # fmt: skip
+        assert resumed.history["iteration"].iloc[0] == 0  # the history before the stop is kept
+    else:
+        from dmlbook.cli import main
+
+        assert main([*argv, "--set", f"train.iterations={total}", "--quiet"]) == 0
+    ref_cfg = tiny(tmp_path / "ref", train={"iterations": total, "epoch_iters": 4})
+    ref_cfg["optim"]["milestones"] = []
     ref = train(load_config(ref_cfg), progress=False, verbose=False)
-    assert_same_weights(weights(ref.out_dir / "last.pt"), weights(last))
+    assert_same_weights(weights(ref.out_dir / "last.pt"), weights(tmp_path / "run" / "last.pt"))
     hist = pd.read_csv(tmp_path / "run" / "metrics.csv")
-    assert list(hist["iteration"]) == list(range(0, 49, 4))
+    assert list(hist["iteration"]) == list(range(0, total + 1, 4))
     assert np.array_equal(hist["R@1"].to_numpy(), ref.history["R@1"].to_numpy())
+
+
+def test_kill_9_mid_epoch_then_resume(tmp_path):
+    proc, path = _train_in_a_subprocess(tmp_path, iterations=100_000)
+    os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up or save anything
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    state = load_checkpoint(tmp_path / "run" / "last.pt")  # complete despite the kill
+    done = state["position"]["iteration"]
+    assert done % 4 == 0 and done >= 4 and state["position"]["batch"] == 0
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert not meta["complete"]  # run.json is written after last.pt
+    _resume_and_compare(tmp_path, path, done)
+
+
+def test_sigterm_saves_the_exact_position_exits_143_and_prints_the_resume_command(tmp_path):
+    """What SLURM, Kubernetes and torchrun send to stop or preempt a job: like a Ctrl-C."""
+    proc, path = _train_in_a_subprocess(tmp_path, iterations=100_000)
+    os.kill(proc.pid, signal.SIGTERM)
+    out, err = (x.decode() for x in proc.communicate())
+    assert proc.returncode == 143, err
+    state = load_checkpoint(tmp_path / "run" / "last.pt")
+    done = state["position"]["iteration"]
+    assert f"stopped at iteration {done} of 100000" in out and "Traceback" not in err
+    command = f"dmlbook train --config {path} --resume"
+    assert any(line.endswith(f"Resume with: {command}") for line in out.splitlines()), out
+    assert "best.pt holds the final model" not in out
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["interrupted"]
+    _resume_and_compare(tmp_path, path, done, argv=shlex.split(command)[1:])
 
 
 def test_resume_refuses_a_changed_config(tmp_path):

@@ -398,6 +398,8 @@ def prepare(
     ValueError
         For an unknown name, a data set without a direct download and no copy (In-Shop: the
         message says what to do), or no ``data_dir``.
+    FileNotFoundError
+        If ``data_dir`` is not an existing folder (a typo must not start a download).
     DownloadError
         If a file cannot be fetched (offline, a moved URL): one line saying where to put the
         file or the extracted copy instead.
@@ -413,6 +415,11 @@ def prepare(
             raise ValueError("Pass data_dir or set DMLBOOK_DATA to the folder for the data sets.")
         data_dir = env
     root = Path(data_dir).expanduser()
+    if not root.is_dir():  # a typo must not start a download of gigabytes into a new folder
+        raise FileNotFoundError(
+            f"data_dir {str(data_dir)!r} is not a folder. Check the spelling; to download "
+            f"{key} into a new folder, create it first (os.makedirs)."
+        )
     if find_copy(key, root) is not None:
         return root  # already extracted: never download what is there
     if not RESOURCES[key]:

@@ -29,6 +29,9 @@ Images that cannot be decoded are listed by path in one error at the end; with `
 their cells stay black and the manifest lists them, so that the data set leaves them out. The
 cache files get the mode a plain ``open`` gives (the umask decides whether a group sharing the
 folder can read them), and the build lock file is removed afterwards (:mod:`dmlbook.data.atomic`).
+No cache file is written through a symbolic link: in a shared folder a link planted under a
+cache file's name is replaced (new files are made under random names and renamed into place) or
+refused (the lock file), never followed.
 Decoding one image is :mod:`dmlbook.data.image_decode`; the data set that reads the cache is
 :mod:`dmlbook.data.cached_dataset`; the handle of a built cache and opening it are
 :mod:`dmlbook.data.image_cache_file` (this module re-exports its public names).
@@ -55,7 +58,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..progress import progress_disabled
-from .atomic import atomic_write, exclusive_lock
+from .atomic import atomic_write, exclusive_lock, new_memmap, open_memmap
 from .cached_dataset import Batch, CachedImageDataset
 from .errors import listed
 from .image_cache_file import (
@@ -303,8 +306,7 @@ def _open_partial(
     if state_path.is_file() and partial.is_file() and sizes_path.is_file():
         try:  # resume an interrupted build of the same file list and options
             state = json.loads(state_path.read_text(encoding="utf-8"))
-            images = np.load(partial, mmap_mode="r+")
-            sizes = np.load(sizes_path, mmap_mode="r+")
+            images, sizes = open_memmap(partial), open_memmap(sizes_path)  # never via a link
             if (
                 state.get("digest") != digest
                 or images.shape != (n, size, size, 3)
@@ -318,10 +320,9 @@ def _open_partial(
             images = sizes = None
             done, errors = 0, []
     if images is None or sizes is None:
-        images = np.lib.format.open_memmap(
-            partial, mode="w+", dtype=np.uint8, shape=(n, size, size, 3)
-        )
-        sizes = np.lib.format.open_memmap(sizes_path, mode="w+", dtype=np.int64, shape=(n, 2))
+        # made under random names and renamed into place: a planted link is replaced, not followed
+        images = new_memmap(partial, np.uint8, (n, size, size, 3))
+        sizes = new_memmap(sizes_path, np.int64, (n, 2))
     return images, sizes, done, errors
 
 

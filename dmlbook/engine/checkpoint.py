@@ -8,6 +8,7 @@ reader therefore sees either the previous complete file or the new complete file
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import torch
+
+from ..models.weight_files import read_torch_file
 
 __all__ = [
     "FORMAT",
@@ -31,19 +34,54 @@ __all__ = [
 FORMAT = "dmlbook-checkpoint/1"
 
 
+def _disk_full(err: BaseException) -> bool:
+    """Whether ``err`` or an exception in its chain is "No space left on device" (or a quota)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left on device" in str(err) or "file write failed" in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _open_temp(path: Path) -> tuple[IO[bytes], str]:
+    """A new temporary file ``.<name>.<random>.tmp`` beside ``path``, open for writing."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    return os.fdopen(fd, "wb"), tmp
+
+
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> Path:
-    """Call ``write(file)`` on a temporary file beside ``path``, fsync it, move it onto ``path``."""
+    """Call ``write(file)`` on a temporary file beside ``path``, fsync it, move it onto ``path``.
+
+    Raises
+    ------
+    OSError
+        One line naming ``path`` when the disk is full (whatever layer noticed it: ``torch.save``
+        reports it as a ``RuntimeError`` of its zip writer); ``path`` keeps its previous content
+        and the temporary file is removed.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    f, tmp = _open_temp(path)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, Exception) and _disk_full(err):
+            full = OSError(
+                f"no space left on the device of {path.parent} while writing {path.name}; "
+                f"{path.name} keeps its previous version (nothing is lost before it). Free some "
+                "space or move the run folder (train.out_dir)."
+            )
+            full.errno = errno.ENOSPC
+            raise full from err
         raise
     return path
 
@@ -62,17 +100,24 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     FileNotFoundError
         If the file does not exist.
     ValueError
-        If it is not a dmlbook checkpoint.
+        One line naming the file and the fix, if it cannot be read (truncated, empty, random
+        bytes, a text file) or is not a dmlbook checkpoint.
     """
     p = Path(path).expanduser()
     if not p.is_file():
         raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist.")
-    data = torch.load(p, map_location="cpu", weights_only=True)
+    fix = (
+        "Use another checkpoint of the run (best.pt or last.pt), or start the run again "
+        "without resuming."
+    )
+    data = read_torch_file(p, fix)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(
             f"{p} is not a dmlbook checkpoint (written by dmlbook train); for bare backbone "
             "weights use dmlbook.models.load_pretrained."
         )
+    if not isinstance(data.get("model"), dict):
+        raise ValueError(f"{p} is a damaged dmlbook checkpoint (it holds no model). {fix}")
     return data
 
 

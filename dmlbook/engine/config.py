@@ -90,10 +90,20 @@ class Config:
         ConfigError
             Naming the key, the bad value and the fix.
         """
+        _check_name(self.name)
         _check_train(self.train)
         _check_optim(self.optim)
         _check_data_and_model(self.data, self.model)
         return self
+
+
+def _check_name(name: str) -> None:
+    """``name`` is one folder under ``runs/``: never a path that leaves it."""
+    if name in ("", ".", "..") or any(c in name for c in "/\\\0") or name.startswith("~"):
+        raise ConfigError(
+            f"name {name!r} must be a plain folder name (no '/', '\\', '..' or '~'): a run goes "
+            "to runs/<name>. To write it elsewhere, set train.out_dir."
+        )
 
 
 def _check_train(t: TrainConfig) -> None:
@@ -118,8 +128,8 @@ def _check_train(t: TrainConfig) -> None:
             f"train.batch_size={t.batch_size} is not a multiple of train.k={t.k}; use e.g. "
             f"{lower} or {lower + t.k} (P classes x k images)."
         )
-    if t.seed < 0:
-        raise ConfigError(f"train.seed must be >= 0, got {t.seed}.")
+    if not 0 <= t.seed < 2**32:  # epochs are seeded with seed * 1_000_003 + ...: 64 bits
+        raise ConfigError(f"train.seed must be an integer in [0, 2**32), got {t.seed}.")
     minutes = t.checkpoint_minutes
     if minutes is not None and not (math.isfinite(minutes) and minutes > 0):
         raise ConfigError(
@@ -285,11 +295,34 @@ def config_from_dict(values: dict[str, Any]) -> Config:
     return _build(Config, values, "").validate()
 
 
+def _yaml_load(stream: Any, where: str) -> Any:
+    """``yaml.safe_load`` that refuses aliases (``*name``), with a :class:`ConfigError`.
+
+    An alias repeats a node without copying it, so a few lines of aliases to aliases describe
+    10^8 leaves that only expand when the config is written out (``--dry-run``, checkpoints):
+    a "billion laughs". A dmlbook config never needs one.
+    """
+    import yaml
+
+    class _NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise ConfigError(
+                    f"{where}, line {event.start_mark.line + 1}: the YAML alias *{event.anchor} is "
+                    "not accepted in a config (aliases can expand without bound); write the "
+                    "values out."
+                )
+            return super().compose_node(parent, index)
+
+    return yaml.load(stream, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def _parse_value(text: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return _yaml_load(text, f"--set value {text!r}")
     except yaml.YAMLError:
         return text
 
@@ -361,7 +394,7 @@ def read_file(path: str | Path) -> dict[str, Any]:
 
     with open(p, encoding="utf-8") as f:
         try:
-            values = yaml.safe_load(f)
+            values = _yaml_load(f, str(p))
         except yaml.YAMLError as err:
             raise ConfigError(f"{p} is not valid YAML: {err}") from err
     return values or {}

@@ -159,23 +159,29 @@ def wrap_model(
     return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=find_unused)
 
 
+#: The differentiable all-gather along dim 0: ``all_gather_single`` from torch 2.13 on, the same
+#: collective as ``all_gather_tensor_autograd`` before (torch 2.11 has only the latter).
+_all_gather = getattr(funcol, "all_gather_single", None) or funcol.all_gather_tensor_autograd
+
+
 def gather_batch(
     embeddings: torch.Tensor, labels: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every process's ``(embeddings, labels)`` concatenated in rank order; gradients flow back.
 
     The embeddings go through PyTorch's differentiable all-gather (``all_gather_single`` of
-    ``torch.distributed._functional_collectives``), whose backward returns to each process the
-    sum over processes of the gradients of its slice (see the module
-    docstring for why this, with DistributedDataParallel's average, is exact). Every process
+    ``torch.distributed._functional_collectives``; before torch 2.13, the same module's
+    ``all_gather_tensor_autograd``), whose backward returns to each process the sum over
+    processes of the gradients of its slice (see the module docstring for why this, with
+    DistributedDataParallel's average, is exact). Every process
     must hold the same number of rows (:class:`~dmlbook.data.sampler.DistributedPKSampler`
     guarantees it). With one process (no group) the inputs come back unchanged.
     """
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return embeddings, labels
     group = dist.group.WORLD
-    gathered = funcol.all_gather_single(embeddings.contiguous(), 0, group)
-    all_labels = funcol.all_gather_single(labels.contiguous(), 0, group)
+    gathered = _all_gather(embeddings.contiguous(), 0, group)
+    all_labels = _all_gather(labels.contiguous(), 0, group)
     return funcol.wait_tensor(gathered), funcol.wait_tensor(all_labels)
 
 

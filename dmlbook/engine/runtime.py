@@ -1,4 +1,4 @@
-"""Run-time helpers of the training loop: resumption checks, loss means, Ctrl-C, logging.
+"""Run-time helpers of the training loop: resumption checks, loss means, stop signals, logging.
 
 Tests: ``tests/test_engine.py``.
 """
@@ -24,7 +24,10 @@ __all__ = [
     "NothingToResume",
     "check_resumable",
     "format_row",
+    "STOP_SIGNALS",
+    "exit_status",
     "graceful_interrupt",
+    "resume_path",
     "resume_state",
     "tensorboard",
 ]
@@ -70,10 +73,14 @@ class NothingToResume(FileNotFoundError):
     """``resume=True`` (``--resume``) but the run folder holds no ``last.pt``."""
 
 
-def resume_state(cfg: Config, resume: bool | str | Path) -> dict[str, Any] | None:
-    """The checkpoint to continue from, checked against ``cfg``; None for a fresh run.
+def resume_path(cfg: Config, resume: bool | str | Path) -> Path | None:
+    """The checkpoint a run continues from, or None for a fresh run; checked before anything is
+    created (``resume`` as :func:`dmlbook.engine.train` takes it: True, ``"auto"``, a path, False).
 
-    ``resume`` as :func:`dmlbook.engine.train` takes it (True, ``"auto"``, a path, False).
+    Raises
+    ------
+    NothingToResume
+        For ``resume=True`` when the run folder holds no ``last.pt``.
     """
     if resume is False or resume is None:
         return None
@@ -86,7 +93,20 @@ def resume_state(cfg: Config, resume: bool | str | Path) -> dict[str, Any] | Non
             f"{cfg.name!r} was checkpointed there; check train.out_dir). To start a fresh run, "
             "drop --resume (in Python: resume=False)."
         )
+    return path
+
+
+def resume_state(cfg: Config, path: Path | None) -> dict[str, Any] | None:
+    """The checkpoint at ``path`` (from :func:`resume_path`), checked against ``cfg``."""
+    if path is None:
+        return None
     state = load_checkpoint(path)
+    missing = [k for k in ("position", "optimizer", "rng", "log") if k not in state]
+    if missing:
+        raise ValueError(
+            f"{path} holds no training position ({', '.join(missing)} missing): a best.pt keeps "
+            "the model only. Resume from the run's last.pt (--resume without a path)."
+        )
     check_resumable(state["config"], cfg)
     return state
 
@@ -123,27 +143,45 @@ class Mean:
         self.n = int(state[1])
 
 
+#: The signals that stop a run gracefully: Ctrl-C, and what SLURM, Kubernetes and torchrun send
+#: to stop or preempt a job (SIGTERM), or a closed terminal (SIGHUP).
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+def exit_status(signum: int | None) -> int:
+    """The shell's exit status of a run stopped by ``signum``: 128 + its number (130 for Ctrl-C,
+    143 for SIGTERM, 129 for SIGHUP); 0 for a run that was not stopped."""
+    return 0 if signum is None else 128 + int(signum)
+
+
 @contextlib.contextmanager
-def graceful_interrupt() -> Iterator[dict[str, bool]]:
-    """A first Ctrl-C (SIGINT) asks the loop to stop after the current iteration; a second one
-    raises ``KeyboardInterrupt`` at once. Only in the main thread (signals go there)."""
-    flag = {"requested": False}
+def graceful_interrupt() -> Iterator[dict[str, Any]]:
+    """A first SIGINT (Ctrl-C), SIGTERM or SIGHUP asks the loop to stop after the current
+    iteration (the flag's ``"requested"``; ``"signal"`` records which); a second one raises
+    ``KeyboardInterrupt`` at once. Only in the main thread (signals go there). The handlers found
+    are restored on exit."""
+    flag: dict[str, Any] = {"requested": False, "signal": None}
     if threading.current_thread() is not threading.main_thread():
         yield flag
         return
-    previous = signal.getsignal(signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
 
     def handler(signum: int, frame: object) -> None:
         if flag["requested"]:
             raise KeyboardInterrupt
-        flag["requested"] = True
-        tqdm.write("Ctrl-C: stopping after this iteration (press again to stop at once).")
+        flag["requested"], flag["signal"] = True, signum
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        tqdm.write(f"{name}: stopping after this iteration (send it again to stop at once).")
 
-    signal.signal(signal.SIGINT, handler)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
     try:
         yield flag
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
 
 def tensorboard(cfg: Config, out: Path) -> Any:

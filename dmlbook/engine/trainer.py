@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,16 +61,25 @@ from .distributed import (
 )
 from .evaluation import evaluate_model
 from .loop import Stop, Trainer
+from .run_folder import RunFolderBusy, run_folder
 from .runtime import (
     Mean,
     NothingToResume,
     format_row,
     graceful_interrupt,
+    resume_path,
     resume_state,
     tensorboard,
 )
 
-__all__ = ["NothingToResume", "RunResult", "train", "TEST_SELECTION_NOTE", "selection_note"]
+__all__ = [
+    "NothingToResume",
+    "RunFolderBusy",
+    "RunResult",
+    "train",
+    "TEST_SELECTION_NOTE",
+    "selection_note",
+]
 
 #: Stored with ``best.pt`` and printed when the best checkpoint was chosen by a test-split metric.
 TEST_SELECTION_NOTE = (
@@ -104,8 +114,12 @@ class RunResult:
     out_dir : Path
         Holds ``last.pt``, ``best.pt``, ``metrics.csv``, ``train_log.csv``, ``run.json``.
     interrupted : bool
-        True if Ctrl-C stopped the run (``last.pt`` then holds the exact position).
+        True if a stop signal (Ctrl-C, SIGTERM, SIGHUP) ended the run before its last iteration
+        (``last.pt`` then holds the exact position, or the last checkpoint after a second signal).
     config : Config
+    stopped_by : int or None
+        The number of that signal; :func:`~dmlbook.engine.runtime.exit_status` turns it into
+        the shell's exit status (130, 143, 129).
     """
 
     history: pd.DataFrame
@@ -114,6 +128,7 @@ class RunResult:
     out_dir: Path
     interrupted: bool
     config: Config
+    stopped_by: int | None = None
 
 
 class _Run:
@@ -352,13 +367,14 @@ class _Run:
             + ("; already complete" if it >= self.total else "")
         )
 
-    def run(self, progress: bool | None) -> bool:
-        """Train to the end (or a Ctrl-C); return whether the run was interrupted."""
+    def run(self, progress: bool | None, resume_command: str) -> int | None:
+        """Train to the end, or to a stop signal; return the signal's number (None: the end)."""
         pos, out = self.trainer.pos, self.out
         self.bar = tqdm(
             total=self.total, initial=pos.iteration, desc=self.cfg.name, unit="it",
             disable=progress_disabled(progress) or not self.ctx.is_main,
         )  # fmt: skip
+        stop: dict[str, Any] = {"requested": False, "signal": None}
         try:
             with graceful_interrupt() as stop:
                 self.stop_flag = stop
@@ -370,27 +386,31 @@ class _Run:
                     on_epoch_end=self.end_epoch,
                     should_stop=lambda: self.stop_now if self.ctx.enabled else stop["requested"],
                 )  # fmt: skip
-        except Stop:  # Ctrl-C once: stopped between two iterations, the exact position is saved
+        except Stop:  # a first stop signal: stopped between two iterations, the position is saved
             self.checkpoint(interrupted=True)
             if self.ctx.is_main:
                 tqdm.write(
-                    f"stopped at iteration {pos.iteration}: the exact position is saved in "
-                    f"{out / 'last.pt'}; train again with resume to continue."
+                    f"stopped at iteration {pos.iteration} of {self.total}: the exact position is "
+                    f"saved in {out / 'last.pt'}. Resume with: {resume_command}"
                 )
-            return True
-        except KeyboardInterrupt:  # Ctrl-C twice: stopped inside an iteration, nothing saved
+            return stop["signal"] or signal.SIGINT
+        except KeyboardInterrupt:  # a second signal: stopped inside an iteration, nothing saved
             if self.ctx.is_main:
                 tqdm.write(
                     f"interrupted inside iteration {pos.iteration + 1}; {out / 'last.pt'} keeps the "
-                    "last checkpointed position (epoch end, checkpoint_every or checkpoint_minutes); "
-                    "train again with resume."
+                    "last checkpointed position (epoch end, checkpoint_every or checkpoint_minutes). "
+                    f"Resume with: {resume_command}"
                 )
-            return True
+            return stop["signal"] or signal.SIGINT
+        except OSError as err:  # a full disk, a folder made read-only meanwhile ...
+            again = OSError(f"{err} Then resume with: {resume_command}")
+            again.errno = err.errno
+            raise again from err
         finally:
             self.bar.close()
             if self.tb is not None:
                 self.tb.close()
-        return False
+        return None
 
 
 def train(
@@ -399,6 +419,7 @@ def train(
     resume: bool | str | Path = False,
     progress: bool | None = None,
     verbose: bool = True,
+    resume_command: str | None = None,
 ) -> RunResult:
     """Train the run described by ``config``; write checkpoints, CSV logs and ``run.json``.
 
@@ -415,6 +436,14 @@ def train(
     verbose : bool
         Print one line per evaluation (rounded, no timings) and the best checkpoint, with the
         test-selection note when the best is not the final model.
+    resume_command : str, optional
+        How to resume this run, printed when it stops early or a checkpoint cannot be written
+        (the command line passes its own; default ``train(config, resume=True)``).
+
+    A first SIGINT (Ctrl-C), SIGTERM or SIGHUP stops the run after the current iteration and
+    saves the exact position in ``last.pt``; a second one stops it at once (``last.pt`` keeps the
+    last checkpoint). The run folder is checked and locked for the run
+    (:func:`~dmlbook.engine.run_folder.run_folder`).
 
     Returns
     -------
@@ -431,23 +460,32 @@ def train(
         For a checkpoint path that does not exist.
     FloatingPointError
         When the loss becomes NaN or infinite.
+    RunFolderBusy
+        (an :class:`OSError`) When another process trains in the same run folder
+        (:func:`~dmlbook.engine.run_folder.run_folder`).
+    OSError
+        When the run folder cannot be written (checked before anything is built) or a checkpoint
+        cannot be written (a full disk: the previous one is kept; the message ends with
+        ``resume_command``).
     """
     cfg = config if isinstance(config, Config) else load_config(config)
     cfg.validate()
-    with distributed(cfg.train.device) as (ctx, device):
-        if ctx.is_main:
-            for stale in cfg.out_dir.glob(".*.tmp"):  # left by a process killed while writing
-                stale.unlink(missing_ok=True)
-        state = resume_state(cfg, resume)
+    if resume_command is None:
+        resume_command = "train(config, resume=True)"
+    start = resume_path(cfg, resume)  # before the run folder is created
+    with distributed(cfg.train.device) as (ctx, device), run_folder(cfg.out_dir, ctx.is_main):
+        state = resume_state(cfg, start)
         run = _Run(cfg, state, verbose, ctx, device)
         verbose = run.verbose  # rank 0 only
         if verbose:
             tqdm.write(run.describe(resumed=state is not None))
-        interrupted = run.run(progress)
+        stopped_by = run.run(progress, resume_command)
     best, history = run.best, run.trainer.history
     if verbose and best is not None:
         line = f"best: iteration {best['iteration']}, R@1 {100 * best['metrics']['R@1']:.1f}"
-        if history and best["iteration"] != history[-1]["iteration"]:
+        if stopped_by is not None:
+            line += " (so far: the run was stopped before its end)"
+        elif history and best["iteration"] != history[-1]["iteration"]:
             line += f" -- note: {TEST_SELECTION_NOTE}"
         else:
             line += " (the last evaluation: best.pt holds the final model)"
@@ -457,6 +495,7 @@ def train(
         log=pd.DataFrame(run.log),
         best=best,
         out_dir=cfg.out_dir,
-        interrupted=interrupted,
+        interrupted=stopped_by is not None,
         config=cfg,
+        stopped_by=stopped_by,
     )

@@ -15,10 +15,14 @@ The pair algebra (input checks, forms, masked log-sum-exp, reductions) lives one
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
+import types
+import typing
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -72,7 +76,17 @@ class HyperParameters:
     module_reductions: ClassVar[tuple[str, ...]] = ("mean", "sum")
 
     def __post_init__(self) -> None:
+        self._check_types()
         self.check()
+
+    def _check_types(self) -> None:
+        """Each value against its field's declared type, naming the parameter (one place for
+        every family): ``margin="a"`` fails here, not deep inside a comparison."""
+        for name, expected in _declared_types(type(self)).items():
+            value = getattr(self, name)
+            if not _fits(value, expected):
+                wanted = " or ".join(_TYPE_WORDS.get(t, t.__name__) for t in expected)
+                raise TypeError(f"{name} must be {wanted}, got {value!r} ({type(value).__name__}).")
 
     def _set(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -89,6 +103,39 @@ class HyperParameters:
         """The stricter checks of a module; by default a scalar ``reduction``."""
         if hasattr(self, "reduction"):
             check_choice(self.reduction, self.module_reductions, "reduction")
+
+
+_TYPE_WORDS = {float: "a number", int: "an integer", bool: "True or False", str: "a string",
+               type(None): "None"}  # fmt: skip
+
+
+@functools.cache
+def _declared_types(cls: type) -> dict[str, tuple[type, ...]]:
+    """The plain types (``float``, ``int``, ``str``, ``bool``, ``None``) each field declares."""
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        tp = hints.get(f.name)
+        args = (
+            typing.get_args(tp)
+            if typing.get_origin(tp) in (typing.Union, types.UnionType)
+            else (tp,)
+        )
+        if args and all(a in _TYPE_WORDS for a in args):
+            out[f.name] = tuple(args)
+    return out
+
+
+def _fits(value: Any, expected: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) or isinstance(value, np.bool_):
+        return bool in expected
+    if isinstance(value, (int, np.integer)):
+        return int in expected or float in expected
+    if isinstance(value, (float, np.floating)):
+        return float in expected
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        return float in expected and torch.is_floating_point(value)
+    return any(isinstance(value, t) for t in expected if t not in (int, float, bool))
 
 
 class _HyperSignature:

@@ -75,9 +75,9 @@ class ContrastiveHyperParameters(HyperParameters):
         check_choice(self.backward, BACKWARDS, "backward")
 
     def check_module(self) -> None:
-        if not -1.0 <= self.margin <= 1.0:
+        if not -1.0 < self.margin < 1.0:  # at 1 no negative is ever penalised, at -1 all always
             raise ValueError(
-                f"margin is a cosine similarity and must lie in [-1, 1], got {self.margin}."
+                f"margin is a cosine similarity and must lie in (-1, 1), got {self.margin}."
             )
         self._set("margin", float(self.margin))
 

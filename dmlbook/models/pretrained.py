@@ -2,8 +2,9 @@
 
 Backbones pretrained on ImageNet are the starting point of every benchmark run. The weights are
 plain state dicts, read with ``torch.load(..., weights_only=True)`` (no pickled code runs), either
-from a local file or through :func:`torch.hub.load_state_dict_from_url`, which caches downloads
-under ``$TORCH_HOME/hub/checkpoints``.
+from a local file or downloaded once into ``$TORCH_HOME/hub/checkpoints``; files the package knows
+by name are verified against their full SHA-256 first (:mod:`dmlbook.models.weight_files`), and
+a file that cannot be read raises one ``ValueError`` naming it and the fix.
 
 :func:`load_pretrained` refuses to load silently wrong weights: a missing key, an unexpected key or
 a shape mismatch raises ``ValueError`` listing the offending names (only ``num_batches_tracked``
@@ -12,13 +13,14 @@ counters, absent from files written before PyTorch 0.4.1, may be missing).
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
+
+from .weight_files import cached_weights, read_torch_file, verify_weights
 
 __all__ = ["InputSpec", "LoadReport", "fetch_state_dict", "load_pretrained", "is_url"]
 
@@ -104,7 +106,9 @@ def fetch_state_dict(
     model_dir : str or Path, optional
         Download cache; default ``$TORCH_HOME/hub/checkpoints``.
     check_hash : bool
-        For URLs whose file name carries a SHA-256 prefix (``resnet50-0676ba61.pth``), verify it.
+        For URLs whose file name carries a SHA-256 prefix and is not in the manifest, verify the
+        prefix. Files named in :data:`~dmlbook.models.weight_files.MANIFEST` are always verified
+        against their full SHA-256, downloaded, cached or local.
     progress : bool
         Show the download progress bar.
 
@@ -113,27 +117,14 @@ def fetch_state_dict(
     FileNotFoundError
         If a local path does not exist.
     ValueError
-        If the file does not hold a dict of tensors, or a URL cannot be downloaded.
-    RuntimeError
-        From :mod:`torch.hub` when ``check_hash`` fails.
+        One line naming the file and the fix: a file that fails its SHA-256 check, cannot be
+        read (truncated, damaged, not weights) or does not hold a dict of tensors, or a URL that
+        cannot be downloaded from any source.
     """
     text = str(source)
     if is_url(text):
-        try:
-            obj = torch.hub.load_state_dict_from_url(
-                text,
-                model_dir=None if model_dir is None else str(model_dir),
-                map_location="cpu",
-                progress=progress,
-                check_hash=check_hash,
-                weights_only=True,
-            )
-        except OSError as err:  # URLError, connection refused, DNS failure, ...
-            raise ValueError(
-                f"could not download {text} ({type(err).__name__}: {err}). Without internet "
-                "access, fetch the file elsewhere and pass its local path instead (config: "
-                "model.pretrained=/path/to/file.pth)."
-            ) from err
+        path = cached_weights(text, model_dir=model_dir, check_hash=check_hash, progress=progress)
+        fix = "Delete it and run again to download it afresh."
     else:
         path = Path(text).expanduser()
         if not path.is_file():
@@ -141,14 +132,9 @@ def fetch_state_dict(
                 f"pretrained weights {text!r} not found; pass an existing .pth file or a URL "
                 "(http://, https:// or file://)."
             )
-        try:
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as err:
-            raise ValueError(
-                f"{text} holds more than tensors (code objects or custom classes); refusing to "
-                "unpickle it (weights_only=True). Re-save the weights as a plain state dict."
-            ) from err
-    return _unwrap(obj, text)
+        verify_weights(path, check_prefix=False)  # an official file name promises its content
+        fix = "Replace it with a good copy."
+    return _unwrap(read_torch_file(path, fix), text)
 
 
 def _listed(names: Iterable[str], limit: int = 8) -> str:

@@ -37,6 +37,7 @@ from .weights import (
     pair_weights,
     relative_means,
     select,
+    sig_ms_weights,
     triplet_weight,
 )
 
@@ -120,6 +121,19 @@ class SurgerySpec:
         return f"{self.direction} / {self.pair_weight} / {self.triplet_weight}{sel}"
 
 
+def _check_weights(p_plus: torch.Tensor, p_minus: torch.Tensor, spec: SurgerySpec) -> None:
+    """``ValueError`` with the fix if a pair weight left the dtype's range."""
+    if bool(torch.isfinite(p_plus).all() and torch.isfinite(p_minus).all()):
+        return
+    top = math.log(torch.finfo(p_plus.dtype).max)
+    raise ValueError(
+        f"pair_weight={spec.pair_weight!r} gives weights beyond {p_plus.dtype} for this batch "
+        f"(with beta={spec.beta:g} and lam={spec.lam:g} they reach exp(beta * (1 - lam)) = "
+        f"exp({spec.beta * (1 - spec.lam):g}); {p_plus.dtype} ends at exp({top:.1f})). Lower beta "
+        f"(or alpha) so that beta * (1 - lam) < {top:.0f}, or compute in float64."
+    )
+
+
 def designed_gradient(
     f: torch.Tensor, labels: torch.Tensor, spec: SurgerySpec
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,17 +157,23 @@ def designed_gradient(
     grad = torch.zeros_like(f)
     if len(t) == 0:
         return grad, torch.zeros((), dtype=f.dtype, device=f.device)
-    m_plus = m_minus = None
-    if spec.pair_weight in ("sig_ms", "lin_ms"):
+    if spec.pair_weight == "sig_ms":  # Eq. 13, safe where both of its terms underflow
         in_P, in_N = relative_sets(S, labels, t, spec.epsilon)
-        kind = spec.pair_weight.split("_")[0]
-        m_plus, m_minus = relative_means(
-            S[t.a], t.s_ap, t.s_an, in_P, in_N, kind, spec.alpha, spec.beta
+        p_plus, p_minus = sig_ms_weights(
+            S[t.a], t.s_ap, t.s_an, in_P, in_N, alpha=spec.alpha, beta=spec.beta, lam=spec.lam
         )
-    p_plus, p_minus = pair_weights(
-        spec.pair_weight, t.s_ap, t.s_an, alpha=spec.alpha, beta=spec.beta, lam=spec.lam,
-        m_plus=m_plus, m_minus=m_minus,
-    )  # fmt: skip
+    else:
+        m_plus = m_minus = None
+        if spec.pair_weight == "lin_ms":
+            in_P, in_N = relative_sets(S, labels, t, spec.epsilon)
+            m_plus, m_minus = relative_means(
+                S[t.a], t.s_ap, t.s_an, in_P, in_N, "lin", spec.alpha, spec.beta
+            )
+        p_plus, p_minus = pair_weights(
+            spec.pair_weight, t.s_ap, t.s_an, alpha=spec.alpha, beta=spec.beta, lam=spec.lam,
+            m_plus=m_plus, m_minus=m_minus,
+        )  # fmt: skip
+    _check_weights(p_plus, p_minus, spec)
     p_plus = select(spec.selection, p_plus, t.s_ap, t.s_an)
     T = triplet_weight(
         spec.triplet_weight, t.s_ap, t.s_an, tau=spec.tau, circle_margin=spec.circle_margin

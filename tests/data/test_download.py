@@ -361,6 +361,10 @@ def test_prepare(tmp_path, monkeypatch, server):
     )
     data = tmp_path / "data"
     monkeypatch.setenv("DMLBOOK_DATA", str(data))
+    with pytest.raises(FileNotFoundError, match="not a folder. Check the spelling"):
+        prepare("cub", progress=False)  # a typo must not start a download
+    assert not data.exists() and not server.requests
+    data.mkdir()
     assert prepare("cub", progress=False) == data
     assert (data / "downloads" / "CUB_200_2011.tgz.extracted").is_file()
     ds = cub.load("test", allow_partial=True)  # from $DMLBOOK_DATA/CUB_200_2011

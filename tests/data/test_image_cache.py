@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import types
 
 import numpy as np
 import pytest
@@ -234,6 +235,37 @@ def test_interrupted_build_resumes(images, tmp_path, monkeypatch):
     for i in (0, 63, 64, 159):
         np.testing.assert_array_equal(cache.images[i], decode_resized(images.files[i % 4], SIZE)[0])
     assert not [p for p in (tmp_path / "cache").iterdir() if ".partial" in p.name]
+
+
+def test_links_planted_under_the_cache_names_are_never_followed(images, tmp_path):
+    """In a shared cache folder, links under the predictable names of a build's files must not
+    make the build overwrite (or create) their targets (issue 29)."""
+    probe = build_image_cache(images.files, size=SIZE, cache_dir=tmp_path / "probe", progress=False)
+    stem, shared = probe.path.stem, tmp_path / "shared"
+    shared.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    for suffix in (".partial.npy", ".sizes.npy", ".partial.json"):
+        (shared / f"{stem}{suffix}").symlink_to(victim)
+    cache = build_image_cache(images.files, size=SIZE, cache_dir=shared, progress=False)
+    assert victim.read_text() == "precious"
+    np.testing.assert_array_equal(cache.images, probe.images)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / f"{stem}.lock").symlink_to(tmp_path / "made-by-the-lock")
+    with pytest.raises(OSError, match="symbolic link, not a lock file"):
+        build_image_cache(images.files, size=SIZE, cache_dir=other, progress=False)
+    assert not (tmp_path / "made-by-the-lock").exists()
+
+
+def test_a_disk_too_small_for_the_cache_is_one_error_before_decoding(images, tmp_path, monkeypatch):
+    """A memory map that meets a full disk dies of SIGBUS with no message; check the space first."""
+    from dmlbook.data import atomic
+
+    monkeypatch.setattr(atomic.shutil, "disk_usage", lambda p: types.SimpleNamespace(free=1000))
+    with pytest.raises(OSError, match=r"not enough space in .* GiB free\): free some space"):
+        build_image_cache(images.files, size=SIZE, cache_dir=tmp_path / "cache", progress=False)
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.suffix != ".lock"]
 
 
 def test_progress_file_of_an_older_format_restarts_the_build(images, tmp_path, monkeypatch):
