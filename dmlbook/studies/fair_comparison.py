@@ -367,13 +367,19 @@ def mean_intervals(results: pd.DataFrame, metric: str, *, level: float = 0.95) -
 
 
 def paired_intervals(
-    results: pd.DataFrame, reference: str, metric: str, *, level: float = 0.95
+    results: pd.DataFrame,
+    reference: str,
+    metric: str,
+    *,
+    level: float = 0.95,
+    lower_is_better: bool = False,
 ) -> pd.DataFrame:
     """Each loss minus ``reference``, seed by seed, with a Student-t interval of the mean.
 
     Only seeds run for both losses count. Returns a frame indexed by ``loss`` (every loss but
-    the reference) with ``mean``, ``low``, ``high``, ``wins`` (seeds where the loss scored
-    higher) and ``seeds``; an interval that excludes 0 is a difference the seeds resolve.
+    the reference) with ``mean``, ``low``, ``high``, ``wins`` (seeds where the loss did better
+    than the reference: scored higher, or lower with ``lower_is_better`` for an error) and
+    ``seeds``; an interval that excludes 0 is a difference the seeds resolve.
     """
     table = results.pivot_table(index="seed", columns="loss", values=metric, sort=False)
     if reference not in table.columns:
@@ -382,6 +388,7 @@ def paired_intervals(
     for label in [c for c in dict.fromkeys(results["loss"]) if c != reference]:
         diff = (table[label] - table[reference]).dropna()
         half, mean = _t_half_width(diff, level), float(diff.mean())
-        rows.append((label, mean, mean - half, mean + half, int((diff > 0).sum()), len(diff)))
+        wins = int(((diff < 0) if lower_is_better else (diff > 0)).sum())
+        rows.append((label, mean, mean - half, mean + half, wins, len(diff)))
     out = pd.DataFrame(rows, columns=["loss", "mean", "low", "high", "wins", "seeds"])
     return out.set_index("loss")

@@ -117,6 +117,8 @@ def test_intervals_match_scipy():
     assert paired.loc["B", "low"] == pytest.approx(ci.low)
     assert paired.loc["B", "high"] == pytest.approx(ci.high)
     assert paired.loc["B", "wins"] == int((b > a).sum())
+    as_error = fc.paired_intervals(results, "A", "err", lower_is_better=True)
+    assert as_error.loc["B", "wins"] == int((b < a).sum())  # an error: lower wins
     one = fc.mean_intervals(results[results.seed == 0], "err")
     assert np.isnan(one.loc["A", "low"])  # one seed: no interval
     with pytest.raises(ValueError, match="unknown reference"):
