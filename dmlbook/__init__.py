@@ -2,12 +2,28 @@
 
 The top-level names load their modules on first use (PEP 562), so that ``import dmlbook`` (and
 with it the ``dmlbook`` command's ``--help``) does not import torch.
+
+Importing dmlbook before torch sets ``OMP_WAIT_POLICY=PASSIVE`` (unless the variable is already
+set): torch's OpenMP runtime (GNU libgomp) reads it once, when torch is loaded, and otherwise
+lets its idle threads spin between parallel regions. On a shared machine (a course's JupyterHub,
+a busy laptop) spinning threads burn CPU that nobody uses and slow the thread that does the work:
+a chapter run in JupyterLab would cost several times what it costs under ``make book``, which
+sets the variable itself. When torch was imported first it is too late, and
+:func:`dmlbook.setup` says so and falls back to one thread (which has no idle threads).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import TYPE_CHECKING
+
+#: Whether torch was already loaded, without ``OMP_WAIT_POLICY`` set, when dmlbook was imported:
+#: its idle OpenMP threads then spin (:func:`dmlbook.setup` uses one thread and says why).
+OMP_POLICY_TOO_LATE = "torch" in sys.modules and "OMP_WAIT_POLICY" not in os.environ
+if "torch" not in sys.modules:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 if TYPE_CHECKING:  # pragma: no cover
     from .notebook import setup

@@ -10,7 +10,9 @@ from __future__ import annotations
 import ast
 import inspect
 import math
+import os
 import textwrap
+import warnings
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -19,7 +21,25 @@ import torch
 from .profile import Profile, current_profile
 from .reproducibility import seed_everything
 
-__all__ = ["check_close", "setup", "show_source"]
+__all__ = ["available_cpus", "chapter_threads", "check_close", "setup", "show_source"]
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask; a container's limit shows here)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+def chapter_threads(threads: int = 2) -> int:
+    """The thread count :func:`setup` uses: ``threads``, at most the CPUs available, and 1 when
+    torch was imported before dmlbook without ``OMP_WAIT_POLICY`` (idle threads would spin)."""
+    from . import OMP_POLICY_TOO_LATE
+
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int, got {threads!r}.")
+    return 1 if OMP_POLICY_TOO_LATE else min(threads, available_cpus())
 
 
 def setup(seed: int = 0, threads: int = 2) -> Profile:
@@ -30,8 +50,12 @@ def setup(seed: int = 0, threads: int = 2) -> Profile:
     seed : int
         Seed for Python, NumPy and torch.
     threads : int
-        Number of CPU threads torch uses. A fixed count keeps floating-point reductions, and
-        therefore printed numbers, identical from run to run on the same machine.
+        Number of CPU threads torch uses, at most the CPUs this process may use
+        (:func:`chapter_threads`). A fixed count keeps floating-point reductions, and therefore
+        printed numbers, identical from run to run on the same machine. Idle threads sleep
+        because ``import dmlbook`` set ``OMP_WAIT_POLICY=PASSIVE`` before torch loaded; if torch
+        was imported first (without that variable), one thread is used instead, with a warning
+        that says how to avoid it.
 
     Returns
     -------
@@ -39,7 +63,16 @@ def setup(seed: int = 0, threads: int = 2) -> Profile:
         The profile selected by ``DMLBOOK_PROFILE`` / ``DMLBOOK_DATA``.
     """
     seed_everything(seed)
-    torch.set_num_threads(threads)
+    count = chapter_threads(threads)
+    if count < min(threads, available_cpus()):
+        warnings.warn(
+            "torch was imported before dmlbook, so its idle OpenMP threads spin and burn CPU; "
+            "using 1 thread. Import dmlbook first (or set OMP_WAIT_POLICY=PASSIVE before "
+            "starting Python) and restart the kernel to use more.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    torch.set_num_threads(count)
     torch.set_printoptions(precision=4, sci_mode=False)
     np.set_printoptions(precision=4, suppress=True)
     try:

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .data import PKSampler
+from .data import PKSampler, RandomBatchSampler
 from .engine.loop import Trainer
 from .engine.optim import OPTIMIZERS, check_optimizer, make_optimizer
 from .evaluate import recall_at_k
@@ -36,7 +36,24 @@ from .models.embedding import check_positive_int, embed
 from .progress import progress_disabled
 from .reproducibility import seed_everything
 
-__all__ = ["fit", "inputs_and_labels", "make_optimizer", "OPTIMIZERS"]
+__all__ = [
+    "LR_DECAYS", "OPTIMIZERS", "SAMPLERS", "cosine_factor", "fit", "inputs_and_labels",
+    "make_optimizer",
+]  # fmt: skip
+
+#: How :func:`fit` builds its batches: ``"pk"`` (P classes x K samples, the default of every
+#: pair-based recipe) or ``"random"`` (uniform over the samples, Liu et al.'s Table II baseline).
+SAMPLERS = ("pk", "random")
+#: Learning-rate schedules of :func:`fit`: ``None`` (constant) or ``"cosine"`` (from ``lr`` down
+#: to 0 over all updates, half a cosine period; Loshchilov and Hutter 2017, SGDR, Eq. 5 without
+#: restarts).
+LR_DECAYS = (None, "cosine")
+
+
+def cosine_factor(total: int) -> Callable[[int], float]:
+    """``factor(i) = (1 + cos(pi i / total)) / 2``: 1 at the first update, towards 0 at the last."""
+    return lambda i: 0.5 * (1.0 + math.cos(math.pi * i / total))
+
 
 Augment = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
 
@@ -98,8 +115,16 @@ def _check_args(
     ks: Sequence[int],
     grad_clip: float | None,
     augment: object,
+    sampler: object,
+    lr_decay: object,
 ) -> tuple[int, ...]:
     """Raise on a bad argument of :func:`fit`; return ``ks`` as a tuple."""
+    if lr_decay not in LR_DECAYS:
+        raise ValueError(f"lr_decay must be None or 'cosine', got {lr_decay!r}.")
+    if sampler not in SAMPLERS:
+        raise ValueError(
+            f"sampler must be one of {', '.join(map(repr, SAMPLERS))}, got {sampler!r}."
+        )
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}.")
     if not callable(loss_fn):
@@ -152,6 +177,8 @@ def fit(
     grad_clip: float | None = None,
     momentum: float = 0.9,
     nesterov: bool = False,
+    sampler: str = "pk",
+    lr_decay: str | None = None,
 ) -> pd.DataFrame:
     """Train ``model`` with ``loss_fn`` on PK batches and record Recall@K on ``test``.
 
@@ -174,6 +201,7 @@ def fit(
     batch_size, k : int
         Every batch holds ``batch_size / k`` classes with ``k`` samples each
         (:class:`dmlbook.data.PKSampler`), so every sample has ``k - 1`` positives in its batch.
+        ``k`` is unused with ``sampler="random"``.
     lr, weight_decay : float
         Learning rate and L2 penalty of the optimiser.
     optimizer : {"adam", "adamw", "sgd"}
@@ -198,6 +226,13 @@ def fit(
         Clip the gradient norm of all trained parameters to this value before each step.
     momentum, nesterov : float, bool
         SGD only: ``momentum=0`` is plain SGD (the default 0.9 is the papers' SGD setting).
+    sampler : {"pk", "random"}
+        ``"pk"``: :class:`~dmlbook.data.PKSampler`; ``"random"``:
+        :class:`~dmlbook.data.RandomBatchSampler`, ``batch_size`` samples regardless of class
+        (Liu et al., Table II), so many anchors have no positive in their batch.
+    lr_decay : {None, "cosine"}
+        ``None`` keeps ``lr``; ``"cosine"`` lowers it along half a cosine to 0 at the last of the
+        ``epochs * batches_per_epoch`` updates (:func:`cosine_factor`).
 
     Returns
     -------
@@ -222,7 +257,7 @@ def fit(
     On a CPU two calls with the same seed and identically initialised models return identical
     histories, except for the ``seconds`` column.
     """
-    ks = _check_args(model, loss_fn, epochs, eval_every, ks, grad_clip, augment)
+    ks = _check_args(model, loss_fn, epochs, eval_every, ks, grad_clip, augment, sampler, lr_decay)
     settings = {"weight_decay": weight_decay, "momentum": momentum, "nesterov": nesterov}
     check_optimizer(optimizer, lr, **settings)  # before any work
     train_x, train_y = inputs_and_labels(train, "train")
@@ -231,8 +266,12 @@ def fit(
     generator = seed_everything(seed)
     device = torch.device(device)
     params = _to_device(model, loss_fn, device)
-    sampler = PKSampler(train_y, batch_size, k, seed=seed, batches_per_epoch=batches_per_epoch)
-    n_batches = len(sampler)
+    batch_sampler = (
+        PKSampler(train_y, batch_size, k, seed=seed, batches_per_epoch=batches_per_epoch)
+        if sampler == "pk"
+        else RandomBatchSampler(train_y, batch_size, seed=seed, batches_per_epoch=batches_per_epoch)
+    )
+    n_batches = len(batch_sampler)
 
     def recall() -> dict[str, float]:
         if test_x is None:
@@ -241,11 +280,14 @@ def fit(
         return {f"R@{kk}": float(scores[kk]) for kk in ks}
 
     opt = make_optimizer(params, optimizer, lr, **settings)
-    trainer = Trainer(model, loss_fn, opt, evaluator=recall, grad_clip=grad_clip, check_finite=True)
+    trainer = Trainer(
+        model, loss_fn, opt, evaluator=recall, grad_clip=grad_clip, check_finite=True,
+        lr_factor=cosine_factor(epochs * n_batches) if lr_decay == "cosine" else None,
+    )  # fmt: skip
 
     def batches(epoch: int, skip: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        sampler.set_epoch(epoch)
-        for idx in itertools.islice(sampler, skip, None):
+        batch_sampler.set_epoch(epoch)
+        for idx in itertools.islice(batch_sampler, skip, None):
             x, y = train_x[idx].to(device), train_y[idx].to(device)
             yield (x if augment is None else augment(x, generator)), y
 
@@ -296,6 +338,8 @@ def fit(
         lr=float(lr),
         batch_size=int(batch_size),
         k=int(k),
+        sampler=sampler,
+        lr_decay=lr_decay,
         loss=type(loss_fn).__name__,
     )
     return history

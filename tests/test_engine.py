@@ -677,3 +677,28 @@ def test_shipped_benchmark_plans_check_without_data():
     assert plan.loc[("triplet", 0), "length"] == "20 epochs"
     assert plan.loc[("N-pair", 1), "out_dir"] == "~/runs/N-pair/seed1"
     assert plan.loc[("N-pair", 1), "config"].train.seed == 1
+
+
+def test_cub_cpu_config_runs_as_is_and_prints_chance_and_untrained(tmp_path, capsys):
+    """configs/cub_cpu_resnet18_half.yaml as a student runs it (on a 48-image course subset)."""
+    data_dir = tmp_path / "data"
+    write_cub(data_dir / "CUB_200_2011", [1, 2, 3, 4, 101, 102, 103, 104])
+    overrides = [
+        "data.options.allow_partial=true", f"data.cache_dir={tmp_path / 'cache'}",
+        f"train.out_dir={tmp_path / 'run'}", "train.iterations=2", "train.epoch_iters=1",
+        "train.batch_size=8", "train.k=2", "train.tensorboard=false", "train.ks=[1,2,4,8]",
+    ]  # fmt: skip
+    cfg = load_config("cub_cpu_resnet18_half", overrides=overrides, data_dir=data_dir)
+    assert (cfg.data.crop, cfg.model.backbone_options, cfg.model.pretrained) == (
+        64,
+        {"width": 32},
+        None,
+    )
+    assert cfg.train.device == "cpu" and cfg.train.baselines
+    train(cfg, progress=False)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("iter")]
+    assert len(lines) == 3
+    untrained = lines[0].split("R@1 ")[1].split()[0]
+    # 4 test classes of 6 images: a random ranking finds a positive first with p = 5 / 23
+    for line in lines:
+        assert line.endswith(f"[R@1: chance {100 * 5 / 23:.1f}, untrained {untrained}]")

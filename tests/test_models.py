@@ -173,3 +173,20 @@ def test_mlp_and_cnn_are_deterministic_under_a_seed():
     x = torch.rand(5, 3, 32, 32)
     assert torch.equal(embed(a, x), embed(b, x))
     assert np.isfinite(embed(a, x).numpy()).all()
+
+
+def test_small_cnn_stride_one_keeps_the_first_stage_at_full_resolution():
+    seen = {}
+    strided, full = SmallCNN(1, 8, width=4), SmallCNN(1, 8, width=4, stride=1)
+    for name, model in (("strided", strided), ("full", full)):
+        conv = model.features[0][0]
+        conv.register_forward_hook(lambda m, i, o, name=name: seen.__setitem__(name, o.shape))
+        assert model(torch.rand(2, 1, 28, 28)).shape == (2, 8)
+    assert seen == {"strided": (2, 4, 14, 14), "full": (2, 4, 28, 28)}
+    assert isinstance(full.features[1], nn.MaxPool2d) and full.stride == 1
+    # the same parameters, only the first stage's subsampling differs
+    assert [p.shape for p in strided.parameters()] == [p.shape for p in full.parameters()]
+    assert full(torch.rand(1, 1, 8, 8)).shape == (1, 8)  # the smallest input still works
+    for bad in (0, 3, True, 2.0):
+        with pytest.raises(ValueError, match="stride must be 2"):
+            SmallCNN(stride=bad)

@@ -64,3 +64,40 @@ def test_check_close_refuses_a_tolerance_or_value_it_cannot_use():
         check_close(1.0, {"MS": 1.0}, 0.1)
     with pytest.raises(KeyError):
         check_close({"LS": 1.0}, {"MS": 1.0}, 0.1)
+
+def test_importing_dmlbook_first_makes_idle_threads_sleep_and_setup_picks_threads():
+    """OMP_WAIT_POLICY must be set before torch loads its OpenMP runtime (read once, at load)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    probe = (
+        "import os, warnings\n"
+        "{first}\n"
+        "import dmlbook, torch\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    warnings.simplefilter('always')\n"
+        "    dmlbook.setup(threads=2)\n"
+        "print(os.environ.get('OMP_WAIT_POLICY'), dmlbook.OMP_POLICY_TOO_LATE, "
+        "torch.get_num_threads(), len(w))\n"
+    )
+    out = {}
+    for case, first in (("dmlbook first", ""), ("torch first", "import torch")):
+        proc = subprocess.run([sys.executable, "-c", probe.format(first=first)], env=env,
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        out[case] = proc.stdout.split()
+    cpus = min(2, len(os.sched_getaffinity(0)))
+    assert out["dmlbook first"] == ["PASSIVE", "False", str(cpus), "0"]
+    # too late to change the runtime: one thread (nothing idles) and a warning saying why
+    assert out["torch first"] == ["None", "True", "1", "1"]
+
+
+def test_chapter_threads_is_at_most_the_cpus_available():
+    import os
+
+    from dmlbook.notebook import chapter_threads
+
+    assert chapter_threads(10_000) == len(os.sched_getaffinity(0))
+    with pytest.raises(ValueError, match="threads must be a positive int"):
+        chapter_threads(0)

@@ -3,6 +3,11 @@
 A shell line is run in the repository (``.venv``'s ``dmlbook`` first on PATH) unless it matches
 :data:`NOT_RUN`, which says why it is not run here and, where another test runs its path, which.
 A new line in the README is therefore run, or listed with its reason: it cannot go unchecked.
+
+The package example (the block that trains) also prints what the README says it prints, and
+learns. Its printed table comes from float32 training, whose last digit can change with the
+CPU's math library; the numbers are compared with a tolerance, and the claim the README makes
+(R@1 on the unseen alphabets rises well above the untrained network's) is checked as such.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
+README = ROOT / "README.md"
 
 #: Shell lines not run here (a regular expression on the line, and why).
 NOT_RUN = {
@@ -34,6 +40,25 @@ NOT_RUN = {
 def blocks(kind: str) -> list[str]:
     text = (ROOT / "README.md").read_text()
     return [m.group(2) for m in BLOCK.finditer(text) if m.group(1) == kind]
+
+
+def example() -> tuple[str, list[list[float]]]:
+    """The example's code and the rows of the table printed under it in the README."""
+    text = README.read_text()
+    match = re.search(
+        r"```python\n(import dmlbook\n.*?print\(history.*?\)\n)```\n\nprints[^\n]*\n+```\n(.*?)```",
+        text,
+        re.S,
+    )
+    assert match, "README: the Python example and its printed output were not found"
+    code, printed = match.groups()
+    return code, table(printed)
+
+
+def table(printed: str) -> list[list[float]]:
+    lines = printed.strip().splitlines()
+    assert lines[0].split() == ["epoch", "loss", "R@1"], lines[0]
+    return [[float(v) for v in line.split()[1:]] for line in lines[1:]]
 
 
 def shell_lines() -> list[str]:
@@ -56,7 +81,11 @@ def test_the_readme_has_code_to_run():
     assert len(blocks("python")) >= 2 and len(shell_lines()) >= 10
 
 
-@pytest.mark.parametrize("code", blocks("python"), ids=lambda code: code.splitlines()[0][:40])
+@pytest.mark.parametrize(
+    "code",
+    [code for code in blocks("python") if code != example()[0]],  # the example: the test below
+    ids=lambda code: code.splitlines()[0][:40],
+)
 def test_python_block_runs(code, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=environment(tmp_path),
@@ -76,3 +105,17 @@ def test_shell_line_runs_or_says_why_not(line, tmp_path):
         ["bash", "-c", line], cwd=ROOT, env=environment(tmp_path), capture_output=True, text=True
     )
     assert proc.returncode == 0, f"{line}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+
+
+def test_readme_example_prints_its_table_and_learns():
+    code, expected = example()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    got = table(proc.stdout)
+    assert len(got) == len(expected) == 5
+    for (epoch, loss, r1), (e_epoch, e_loss, e_r1) in zip(got, expected, strict=True):
+        assert epoch == e_epoch
+        assert r1 == pytest.approx(e_r1, abs=0.02)
+        if e_loss == e_loss:  # not NaN (epoch 0 has no training loss)
+            assert loss == pytest.approx(e_loss, abs=0.02)
+    assert got[-1][2] > got[0][2] + 0.2  # better on the unseen alphabets than untrained

@@ -230,3 +230,30 @@ def test_progress_disabled_obeys_the_caller_then_tqdm_disable(monkeypatch, progr
     else:
         monkeypatch.setenv("TQDM_DISABLE", env)
     assert progress_disabled(progress) is hidden
+
+
+def test_cosine_decay_lowers_the_learning_rate_to_zero(digits):
+    from dmlbook.train import cosine_factor
+
+    factor = cosine_factor(8)
+    assert [round(factor(i), 6) for i in (0, 4, 8)] == [1.0, 0.5, 0.0]
+    train, _ = digits
+    model = _model()
+    opt_lrs = []
+    orig = torch.optim.Adam.step
+
+    def step(self, *a, **k):
+        opt_lrs.append(self.param_groups[0]["lr"])
+        return orig(self, *a, **k)
+
+    torch.optim.Adam.step = step
+    try:
+        history = fit(model, ContrastiveLoss(), train, epochs=2, batches_per_epoch=4, lr=0.01,
+                      lr_decay="cosine", **FAST)  # fmt: skip
+    finally:
+        torch.optim.Adam.step = orig
+    expected = [0.01 * 0.5 * (1 + math.cos(math.pi * i / 8)) for i in range(8)]
+    assert opt_lrs == pytest.approx(expected)
+    assert history.attrs["lr_decay"] == "cosine"
+    with pytest.raises(ValueError, match="lr_decay must be None or 'cosine'"):
+        fit(model, ContrastiveLoss(), train, epochs=1, lr_decay="step", **FAST)

@@ -57,7 +57,10 @@ the file list and options are unchanged.
 ``len`` / ``describe()`` conventions); :class:`TrainTransform` and :class:`EvalTransform` run on
 the device of the batch (:mod:`dmlbook.data.augment`, :mod:`dmlbook.data.image_cache`).
 
-:class:`PKSampler` draws the P-classes-by-K-images batches that pair-based losses need.
+:class:`PKSampler` draws the P-classes-by-K-images batches that pair-based losses need;
+:class:`RandomBatchSampler` draws batches without regard to class (Liu et al.'s "random
+sampler", Table II). :class:`RandomAffine` distorts small images (Omniglot) for training, as
+Koch et al. (2015) did.
 Further data sets are added with :func:`register_dataset`.
 
 The registry is imported at once; every other name (and torch with it) loads its module on first
@@ -79,16 +82,20 @@ from .registry import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .affine import RandomAffine
     from .augment import BN_INCEPTION, IMAGENET, EvalTransform, Normalization, TrainTransform
     from .dataset import EmbeddedDataset
     from .image_cache import Batch, CachedImageDataset, build_image_cache
     from .image_folder import ImageListDataset, IncompleteDatasetError
+    from .random_sampler import RandomBatchSampler
     from .sampler import PKSampler
 
 __all__ = [
     "EmbeddedDataset",
     "DatasetInfo",
     "PKSampler",
+    "RandomAffine",
+    "RandomBatchSampler",
     "available_datasets",
     "dataset_info",
     "load_dataset",
@@ -119,6 +126,8 @@ _LAZY = {
     "ImageListDataset": ".image_folder",
     "IncompleteDatasetError": ".image_folder",
     "PKSampler": ".sampler",
+    "RandomAffine": ".affine",
+    "RandomBatchSampler": ".random_sampler",
 }
 _SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__))
 

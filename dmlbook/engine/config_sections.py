@@ -131,6 +131,9 @@ class TrainConfig:
     end, every ``checkpoint_every`` iterations and whenever ``checkpoint_minutes`` (default 10;
     ``null``: off) have passed since the last one, so that a killed run on a slow machine loses
     minutes, not an epoch. ``ks`` defaults to the data set's Recall@K set (:data:`RECALL_KS`).
+    ``baselines`` prints, beside every evaluation's R@1, the R@1 of a random ranking (chance,
+    :func:`dmlbook.evaluate.chance_recall_at_k`) and of the untrained network (the evaluation at
+    iteration 0), the two numbers a small CPU result must be read against.
     """
 
     iterations: int | None = None
@@ -153,3 +156,4 @@ class TrainConfig:
     checkpoint_minutes: float | None = 10.0
     save_best: bool = True
     tensorboard: bool = True
+    baselines: bool = False

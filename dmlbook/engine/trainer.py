@@ -43,6 +43,7 @@ import torch
 from tqdm import tqdm
 
 from ..data.sampler import DistributedPKSampler
+from ..evaluate import chance_recall_at_k
 from ..progress import progress_disabled
 from ..reproducibility import seed_everything
 from .build import build_loss, build_model, build_optimizer, lr_factor, milestones
@@ -293,7 +294,7 @@ class _Run:
             for key, value in metrics.items():
                 self.tb.add_scalar(f"eval/{key}", value, row["iteration"])
         if self.verbose:
-            tqdm.write(format_row(row, self.cfg.ks))
+            tqdm.write(format_row(row, self.cfg.ks) + self.baselines(row))
 
     def checkpoint(self, interrupted: bool = False) -> None:
         """``last.pt`` (the exact position), then the CSV files and ``run.json``; rank 0 writes.
@@ -336,6 +337,17 @@ class _Run:
             "best": self.best, "tensorboard": self.tb is not None,
             "world_size": self.ctx.world_size, "process_group": process_group_backend(),
         })  # fmt: skip
+
+    def baselines(self, row: dict[str, Any]) -> str:
+        """``"  [R@1: chance c, untrained u]"`` with ``train.baselines``, else ``""``."""
+        if not self.cfg.train.baselines:
+            return ""
+        s = self.splits
+        gallery = None if s.gallery is None else s.gallery.labels
+        chance = chance_recall_at_k(s.test.labels, 1, gallery_labels=gallery)[1]
+        first = self.trainer.history[0] if self.trainer.history else row
+        untrained = f"{100 * first['R@1']:.1f}" if first["iteration"] == 0 else "not measured"
+        return f"  [R@1: chance {100 * chance:.1f}, untrained {untrained}]"
 
     # ---------------------------------------------------------------- the run
 

@@ -53,7 +53,8 @@ API
 ---
 :func:`retrieval_metrics` computes any of the metrics (``metrics=`` names them, :data:`METRICS`)
 in one pass; :func:`recall_at_k`, :func:`precision_at_1`, :func:`map_at_r` and
-:func:`r_precision` are that call for one metric. The pass itself is
+:func:`r_precision` are that call for one metric. :func:`chance_recall_at_k` is the Recall@K of a
+random ranking, the floor every trained number should be read against. The pass itself is
 :func:`dmlbook.evaluate.ranking.ranked_metrics`. Chapters 1, 5-7 and 9 use these; tests in
 ``tests/test_evaluate.py``.
 """
@@ -69,6 +70,7 @@ from .ranking import check_ks, ranked_metrics
 
 __all__ = [
     "METRICS",
+    "chance_recall_at_k",
     "recall_at_k",
     "precision_at_1",
     "map_at_r",
@@ -275,3 +277,53 @@ def r_precision(
     """
     return _one("RP", embeddings, labels, gallery=gallery, gallery_labels=gallery_labels,
                 chunk_size=chunk_size, normalize=normalize, device=device)  # fmt: skip
+
+
+def chance_recall_at_k(
+    labels: LabelsLike,
+    ks: Iterable[int] | int = (1, 2, 4, 8),
+    *,
+    gallery_labels: LabelsLike | None = None,
+) -> dict[int, float]:
+    """Expected Recall@K of a ranking drawn uniformly at random: what "no learning" scores.
+
+    A query with ``p`` positives among ``n`` candidates misses at K when all K candidates it is
+    shown are negatives, which for a random ranking happens with the hypergeometric probability
+    ``C(n - p, K) / C(n, K)``; Recall@K is one minus it, averaged over the queries with a
+    positive (as :func:`recall_at_k` averages). One set (``gallery_labels=None``): ``n = N - 1``
+    and ``p`` = the query's class size minus one; with a gallery, ``n = M`` and ``p`` = the
+    gallery items of the query's class.
+
+    Returns
+    -------
+    dict of int to float
+        ``{K: expected recall}`` in [0, 1].
+    """
+    ks_t = check_ks(ks)
+    query = np.asarray(torch.as_tensor(labels).cpu()).ravel()
+    pool = (
+        query
+        if gallery_labels is None
+        else np.asarray(torch.as_tensor(gallery_labels).cpu()).ravel()
+    )
+    classes, counts = np.unique(pool, return_counts=True)
+    size = dict(zip(classes.tolist(), counts.tolist(), strict=True))
+    n = pool.size - (1 if gallery_labels is None else 0)
+    p = np.array([size.get(c, 0) for c in query.tolist()]) - (1 if gallery_labels is None else 0)
+    p = p[p > 0]
+    if p.size == 0 or max(ks_t) > n:
+        raise ValueError(
+            "no query has a positive"
+            if p.size == 0
+            else f"K = {max(ks_t)} exceeds the {n} candidates"
+        )
+    from scipy.special import gammaln
+
+    def log_choose(a: np.ndarray, b: int) -> np.ndarray:
+        return gammaln(a + 1) - gammaln(b + 1) - gammaln(a - b + 1)
+
+    out = {}
+    for k in ks_t:
+        miss = np.where(n - p >= k, np.exp(log_choose(n - p, k) - log_choose(np.array(n), k)), 0.0)
+        out[k] = float((1.0 - miss).mean())
+    return out

@@ -1,0 +1,63 @@
+"""Tests of dmlbook.studies.claimed_orderings: the papers' rows exist, verdicts follow intervals."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from dmlbook.paper_results import load_paper_results
+from dmlbook.studies.claimed_orderings import ORDERINGS, Ordering, orderings_beside
+from dmlbook.studies.fair_comparison import FAMILIES
+
+
+@pytest.fixture(scope="module")
+def papers():
+    return load_paper_results()
+
+
+def runs(errors: dict[str, list[float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"loss": k, "seed": s, "one-shot error": v}
+            for k, vs in errors.items()
+            for s, v in enumerate(vs)
+        ]
+    )
+
+
+def test_every_ordering_names_two_printed_rows_and_two_families(papers):
+    labels = {f.label for f in FAMILIES}
+    for o in ORDERINGS:
+        assert {o.better_family, o.worse_family} <= labels, o
+    flat = {f: [0.3, 0.3, 0.3] for f in labels}
+    table = orderings_beside(papers, runs(flat))
+    assert len(table) == len(ORDERINGS)
+    # each paper prints its better row higher: the gaps are the printed differences
+    ms = papers[
+        (papers.paper == "wang2019_ms") & (papers.table == "Table 2") & (papers.metric == "R@1")
+    ]
+    value = dict(zip(ms.method, ms.value, strict=True))
+    assert table.loc[0, "paper R@1 gap"] == pytest.approx(value["MS"] - value["Binomial"])
+    assert (table["paper R@1 gap"] > 0).all()
+
+
+def test_verdicts_follow_the_paired_interval(papers):
+    one = (Ordering("dro", "Table 1", "CUB-200-2011", "DRO-TopK-PN_M", "MS(Wang et al. (2019))",
+                    "DRO-TopK-PN", "MS"),)  # fmt: skip
+    lower = runs({"MS": [0.30, 0.33, 0.31], "DRO-TopK-PN": [0.25, 0.27, 0.26]})
+    higher = runs({"MS": [0.25, 0.27, 0.26], "DRO-TopK-PN": [0.30, 0.32, 0.31]})
+    noisy = runs({"MS": [0.25, 0.32, 0.26], "DRO-TopK-PN": [0.30, 0.27, 0.26]})
+    verdict = lambda r: orderings_beside(papers, r, orderings=one).loc[0, "verdict"]  # noqa: E731
+    assert verdict(lower) == "holds"  # 5 points less error on every seed: the claim holds
+    assert verdict(higher) == "reversed"
+    assert verdict(noisy) == "not resolved"
+    row = orderings_beside(papers, lower, orderings=one).loc[0]
+    assert row["measured gap"] == pytest.approx(100 * 0.16 / 3) and row["seeds"] == 3
+    assert row["low"] < row["measured gap"] < row["high"]
+
+
+def test_a_missing_row_is_named(papers):
+    bad = (Ordering("dro", "Table 1", "CUB-200-2011", "DRO-Nothing", "MS(Wang et al. (2019))",
+                    "DRO-TopK-PN", "MS"),)  # fmt: skip
+    with pytest.raises(KeyError, match="DRO-Nothing"):
+        orderings_beside(papers, runs({"MS": [0.3], "DRO-TopK-PN": [0.3]}), orderings=bad)
