@@ -386,10 +386,15 @@ def part_chapters(ctx: Ctx) -> None:
         book = [p for p in book if p.name.startswith("90_")]
     xml = ctx.out / "chapters.xml"
     workers = min(len(book), max(1, (os.cpu_count() or 2) - 1))
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_WAIT_POLICY="PASSIVE")
+    # the kernels start in book/: a relative PYTHONPATH entry ("." of `make gpu-check`) would
+    # point there, so the source tree goes first as an absolute path
+    path = os.pathsep.join(
+        [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    )
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_WAIT_POLICY="PASSIVE", PYTHONPATH=path)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
            "--nbval-current-env", "--nbval-sanitize-with", "book/sanitize.cfg",
-           "--nbval-cell-timeout=300", f"--junitxml={xml}", "-n", str(workers),
+           "--nbval-cell-timeout=300", f"--junitxml={xml}", "-n", str(workers), "--dist", "loadfile",
            *map(str, book)]  # fmt: skip
     status = run_child(ctx, cmd, env)
     from gpu_check_report import junit_counts

@@ -206,10 +206,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from .engine.dry_run import dry_run
 
         print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
-        report = dry_run(
-            cfg, gpu=args.gpu, gpus=args.gpus, utilization=args.utilization,
-            memory_gib=args.gpu_memory,
-        )  # fmt: skip
+        stated = {} if args.utilization is None else {"utilization": args.utilization}
+        report = dry_run(cfg, gpu=args.gpu, gpus=args.gpus, memory_gib=args.gpu_memory, **stated)
         print("\n".join(f"# {line}" for line in report.describe().splitlines()))
         return
     resume = True if args.resume == "" else (args.resume or False)
@@ -387,7 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpu-memory", type=float, metavar="GIB", help="dry run: GPU memory if not the datasheet's"
     )
     tr.add_argument(
-        "--utilization", type=float, default=0.2, help="dry run: stated fraction of peak (0.2)"
+        "--utilization",
+        type=float,
+        help="dry run: stated fraction of peak (default: the one measured on a GPU, "
+        "dmlbook.engine.dry_run.DEFAULT_UTILIZATION)",
     )
     tr.set_defaults(func=_cmd_train)
     ev = _sub(sub, "evaluate", "Recall@K of a trained checkpoint")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..pairs import check_batch
+from ..pairs import check_batch, compute_dtype
 from ..similarity import l2_normalize
 from ..surgery.gradient import SurgeryFunction, SurgerySpec
 from .base import HyperParameters, PairLoss
@@ -66,7 +66,9 @@ class GradientSurgeryLoss(PairLoss):
                 "call it without pos_mask/neg_mask."
             )
         x, y = check_batch(embeddings, labels)
-        return SurgeryFunction.apply(l2_normalize(x), y, self.spec)
+        x = x.to(compute_dtype(x))  # half precision (bf16 autocast): computed in float32
+        with torch.autocast(x.device.type, enabled=False):
+            return SurgeryFunction.apply(l2_normalize(x), y, self.spec)
 
     def loss_on_similarity(self, S: torch.Tensor, labels: torch.Tensor, **masks: object) -> None:
         raise TypeError(

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..pairs import compute_dtype
 from .base import HyperParameters, PairLoss, check_similarity, resolve_masks
 
 __all__ = ["HistogramHyperParameters", "HistogramLoss", "histogram_loss", "histograms"]
@@ -106,8 +107,9 @@ def histograms(
             f"{float(pairs.detach().abs().max()):.4g} in absolute value. Pass the similarities "
             "of L2-normalised embeddings (HistogramLoss()(embeddings, labels) normalises them)."
         )
-    nodes = torch.linspace(-1.0, 1.0, R, dtype=S.dtype, device=S.device)
-    return _histogram(S[pos], nodes), _histogram(S[neg], nodes)
+    x = S.to(compute_dtype(S))  # half precision: nodes 0.02 apart need float32
+    nodes = torch.linspace(-1.0, 1.0, R, dtype=x.dtype, device=x.device)
+    return _histogram(x[pos], nodes), _histogram(x[neg], nodes)
 
 
 def histogram_loss(
