@@ -48,6 +48,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
+# idle OpenMP threads sleep: CPU time at 2 threads is then work, not spinning (as `make bench`)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -68,9 +70,10 @@ OWN = "dmlbook's S alone (cosine_similarity)"
 Step = Callable[[], float]
 
 PROFILE_NOTE = """\
-Every loss is the readable PyTorch its chapter prints, differentiated by autograd (no fused
-forward/backward: issue 33 measured them at about 2 % of a training step). At B = 320 and 1000 the
-matrix products are the largest item of every profile. At B = 80 they are small (about 50 us
+Every loss is the readable PyTorch its chapter prints, differentiated by autograd (issue 33
+removed the fused forward/backward paths: a loss is a few per cent of a training step, see
+`bench/results/step_cpu.md`). At B = 320 and 1000 the matrix products are the largest item of
+every profile. At B = 80 they are small (about 50 us
 each) and what remains is the fixed cost of the calls: each ATen call costs a few microseconds
 whatever its size, and a loss needs tens of them forward and backward (checks, masks, its masked
 log-sum-exps), against about 15 for the floor. The profiles below are of the rows above 1.5x the
@@ -85,7 +88,7 @@ def batch(B: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def own_similarity(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """dmlbook's ``S`` alone: :func:`~dmlbook.similarity.cosine_similarity` (one-product backward)."""
+    """dmlbook's ``S`` alone: :func:`~dmlbook.similarity.cosine_similarity` (plain autograd)."""
     return cosine_similarity(x).sum()
 
 

@@ -124,8 +124,9 @@ def _cmd_datasets(args: argparse.Namespace) -> None:
 def _benchmark_root(name: str, data: str | None) -> str:
     """The benchmark's extracted copy under ``--data`` / ``$DMLBOOK_DATA``, fetched if absent."""
     from .data.download import find_copy, prepare
+    from .data.locations import datasets_folder
 
-    data_dir = data or os.environ.get("DMLBOOK_DATA", "").strip()
+    data_dir = data or datasets_folder()
     if not data_dir:
         raise ValueError(
             f"{name} needs a data folder: pass --data DIR (the folder that holds the data sets, "

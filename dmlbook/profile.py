@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from .data.locations import datasets_folder
+
 __all__ = ["Profile", "current_profile", "PROFILES"]
 
 PROFILES = ("quick", "full")
@@ -49,13 +51,12 @@ def current_profile() -> Profile:
         raise ValueError(
             f"DMLBOOK_PROFILE={name!r} is not a known profile; use one of {', '.join(PROFILES)}."
         )
-    data = os.environ.get("DMLBOOK_DATA")
-    data_dir = Path(data).expanduser() if data else None
+    data_dir = datasets_folder()
     if name == "full":
         if data_dir is None or not data_dir.is_dir():
             raise ValueError(
                 "DMLBOOK_PROFILE=full needs DMLBOOK_DATA set to the folder that holds the data sets "
-                f"(got {data!r}). Unset DMLBOOK_PROFILE to run on the embedded data instead."
+                f"({'it is unset' if data_dir is None else f'{data_dir} is not a folder'}). Unset DMLBOOK_PROFILE to run on the embedded data instead."
             )
     device = "cuda" if (name == "full" and torch.cuda.is_available()) else "cpu"
     return Profile(name=name, data_dir=data_dir, device=device)

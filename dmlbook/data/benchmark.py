@@ -33,6 +33,7 @@ import torch
 from .errors import ALLOW_PARTIAL, IncompleteDatasetError, listed
 from .files import is_junk
 from .image_folder import ImageListDataset
+from .locations import datasets_folder
 
 __all__ = ["Layout", "check_split_size", "data_root", "finish_split", "keep_existing"]
 
@@ -67,13 +68,12 @@ def data_root(
         if not isinstance(root, str | os.PathLike):
             raise TypeError(f"root must be a path (str or os.PathLike), got {type(root).__name__}.")
         return Path(root).expanduser()
-    base = os.environ.get("DMLBOOK_DATA", "").strip()
-    if not base:
+    base_path = datasets_folder()
+    if base_path is None:
         raise ValueError(
             f"No folder for data set {dataset!r}: pass root='/path/to/{folder}' or set "
             f"DMLBOOK_DATA to the folder that holds {folder}/."
         )
-    base_path = Path(base).expanduser()
     for name in (folder, *aliases):
         if (base_path / name).is_dir():
             return base_path / name

@@ -48,6 +48,7 @@ from . import cars, cub, inshop, sop
 from .archive import extract
 from .benchmark import Layout
 from .errors import DownloadError, prepare_call
+from .locations import datasets_folder
 
 __all__ = [
     "ChecksumError",
@@ -410,10 +411,9 @@ def prepare(
             f"Unknown data set {name!r}; prepare() knows {', '.join(sorted(RESOURCES))}."
         )
     if data_dir is None:
-        env = os.environ.get("DMLBOOK_DATA", "").strip()
-        if not env:
+        data_dir = datasets_folder()
+        if data_dir is None:
             raise ValueError("Pass data_dir or set DMLBOOK_DATA to the folder for the data sets.")
-        data_dir = env
     root = Path(data_dir).expanduser()
     if not root.is_dir():  # a typo must not start a download of gigabytes into a new folder
         raise FileNotFoundError(

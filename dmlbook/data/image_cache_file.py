@@ -21,6 +21,7 @@ import numpy as np
 
 from .errors import SKIP_BAD
 from .image_decode import resized_geometry
+from .locations import cache_folder
 
 __all__ = ["CACHE_VERSION", "ImageCache", "default_cache_dir", "open_image_cache"]
 
@@ -31,9 +32,7 @@ CACHE_VERSION = 1
 
 def default_cache_dir() -> Path:
     """``$DMLBOOK_CACHE/images`` if ``DMLBOOK_CACHE`` is set, else ``~/.cache/dmlbook/images``."""
-    env = os.environ.get("DMLBOOK_CACHE")
-    base = Path(env).expanduser() if env else Path.home() / ".cache" / "dmlbook"
-    return base / "images"
+    return cache_folder() / "images"
 
 
 @dataclass(eq=False)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -44,6 +43,7 @@ import torch
 
 from .atomic import atomic_write
 from .dataset import EmbeddedDataset
+from .locations import cache_folder
 from .synthetic_classes import (
     _SPLITS,
     MARKERS,
@@ -71,7 +71,6 @@ __all__ = [
     "class_attribute_table",
     "generate",
     "load",
-    "cache_dir",
     "cache_path",
 ]
 
@@ -82,12 +81,6 @@ _GENERATOR_SOURCES = ("synthetic.py", "synthetic_classes.py", "synthetic_render.
 # --------------------------------------------------------------------------------------------
 # cache
 # --------------------------------------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    """Folder of cached data: ``$DMLBOOK_CACHE`` if set, else ``~/.cache/dmlbook``."""
-    env = os.environ.get("DMLBOOK_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "dmlbook"
 
 
 @lru_cache(maxsize=1)
@@ -132,7 +125,7 @@ def cache_path(
         seed=int(seed),
     )
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return cache_dir() / f"synthetic-v{GENERATOR_VERSION}-{split}-{digest}.npz"
+    return cache_folder() / f"synthetic-v{GENERATOR_VERSION}-{split}-{digest}.npz"
 
 
 def _read_cache(path: Path, key: str, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -213,7 +206,7 @@ def load(
         Seed of the image variations (the class list does not depend on it). The same options
         give bit-identical images.
     cache : bool
-        Read and write the ``uint8`` cache in :func:`cache_dir`.
+        Read and write the ``uint8`` cache in :func:`~dmlbook.data.locations.cache_folder`.
 
     Returns
     -------

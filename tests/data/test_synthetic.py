@@ -206,7 +206,7 @@ def test_cache_off_writes_nothing(cache_dir):
 def test_cache_default_folder(monkeypatch, tmp_path):
     monkeypatch.delenv("DMLBOOK_CACHE", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert synthetic.cache_dir() == tmp_path / ".cache" / "dmlbook"
+    assert synthetic.cache_path("train", **SMALL).parent == tmp_path / ".cache" / "dmlbook"
 
 
 @pytest.mark.parametrize("content", [b"", b"not a zip file at all", "truncate"])
