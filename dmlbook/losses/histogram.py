@@ -101,7 +101,8 @@ def histograms(
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     pairs = S[pos | neg]
-    if pairs.numel() and float(pairs.detach().abs().max()) > 1 + _SLACK:
+    slack = max(_SLACK, 2 * torch.finfo(S.dtype).eps)  # bf16 rounds a cosine of 1 to 1.0078
+    if pairs.numel() and float(pairs.detach().abs().max()) > 1 + slack:
         raise ValueError(
             "the histogram loss needs cosine similarities in [-1, 1]; a pair has "
             f"{float(pairs.detach().abs().max()):.4g} in absolute value. Pass the similarities "
