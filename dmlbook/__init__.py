@@ -15,15 +15,10 @@ sets the variable itself. When torch was imported first it is too late, and
 from __future__ import annotations
 
 import importlib
-import os
-import sys
 from typing import TYPE_CHECKING
 
-#: Whether torch was already loaded, without ``OMP_WAIT_POLICY`` set, when dmlbook was imported:
-#: its idle OpenMP threads then spin (:func:`dmlbook.setup` uses one thread and says why).
-OMP_POLICY_TOO_LATE = "torch" in sys.modules and "OMP_WAIT_POLICY" not in os.environ
-if "torch" not in sys.modules:
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# First, before anything can load torch: OMP_WAIT_POLICY (dmlbook.openmp).
+from .openmp import POLICY_TOO_LATE as OMP_POLICY_TOO_LATE  # noqa: F401 (dmlbook.OMP_POLICY_TOO_LATE)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .notebook import setup

@@ -123,12 +123,12 @@ def weight_explorer(
     def redraw(_: object = None) -> None:
         values = {k: c.value for k, c in state["controls"].items()}
         weights = batch_weights(chooser.value, values, S, labels)
-        summary.value = f"<b>{weights.summary()}</b>"
         ours = None if weights.error else similarity_dependence(chooser.value, values)
-        table.value = _dependence_html(chooser.value, ours)
         caption = "" if ours is None else dependence_line(chooser.value, ours)
         picture.value = explorer_figure(weights, caption)
         box.static = (weights.settings(), picture.value)
+        table.value = _dependence_html(chooser.value, ours)
+        summary.value = f"<b>{weights.summary()}</b>"  # last: once it shows, the rest is drawn
 
     def choose(_: object = None, start: dict[str, Any] | None = None) -> None:
         defaults = tunable_parameters(chooser.value) | (start or {})

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
+from .openmp import POLICY_TOO_LATE
 from .profile import Profile, current_profile
 from .reproducibility import seed_everything
 
@@ -35,11 +36,9 @@ def available_cpus() -> int:
 def chapter_threads(threads: int = 2) -> int:
     """The thread count :func:`setup` uses: ``threads``, at most the CPUs available, and 1 when
     torch was imported before dmlbook without ``OMP_WAIT_POLICY`` (idle threads would spin)."""
-    from . import OMP_POLICY_TOO_LATE
-
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive int, got {threads!r}.")
-    return 1 if OMP_POLICY_TOO_LATE else min(threads, available_cpus())
+    return 1 if POLICY_TOO_LATE else min(threads, available_cpus())
 
 
 def setup(seed: int = 0, threads: int = 2) -> Profile:

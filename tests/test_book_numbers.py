@@ -4,8 +4,8 @@ The papers' numbers live in ``dmlbook/data/paper_results.csv``. A chapter may st
 markdown cell only if one of its code cells prints it (from that file), so that prose cannot
 drift from the data: a markdown cell that states a paper's number (a value of the file, written
 with one or two decimals) which no stored code output of the same chapter shows fails here, and
-so does a code cell that types such a number instead of loading it (an ``assert`` line may
-name the value it checks; ``80.0`` in code is taken for a float, not a paper's number). Reads
+so does a code cell that types such a number instead of loading it (an ``assert`` or
+``check_close`` line may name the value it checks; ``80.0`` in code is taken for a float, not a paper's number). Reads
 the notebooks' JSON only (no execution).
 
 A number that coincides with a paper's value but is not one (an ImageNet accuracy, a section
@@ -86,9 +86,12 @@ def unprinted(path: Path) -> list[str]:
     problems = []
     for i, cell in enumerate(nb):
         source = "".join(cell["source"])
-        if cell["cell_type"] == "code":  # an assert checks a value; 80.0 in code is a float
+        if cell["cell_type"] == "code":  # an assert (or a check_close pin of the chapter's own
+            # printed result) checks a value; 80.0 in code is a float
             source = "\n".join(
-                line for line in source.splitlines() if not line.lstrip().startswith("assert")
+                line
+                for line in source.splitlines()
+                if not line.lstrip().startswith(("assert", "check_close("))
             )
         for number, context in stated(source):
             if cell["cell_type"] == "code" and number.endswith(".0"):

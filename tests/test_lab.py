@@ -174,6 +174,7 @@ def test_the_weight_explorer_redraws_in_jupyterlab(lab):
     page.keyboard.type("0.3")
     page.keyboard.press("Enter")
     expect("contrastive", {"margin": 0.3})
-    assert cell.locator(".dmlbook-explorer-figure").get_attribute("src") != first_figure
+    figure = cell.locator(".dmlbook-explorer-figure").element_handle()
+    page.wait_for_function("([el, first]) => el.src !== first", arg=[figure, first_figure])
     table = cell.locator(".dmlbook-explorer-similarities").inner_text()
     assert "Wang et al., Table 1 (Contrastive)" in table

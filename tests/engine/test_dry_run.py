@@ -19,6 +19,7 @@ from dmlbook.engine import load_config
 from dmlbook.engine.config import ConfigError
 from dmlbook.engine.dry_run import (
     CUDA_OVERHEAD_GIB,
+    DEFAULT_UTILIZATION,
     GIB,
     DoesNotFit,
     dry_run,
@@ -117,7 +118,8 @@ def test_cli_dry_run_reports_and_fails_in_one_line(capsys):
     out = capsys.readouterr().out
     assert yaml.safe_load(out)["name"] == "synthetic_ms_cpu"  # the report lines are comments
     assert "# dry run of synthetic_ms_cpu on 2 x NVIDIA H100 SXM5 80GB (batch 80 = 2 x 40" in out
-    assert "# FLOPs per image (forward + backward):" in out and "at 20 % of peak" in out
+    assert "# FLOPs per image (forward + backward):" in out
+    assert f"at {100 * DEFAULT_UTILIZATION:.0f} % of peak" in out
     code = main(["train", "--config", "synthetic_ms_cpu", "--dry-run", "--gpu-memory", "0.5"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1
