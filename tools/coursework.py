@@ -38,6 +38,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -106,16 +107,22 @@ def isolation_for(isolation: str, strict: bool = True) -> str:
     ``strict=False`` (the reference solution, the instructor's own code) falls back to
     ``process`` when no sandbox can be made.
     """
-    uid = sandbox.slot_uid(0) if os.geteuid() == 0 else None
-    if isolation == "process":
-        if strict:
-            print(sandbox.weaker_isolation_warning(uid), file=sys.stderr)
-        return "process"
-    problem = sandbox.sandbox_problem(uid)
+    with sandbox.UserIds(1 if os.geteuid() == 0 else 0) as ids:
+        uid = ids.ids[0] if ids.ids else None
+        if isolation == "process":
+            problem = sandbox.process_problem(uid)
+            if problem:
+                sys.exit(f"cannot grade with --isolation process: {problem}")
+            if strict:
+                print(sandbox.weaker_isolation_warning(uid), file=sys.stderr)
+            return "process"
+        problem = sandbox.sandbox_problem(uid)
     if problem is None:
         return "sandbox"
-    if not strict:
+    if not strict and sandbox.process_problem(uid) is None:
         return "process"
+    if not strict:
+        raise RuntimeError(f"no sandbox and no separate user can run the reference: {problem}")
     sys.exit(
         f"cannot grade untrusted code safely: {problem}\nFix that, or grade with the weaker "
         "isolation (separate processes and limits, no private file system or network): "
@@ -322,7 +329,7 @@ def grade(
             flush=True,
         )
 
-    start = time.perf_counter()
+    start, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     outcomes = grading.grade_all(jobs, parallel, limits, on_done=progress, isolation=mode)
     by_job = dict(zip(map(id, jobs), outcomes, strict=True))
     for name, group in groups.items():
@@ -346,8 +353,12 @@ def grade(
         report.write_csv(out / f"{name}.csv", rows)
         zeros = sum(1 for job in group["jobs"] if by_job[id(job)].status != "graded")
         print(f"wrote {out / f'{name}.csv'} ({len(rows)} submission(s), {zeros} stopped with 0)")
-    cpu = sum(o.cpu_seconds for o in outcomes)
-    print(f"graded in {time.perf_counter() - start:.0f} s ({cpu:.0f} s of the kernels' CPU)")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
+    cpu += sum(o.killed_cpu_seconds for o in outcomes)
+    print(
+        f"graded in {time.perf_counter() - start:.0f} s, {cpu:.0f} s of CPU (kernels and drivers)"
+    )
     return skipped
 
 

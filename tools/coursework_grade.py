@@ -72,7 +72,10 @@ class Outcome:
     ``status``: ``graded`` (the tests ran), ``timeout``, ``crashed`` (the kernel died),
     ``unreadable`` (not a notebook) or ``grader-error`` (the driver itself failed); only
     ``graded`` can score points. ``reason`` says why in a sentence; ``notes`` lists the cells that
-    raised (``cell 4: NameError: ...``) and limits that were hit.
+    raised (``cell 4: NameError: ...``) and limits that were hit. ``cpu_seconds``: the kernel's
+    CPU time, of which ``killed_cpu_seconds`` were read from ``/proc`` before it was killed at
+    the end (the rest reached this process through ``RUSAGE_CHILDREN``: the grader's total CPU is
+    its own children's plus the sum of ``killed_cpu_seconds``).
     """
 
     status: str
@@ -81,6 +84,7 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     cpu_seconds: float = 0.0
+    killed_cpu_seconds: float = 0.0
 
 
 # Sent into the kernel after the submission's last cell: runs each test file with otter's class
@@ -259,7 +263,7 @@ def _execute(client, nb, job: Job, limits, outcome: Outcome, ipc: Path, log):
         process = km.provisioner.process if km.provisioner else None
         returncode = process.poll() if process else None
         if returncode is None and process is not None:
-            outcome.cpu_seconds = sandbox.tree_cpu_seconds(process.pid)
+            outcome.killed_cpu_seconds = sandbox.tree_cpu_seconds(process.pid)
     return results, stopped, returncode
 
 
@@ -305,6 +309,9 @@ def run_submission(job: Job) -> Outcome:
                 said = (work / "kernel.log").read_text(errors="replace").strip().splitlines()
                 results, returncode = None, None
                 stopped = f"crashed: at start ({err}; {(said or [''])[-1][:300]})"
+            finally:
+                if job.uid is not None:
+                    sandbox.kill_everything_of(job.uid)
         outcome.results = results or {}
         if stopped:
             _explain(outcome, stopped, returncode, limits)
@@ -316,7 +323,8 @@ def run_submission(job: Job) -> Outcome:
         shutil.rmtree(work, ignore_errors=True)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     outcome.seconds = time.monotonic() - start
-    outcome.cpu_seconds += usage.ru_utime + usage.ru_stime - cpu_before
+    reaped = usage.ru_utime + usage.ru_stime - cpu_before
+    outcome.cpu_seconds = outcome.killed_cpu_seconds + reaped
     return outcome
 
 
@@ -390,21 +398,19 @@ def grade_all(
     Every job gets ``limits`` and ``isolation`` (``"sandbox"`` or ``"process"``, see
     ``coursework_sandbox``). ``on_done(job, outcome)`` is called (under a lock) as each
     submission finishes. As root, each parallel slot runs its submissions as a user id of its
-    own (``sandbox.slot_uid``).
+    own, held by this run alone (``sandbox.UserIds``).
     """
-    root = os.geteuid() == 0
-    slots: Queue[int] = Queue()
+    user_ids = sandbox.UserIds(parallel if os.geteuid() == 0 else 0)
+    slots: Queue[int | None] = Queue()
     for slot in range(parallel):
-        slots.put(slot)
+        slots.put(user_ids.ids[slot] if user_ids.ids else None)
     lock = threading.Lock()
-
     results = Path(tempfile.mkdtemp(prefix="dmlbook-outcomes-"))  # 0700: the grader's only
 
     def one(indexed: tuple[int, Job]) -> Outcome:
         index, job = indexed
-        slot = slots.get()
+        uid = slots.get()
         try:
-            uid = sandbox.slot_uid(slot) if root else None
             result = str(results / f"{index}.json")
             fields = {
                 "uid": uid,
@@ -415,7 +421,7 @@ def grade_all(
             job = Job(**{**asdict(job), **fields})
             outcome = _call_driver(job, limits)
         finally:
-            slots.put(slot)
+            slots.put(uid)
         if on_done is not None:
             with lock:
                 on_done(job, outcome)
@@ -426,6 +432,7 @@ def grade_all(
             return list(pool.map(one, enumerate(jobs)))
     finally:
         shutil.rmtree(results, ignore_errors=True)
+        user_ids.close()
 
 
 def available_cores() -> int:

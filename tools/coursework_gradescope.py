@@ -193,11 +193,10 @@ def _container(root: Path) -> list[str]:
         argv += ["--symlink", os.readlink(path), str(path)] if path.is_symlink() else []
         argv += [] if path.is_symlink() else ["--bind", str(path), str(path)]
     argv += ["--ro-bind", "/sys", "/sys", "--bind", str(root), "/autograder"]
-    return argv + [
-        "--setenv",
-        "PATH",
-        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    ]
+    # python3 is this environment's base interpreter: the pins were resolved for its version
+    # (Gradescope's image brings its own python3, which setup.sh checks).
+    path = f"{Path(sys.base_prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    return argv + ["--setenv", "PATH", path]
 
 
 def simulate(zip_path: Path, submission: Path, log=print) -> dict:

@@ -31,6 +31,7 @@ weaker isolation and the grader prints so. Tested by ``tests/test_coursework_iso
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import pwd
@@ -38,12 +39,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 MODES = ("sandbox", "process")
 # User ids of the graded kernels when grading runs as root: one per parallel slot, from here up
-# (ids no account of this machine uses; checked by ``slot_uid``).
+# (ids no account of this machine uses and no other grading run holds: ``UserIds``).
 UID_BASE = 2_000_000
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -88,14 +90,47 @@ class Limits:
         )
 
 
-def slot_uid(slot: int) -> int:
-    """The user id that grading slot ``slot`` runs submissions as (root only); never a real user."""
-    uid = UID_BASE + slot
-    try:
-        pwd.getpwuid(uid)
-    except KeyError:
-        return uid
-    raise RuntimeError(f"user id {uid} belongs to {pwd.getpwuid(uid).pw_name}: change UID_BASE")
+class UserIds:
+    """User ids for a grading run's parallel slots (root only), each held by this run alone.
+
+    An id is taken when no account of this machine has it and its lock file
+    (``<tmp>/dmlbook-grader-uid-<id>.lock``) can be locked: two grading runs on one machine
+    (two instructors, two test workers) never share one, so that ending everything an id runs
+    (``kill_everything_of``, after each submission) never touches the other run's kernels.
+    Whatever an earlier run left under a taken id is ended first.
+    """
+
+    def __init__(self, count: int) -> None:
+        self.ids: list[int] = []
+        self._locks = []
+        uid = UID_BASE
+        while len(self.ids) < count:
+            if uid > UID_BASE + 100_000:
+                raise RuntimeError("no free user id for grading: see UID_BASE")
+            try:
+                pwd.getpwuid(uid)
+            except KeyError:
+                lock = open(Path(tempfile.gettempdir()) / f"dmlbook-grader-uid-{uid}.lock", "w")  # noqa: SIM115
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    lock.close()
+                else:
+                    self._locks.append(lock)
+                    self.ids.append(uid)
+                    kill_everything_of(uid)
+            uid += 1
+
+    def close(self) -> None:
+        for lock in self._locks:
+            lock.close()
+        self._locks, self.ids = [], []
+
+    def __enter__(self) -> UserIds:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _package_dir() -> Path:
@@ -185,14 +220,7 @@ def bwrap_argv(
     root (None: an unprivileged user namespace, for graders who are not root).
     """
     ro = readonly_paths()
-    argv = [
-        "bwrap",
-        "--unshare-ipc",
-        "--unshare-pid",
-        "--as-pid-1",
-        "--unshare-net",
-        "--unshare-uts",
-    ]
+    argv = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
     argv += ["--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
     argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if uid is not None else []
     argv += ["--unshare-user"] if uid is None else []
@@ -240,7 +268,7 @@ def kernel_argv(
         return _prlimit(limits) + bwrap_argv(home, binds, shared, limits, uid) + drop + kernel
     if mode == "process":
         env = [f"{k}={v}" for k, v in kernel_env(home, limits).items()]
-        return _prlimit(limits) + drop + ["env", "-i", *env] + kernel
+        return _prlimit(limits) + ["env", "-i", *env] + drop + kernel
     raise ValueError(f"isolation must be one of {MODES}, not {mode!r}")
 
 
@@ -267,6 +295,23 @@ def sandbox_problem(uid: int | None) -> str | None:
     )
 
 
+def process_problem(uid: int | None) -> str | None:
+    """None when ``--isolation process`` can start a kernel as ``uid`` here, else why not."""
+    if uid is None:
+        return None
+    code = "import dmlbook, ipykernel"
+    proc = subprocess.run(
+        _drop_to(uid) + [sys.executable, "-c", code], capture_output=True, text=True
+    )
+    if proc.returncode == 0:
+        return None
+    return (
+        f"user id {uid} cannot run this Python and its packages ({proc.stderr.strip()[-300:]}): "
+        f"--isolation process needs {sys.prefix} and {sys.base_prefix} readable by other users "
+        "(a Python under /root is not)"
+    )
+
+
 def weaker_isolation_warning(uid: int | None) -> str:
     """What ``--isolation process`` gives up, said before grading starts."""
     who = f"user id {uid}" if uid is not None else "your own user (you are not root)"
@@ -279,8 +324,18 @@ def weaker_isolation_warning(uid: int | None) -> str:
     )
 
 
+def kill_everything_of(uid: int) -> None:
+    """SIGKILL every process that runs as ``uid`` (a grading slot's user, nobody else's).
+
+    The sandbox's PID namespace ends with its first process, but a submission run with
+    ``--isolation process`` has none: this removes whatever it left running (a daemon, a fork).
+    """
+    code = "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept ProcessLookupError:\n    pass"
+    subprocess.run(_drop_to(uid) + [sys.executable, "-c", code], capture_output=True)
+
+
 def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds of the live descendants of ``pid`` (and of the children they have reaped).
+    """CPU seconds of ``pid`` and its live descendants (and of the children they have reaped).
 
     A kernel killed at the end is never waited for by this process, so ``RUSAGE_CHILDREN``
     would miss it; its process tree is read from ``/proc`` just before the kill.
@@ -294,8 +349,8 @@ def tree_cpu_seconds(pid: int) -> float:
         child = int(stat.parent.name)
         parent[child] = int(fields[1])
         ticks[child] = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-    tree, frontier = set(), {pid}
+    tree, frontier = {pid}, {pid}
     while frontier:
         frontier = {c for c, p in parent.items() if p in frontier} - tree
         tree |= frontier
-    return sum(ticks[c] for c in tree) / os.sysconf("SC_CLK_TCK")
+    return sum(ticks.get(c, 0) for c in tree) / os.sysconf("SC_CLK_TCK")
