@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         ok = float(row["autograded"]) == want and (not who.startswith("hostile") or row["reason"])
         failures += [] if ok else [who]
         print(
-            f"{'ok ' if ok else 'BAD'} {who:30s} {row['autograded']:>3s}/{want:g} {row['status']:9s} {row['reason'][:90]}"
+            f"{'ok ' if ok else 'BAD'} {who:27s} {row['autograded']:>2s} (expected {want:g}) "
+            f"{row['status']:8s} {row['reason'][:80]}"
         )
     changed = [str(p) for p, h in before.items() if hashlib.sha256(p.read_bytes()).hexdigest() != h]
     stray = [str(p) for p in (zip_path.with_name("pwned.txt"),) if p.exists()]

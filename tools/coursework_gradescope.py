@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -196,7 +197,9 @@ def _container(root: Path) -> list[str]:
     # python3 is this environment's base interpreter: the pins were resolved for its version
     # (Gradescope's image brings its own python3, which setup.sh checks).
     path = f"{Path(sys.base_prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    return argv + ["--setenv", "PATH", path]
+    # An index that cannot be reached (PyTorch's, from an offline machine) is given up at once
+    # rather than retried for every package.
+    return argv + ["--setenv", "PATH", path, "--setenv", "PIP_RETRIES", "0"]
 
 
 def simulate(zip_path: Path, submission: Path, log=print) -> dict:
@@ -229,3 +232,20 @@ def simulate(zip_path: Path, submission: Path, log=print) -> dict:
                 tail = (proc.stdout + proc.stderr)[-4000:]
                 raise RuntimeError(f"{step} failed (exit status {proc.returncode}):\n{tail}")
         return json.loads((root / "results" / "results.json").read_text())
+
+
+def check(zip_path: Path, submission: Path, keep: Path) -> tuple[float, float, float]:
+    """``simulate``, keep ``results.json`` at ``keep``: ``(score, possible, seconds)``.
+
+    ``possible`` comes from the zip's own tests (``score`` 0 when otter reported a failure).
+    """
+    from coursework_report import load_tests
+
+    start = time.perf_counter()
+    results = simulate(zip_path, submission)
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_text(json.dumps(results, indent=1))
+    scored = [t for t in results["tests"] if "score" in t]
+    score = results.get("score", sum(t["score"] for t in scored))
+    possible = sum(c.points for c in load_tests(zip_path)[1])
+    return score, possible, time.perf_counter() - start
