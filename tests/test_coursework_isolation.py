@@ -259,3 +259,21 @@ def test_sizes_parse_as_an_instructor_writes_them():
     assert sandbox.parse_size("1.5GiB") == 3 * 2**29 and sandbox.format_size(2**30) == "1G"
     with pytest.raises(ValueError, match="512M or 4G"):
         sandbox.parse_size("lots")
+
+
+def test_an_interrupted_run_keeps_the_rows_it_did_not_grade_again(graded, tmp_path):
+    out = tmp_path / "grades"
+    out.mkdir()
+    (out / "tiny.csv").write_text((graded["out"] / "tiny.csv").read_text())
+    tests, cases = cw.report.load_tests(graded["autograders"] / "tiny.zip")
+    alice = str(graded["subs"] / "alice.ipynb")
+    job = grading.Job(
+        alice, "tiny", "alice", tests, str(out / "tiny" / "alice" / "executed.ipynb"), "", {}
+    )
+    group = {"jobs": [job], "cases": cases, "manual": SPEC["questions"][1:], "scores": {}}
+    regraded = grading.Outcome("graded", results={"q1 - 1": [True, ""], "q1 - 2": [False, "x"]})
+    cw.report.write_reports({"tiny": group}, {alice: regraded}, out, interrupted=True)
+    with open(out / "tiny.csv") as f:
+        rows = {row["student"]: row for row in csv.DictReader(f)}
+    assert rows["alice"]["total"] == "1" and rows["crash"]["status"] == "crashed"
+    assert len(rows) == len(graded["rows"])

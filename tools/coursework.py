@@ -40,6 +40,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -301,7 +302,8 @@ def grade(
 
     Returns the number of notebooks that could not be graded at all (not an assignment's, or
     no autograder built for it: run ``build`` first); a submission that crashes, hangs or
-    misbehaves is graded (0, with the reason) and does not count.
+    misbehaves is graded (0, with the reason) and does not count. Ctrl-C (or SIGTERM) ends the
+    running sandboxes, writes what was graded and keeps the CSV's other rows.
     """
     if not submissions.is_dir():
         sys.exit(f"not a folder of submissions: {submissions}")
@@ -316,10 +318,10 @@ def grade(
         f"{'sandbox' if mode == 'sandbox' else 'process'} within {limits.describe()}",
         flush=True,
     )
-    done = []
+    done: dict[str, grading.Outcome] = {}
 
     def progress(job: grading.Job, outcome: grading.Outcome) -> None:
-        done.append(outcome)
+        done[job.submission] = outcome
         cases = groups[job.assignment]["cases"]
         got = sum(c.points for c in cases if outcome.results.get(c.name, [False])[0] is True)
         why = f" ({outcome.reason})" if outcome.reason else ""
@@ -330,29 +332,15 @@ def grade(
         )
 
     start, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    outcomes = grading.grade_all(jobs, parallel, limits, on_done=progress, isolation=mode)
-    by_job = dict(zip(map(id, jobs), outcomes, strict=True))
-    for name, group in groups.items():
-        rows = []
-        for job in group["jobs"]:
-            outcome = by_job[id(job)]
-            scores = group["scores"].get((job.student, job.submission), {})
-            row = report.row_of(
-                job.student, job.submission, group["cases"], outcome, group["manual"], scores
-            )
-            rows.append(row)
-            folder = Path(job.executed).parent
-            folder.mkdir(parents=True, exist_ok=True)
-            page = report.feedback_html(name, job.student, group["cases"], outcome, row)
-            (folder / "feedback.html").write_text(page)
-            if group["manual"]:
-                ran = Path(job.executed)
-                nb = nbformat.read(ran, as_version=4) if ran.is_file() else None
-                page = report.by_hand_html(name, job.student, nb, group["manual"])
-                (folder / "by_hand.html").write_text(page)
-        report.write_csv(out / f"{name}.csv", rows)
-        zeros = sum(1 for job in group["jobs"] if by_job[id(job)].status != "graded")
-        print(f"wrote {out / f'{name}.csv'} ({len(rows)} submission(s), {zeros} stopped with 0)")
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
+    try:
+        outcomes = grading.grade_all(jobs, parallel, limits, on_done=progress, isolation=mode)
+    except KeyboardInterrupt:
+        report.write_reports(groups, done, out, interrupted=True)
+        sys.exit(f"interrupted: {len(done)} of {len(jobs)} submission(s) graded and written")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    report.write_reports(groups, done, out)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
     cpu += sum(o.killed_cpu_seconds for o in outcomes)

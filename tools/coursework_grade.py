@@ -24,6 +24,7 @@ user per slot, and returns the outcomes in the order of the jobs. Tested by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -40,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from queue import Queue
 
+import coursework_report as report
 import coursework_sandbox as sandbox
 
 MAX_OUTPUT_CHARS = 100_000  # per output of the executed notebook that is kept
@@ -107,23 +109,6 @@ def _dmlbook_run_tests(tests, nonce):
 _dmlbook_run_tests(__import__("json").loads(%s), %r)
 del _dmlbook_run_tests
 """
-
-_MEMORY_WORDS = ("MemoryError", "can't allocate memory", "bad_alloc", "Cannot allocate memory")
-
-
-def _is_memory(text: str) -> bool:
-    return any(word in text for word in _MEMORY_WORDS)
-
-
-def _signal_name(returncode: int | None) -> str:
-    """``'exit status 3'`` or ``'killed by SIGKILL'`` for a kernel's (or bwrap's) exit status."""
-    if returncode is None:
-        return "still running"
-    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
-    if number:
-        with_name = signal.Signals(number).name if number in signal.valid_signals() else number
-        return f"killed by {with_name}"
-    return f"exit status {returncode}"
 
 
 def _trim_outputs(nb) -> None:
@@ -200,7 +185,7 @@ def _run_cells(client, nb, deadline: float, outcome: Outcome, memory: int) -> st
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 note = f"cell {index + 1}: {out['ename']}: {out['evalue'][:200]}"
-                if _is_memory(note):
+                if report.is_memory(note):
                     note += f" (the memory limit, {sandbox.format_size(memory)}, was reached)"
                 outcome.notes.append(note)
     return None
@@ -314,7 +299,7 @@ def run_submission(job: Job) -> Outcome:
                     sandbox.kill_everything_of(job.uid)
         outcome.results = results or {}
         if stopped:
-            _explain(outcome, stopped, returncode, limits)
+            report.explain(outcome, stopped, returncode, limits)
         nb.metadata.setdefault("dmlbook_grading", {})["outcome"] = outcome.status
         _trim_outputs(nb)
         Path(job.executed).parent.mkdir(parents=True, exist_ok=True)
@@ -326,23 +311,6 @@ def run_submission(job: Job) -> Outcome:
     reaped = usage.ru_utime + usage.ru_stime - cpu_before
     outcome.cpu_seconds = outcome.killed_cpu_seconds + reaped
     return outcome
-
-
-def _explain(outcome: Outcome, stopped: str, returncode: int | None, limits) -> None:
-    """Set ``outcome.status`` / ``reason`` from why the run stopped (``'timeout: cell 4'``)."""
-    kind, where = stopped.split(": ", 1)
-    memory = [n for n in outcome.notes if _is_memory(n)]
-    if kind == "timeout":
-        outcome.status = "timeout"
-        outcome.reason = f"time limit of {limits.seconds:g} s reached ({where}): 0 on every test"
-    elif kind == "crashed":
-        outcome.status = "crashed"
-        hint = f", after hitting the memory limit ({memory[-1]})" if memory else ""
-        status = f", {_signal_name(returncode)}" if returncode is not None else ""
-        outcome.reason = f"the kernel died ({where}{status}{hint}): 0 on every test"
-    else:
-        outcome.status = "crashed"
-        outcome.reason = f"{stopped}: 0 on every test"
 
 
 def _driver_main() -> int:
@@ -358,8 +326,11 @@ def _driver_main() -> int:
     return 0
 
 
-def _call_driver(job: Job, limits: sandbox.Limits) -> Outcome:
-    """Run one driver process; a driver that fails or overruns is reported, never raised."""
+def _call_driver(job: Job, limits: sandbox.Limits, running: set | None = None) -> Outcome:
+    """Run one driver process; a driver that fails or overruns is reported, never raised.
+
+    The process is in ``running`` while it runs (so that an interrupted grading can end it).
+    """
     start = time.monotonic()
     cmd = [sys.executable, str(Path(__file__).resolve()), "--driver"]
     proc = subprocess.Popen(
@@ -370,6 +341,8 @@ def _call_driver(job: Job, limits: sandbox.Limits) -> Outcome:
         text=True,
         start_new_session=True,
     )
+    running = set() if running is None else running
+    running.add(proc)
     try:
         budget = limits.seconds + STARTUP_SECONDS + 60
         _, err = proc.communicate(json.dumps(asdict(job)), timeout=budget)
@@ -377,6 +350,8 @@ def _call_driver(job: Job, limits: sandbox.Limits) -> Outcome:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         return Outcome("grader-error", "the grader's driver did not finish: 0 on every test")
+    finally:
+        running.discard(proc)
     try:
         outcome = Outcome(**json.loads(Path(job.result).read_text()))
     except (OSError, ValueError, TypeError):
@@ -404,11 +379,13 @@ def grade_all(
     slots: Queue[int | None] = Queue()
     for slot in range(parallel):
         slots.put(user_ids.ids[slot] if user_ids.ids else None)
-    lock = threading.Lock()
+    lock, stop, running = threading.Lock(), threading.Event(), set()
     results = Path(tempfile.mkdtemp(prefix="dmlbook-outcomes-"))  # 0700: the grader's only
 
     def one(indexed: tuple[int, Job]) -> Outcome:
         index, job = indexed
+        if stop.is_set():
+            return Outcome("grader-error", "grading was interrupted before this submission")
         uid = slots.get()
         try:
             result = str(results / f"{index}.json")
@@ -419,18 +396,27 @@ def grade_all(
                 "isolation": isolation,
             }
             job = Job(**{**asdict(job), **fields})
-            outcome = _call_driver(job, limits)
+            outcome = _call_driver(job, limits, running)
         finally:
             slots.put(uid)
+        if stop.is_set():  # its driver was ended by the interrupt: not graded
+            return Outcome("grader-error", "grading was interrupted during this submission")
         if on_done is not None:
             with lock:
                 on_done(job, outcome)
         return outcome
 
+    pool = ThreadPoolExecutor(max_workers=parallel)
     try:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            return list(pool.map(one, enumerate(jobs)))
+        return list(pool.map(one, enumerate(jobs)))
+    except KeyboardInterrupt:  # end the drivers (their sandboxes die with them), then stop
+        stop.set()
+        for proc in list(running):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        raise
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(results, ignore_errors=True)
         user_ids.close()
 

@@ -19,7 +19,10 @@ submission scored 0, or the cells that raised), and ``seconds`` of grading.
 
 Scores typed into the hand-graded columns survive a new ``make grade`` (matched by student and
 file), and ``python tools/coursework.py totals <csv>`` recomputes ``total`` and ``pending``
-after typing them, without grading again. Tested by ``tests/test_coursework_isolation.py``.
+after typing them, without grading again. ``explain`` turns why a run stopped into the
+``status`` and ``reason`` columns; ``write_reports`` writes all of the above (also for the
+submissions graded before an interrupted run stopped). Tested by
+``tests/test_coursework_isolation.py``.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from __future__ import annotations
 import csv
 import html
 import re
+import signal
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import mistune
+import nbformat
 
 _markdown = mistune.create_markdown(escape=True)  # a student's raw HTML is shown, not run
 
@@ -243,3 +248,82 @@ def by_hand_html(assignment: str, student: str, nb, manual: list[dict]) -> str:
             f"<code>{html.escape(manual_column(q))}</code>)</p></section>"
         )
     return _page(f"{assignment}: {student} (graded by hand)", "\n".join(parts))
+
+
+_MEMORY_WORDS = ("MemoryError", "can't allocate memory", "bad_alloc", "Cannot allocate memory")
+
+
+def is_memory(text: str) -> bool:
+    return any(word in text for word in _MEMORY_WORDS)
+
+
+def signal_name(returncode: int | None) -> str:
+    """``'exit status 3'`` or ``'killed by SIGKILL'`` for a kernel's (or bwrap's) exit status."""
+    if returncode is None:
+        return "still running"
+    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    if number:
+        with_name = signal.Signals(number).name if number in signal.valid_signals() else number
+        return f"killed by {with_name}"
+    return f"exit status {returncode}"
+
+
+def explain(outcome, stopped: str, returncode: int | None, limits) -> None:
+    """Set a grading outcome's ``status`` and ``reason`` from why its run stopped.
+
+    ``stopped`` is ``'timeout: cell 4'``, ``'crashed: while the tests ran'``, ...; ``returncode``
+    the kernel's (or its sandbox's) exit status.
+    """
+    kind, where = stopped.split(": ", 1)
+    memory = [n for n in outcome.notes if is_memory(n)]
+    if kind == "timeout":
+        outcome.status = "timeout"
+        outcome.reason = f"time limit of {limits.seconds:g} s reached ({where}): 0 on every test"
+    elif kind == "crashed":
+        outcome.status = "crashed"
+        hint = f", after hitting the memory limit ({memory[-1]})" if memory else ""
+        status = f", {signal_name(returncode)}" if returncode is not None else ""
+        outcome.reason = f"the kernel died ({where}{status}{hint}): 0 on every test"
+    else:
+        outcome.status = "crashed"
+        outcome.reason = f"{stopped}: 0 on every test"
+
+
+def write_reports(groups: dict, outcomes: dict, out: Path, interrupted: bool = False) -> None:
+    """The CSV of each assignment, and each submission's feedback and hand-grading sheet.
+
+    ``groups``: per assignment, its ``jobs``, ``cases``, ``manual`` questions and typed
+    ``scores`` (``coursework.grade``); ``outcomes``: by submission path, those graded so far.
+    ``interrupted``: the CSV keeps its earlier rows of the submissions not graded this time.
+    """
+    for name, group in groups.items():
+        rows = _kept_rows(out / f"{name}.csv", outcomes) if interrupted else []
+        jobs = [job for job in group["jobs"] if job.submission in outcomes]
+        for job in jobs:
+            outcome = outcomes[job.submission]
+            scores = group["scores"].get((job.student, job.submission), {})
+            row = row_of(
+                job.student, job.submission, group["cases"], outcome, group["manual"], scores
+            )
+            rows.append(row)
+            folder = Path(job.executed).parent
+            folder.mkdir(parents=True, exist_ok=True)
+            page = feedback_html(name, job.student, group["cases"], outcome, row)
+            (folder / "feedback.html").write_text(page)
+            if group["manual"]:
+                ran = Path(job.executed)
+                nb = nbformat.read(ran, as_version=4) if ran.is_file() else None
+                page = by_hand_html(name, job.student, nb, group["manual"])
+                (folder / "by_hand.html").write_text(page)
+        if rows:
+            write_csv(out / f"{name}.csv", rows)
+        zeros = sum(1 for job in jobs if outcomes[job.submission].status != "graded")
+        print(f"wrote {out / f'{name}.csv'} ({len(rows)} submission(s), {zeros} stopped with 0)")
+
+
+def _kept_rows(path: Path, outcomes: dict) -> list[dict[str, str]]:
+    """An earlier CSV's rows of the submissions that ``outcomes`` does not hold."""
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return [row for row in csv.DictReader(f) if row.get("file") not in outcomes]

@@ -122,7 +122,9 @@ class UserIds:
             uid += 1
 
     def close(self) -> None:
-        for lock in self._locks:
+        """End whatever the ids still run, then release them."""
+        for uid, lock in zip(self.ids, self._locks, strict=True):
+            kill_everything_of(uid)
             lock.close()
         self._locks, self.ids = [], []
 
