@@ -201,7 +201,19 @@ def test_launch_links_only_for_a_github_repository(monkeypatch, tmp_path, remote
     monkeypatch.setenv("DMLBOOK_REPOSITORY", remote)
     if not remote:
         monkeypatch.delenv("DMLBOOK_REPOSITORY")  # and tmp_path is no git clone: no origin
-    assert book_tool.repository_url(tmp_path) == expected
+    monkeypatch.delenv("DMLBOOK_STUDENT_REPOSITORY", raising=False)
+    assert book_tool.repository_url(tmp_path, "instructor") == expected
+    assert book_tool.repository_url(tmp_path, "student") is None, "its chapters hold answers"
+
+
+def test_student_edition_launches_only_the_student_kits_repository(monkeypatch):
+    """The student edition never links this repository (answers), only the kit's (issue 28)."""
+    monkeypatch.setenv("DMLBOOK_REPOSITORY", "https://github.com/owner/dmlbook")
+    monkeypatch.delenv("DMLBOOK_STUDENT_REPOSITORY", raising=False)
+    assert book_tool.repository_url(ROOT, "student") is None
+    monkeypatch.setenv("DMLBOOK_STUDENT_REPOSITORY", "git@github.com:course/dmlbook-student.git")
+    assert book_tool.repository_url(ROOT, "student") == "https://github.com/course/dmlbook-student"
+    assert book_tool.repository_url(ROOT, "instructor") == "https://github.com/owner/dmlbook"
 
 
 def test_clipped_code_and_shrunken_figures_are_reported(tmp_path, browser):

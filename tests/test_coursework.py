@@ -52,11 +52,16 @@ def out(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("coursework")
 
 
+@pytest.fixture(scope="module")
+def wheel(out) -> Path:
+    return cw.gradescope.build_wheel(out / "wheel")
+
+
 @pytest.fixture(scope="module", params=NAMES)
-def built(request, out) -> dict:
+def built(request, out, wheel) -> dict:
     """Build one assignment; grade its untouched release and its wrong submissions into CSV."""
     name = request.param
-    reference, cpu = cw.build_one(name, out)
+    reference, cpu = cw.build_one(name, out, wheel=wheel)
     subs = out / "submissions" / name
     (subs / "untouched").mkdir(parents=True)
     shutil.copy2(out / "release" / name / f"{name}.ipynb", subs / "untouched")

@@ -2,7 +2,7 @@
 
 A small assignment built here (one autograded question: a public and a hidden test; one
 question graded by hand) and a class folder of honest and hostile submissions, graded once in
-parallel through ``tools/coursework.py grade``'s function, under small limits (8 s, 1 GiB). The
+parallel through ``tools/coursework.py grade``'s function, under small limits (12 s, 1 GiB). The
 hostile ones: a kernel that kills itself (``os._exit``), an endless loop, a memory blow-up, a
 submission that tries to read the hidden tests, the autograder and the solutions and to reach
 the network, one that writes outside its folder and forges a result on the grader's output.
@@ -65,7 +65,7 @@ SPEC = {
         },
     ],
 }
-LIMITS = sandbox.Limits(seconds=8, memory=2**30)
+LIMITS = sandbox.Limits(seconds=12, memory=2**30)
 
 
 def notebook(*cells: str, answer: str = "") -> nbformat.NotebookNode:
@@ -171,7 +171,7 @@ def test_honest_submissions_get_their_scores(graded):
     "who, status, words",
     [
         ("crash", "crashed", ["kernel died", "exit status 3"]),
-        ("hang", "timeout", ["time limit of 8 s"]),
+        ("hang", "timeout", ["time limit of 12 s"]),
         ("memory", "graded", ["MemoryError", "memory limit, 1G"]),
         ("reader", "graded", ["FileNotFoundError"]),
         ("writer", "graded", ["cell 2", "Error"]),
@@ -230,7 +230,7 @@ def test_scores_typed_by_hand_add_up(graded, tmp_path):
 def test_parallel_grading_runs_up_to_the_slots_asked_for(monkeypatch):
     running, peak, lock = [0], [0], threading.Lock()
 
-    def fake_driver(job, limits):
+    def fake_driver(job, limits, procs=None):
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])

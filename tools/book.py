@@ -31,7 +31,9 @@ them, behind a dropdown. The chapters in ``book/`` always hold the answers: publ
 build, not the repository, where answers must stay private.
 
 Rendering (``prepare`` + ``render``): the errata page is generated from the chapters' erratum
-cells (``dmlbook/errata.py``), the Binder/Colab links get the repository when it is on GitHub,
+cells (``dmlbook/errata.py``), the Binder/Colab links open the repository when it is on GitHub
+(the instructor edition) or the student kit's repository, ``$DMLBOOK_STUDENT_REPOSITORY``, when
+one is named (the student edition: else no links, as this repository's chapters hold answers),
 and the rendered HTML is scanned for anything a page would fetch from the network (a script,
 style sheet, font or image; ``tools/book_check.py``), which fails the build: the book must read
 offline. ``python tools/book_check.py build/book/_build/html`` opens every page in headless
@@ -243,12 +245,20 @@ def write_toc(paths: list[Path], root: Path, appendices: tuple[str, ...] = ()) -
 GITHUB = re.compile(r"^(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
 
 
-def repository_url(root: Path = ROOT) -> str | None:
-    """The book's GitHub repository for the Binder/Colab links, or None (links left out).
+def repository_url(root: Path = ROOT, edition: str = "student") -> str | None:
+    """The GitHub repository the ``edition``'s Binder/Colab links open, or None (links left out).
 
-    ``$DMLBOOK_REPOSITORY`` when set, else the ``origin`` remote when it is on GitHub (the links
-    launch that repository's notebooks, so a clone of a clone gets none rather than wrong ones).
+    Instructor edition: ``$DMLBOOK_REPOSITORY`` when set, else the ``origin`` remote when it is
+    on GitHub (the links launch that repository's notebooks, so a clone of a clone gets none
+    rather than wrong ones). Student edition: only ``$DMLBOOK_STUDENT_REPOSITORY``, a repository
+    holding the student kit (``make coursework``: its ``book/`` has the chapters without their
+    answers); never this repository, whose chapters hold the answers.
     """
+    if edition not in EDITIONS:
+        raise ValueError(f"edition must be one of {EDITIONS}, got {edition!r}")
+    if edition == "student":
+        match = GITHUB.match(os.environ.get("DMLBOOK_STUDENT_REPOSITORY", ""))
+        return f"https://github.com/{match.group(1)}" if match else None
     url = os.environ.get("DMLBOOK_REPOSITORY", "")
     if not url:
         try:
@@ -357,7 +367,7 @@ def build(
             file=sys.stderr,
         )
     executed = [out / p.relative_to(book) for p in paths if (out / p.relative_to(book)).exists()]
-    prepare(book, out, executed, repository_url(), edition)
+    prepare(book, out, executed, repository_url(edition=edition), edition)
     code = render(out)
     if code:
         return code

@@ -9,10 +9,11 @@ Usage (through the Makefile: ``make coursework``, ``make grade SUBMISSIONS=dir``
     python tools/coursework.py gradescope NAME       # run NAME's Gradescope zip in its layout
 
 Every assignment is one master notebook, ``coursework/<name>/<name>.ipynb``, in otter-grader's
-format. ``build`` runs ``otter assign`` on it (the student notebook and an autograder zip),
-writes the points computed from the tests into the released headings and adds how to submit
-(``coursework_master``), grades the reference solution exactly as a student's submission is
-graded, and refuses (exit 1, nothing released for that assignment) unless it scores full marks,
+format. ``build`` runs ``otter assign --no-run-tests`` on it (the student notebook and an
+autograder zip), writes the points computed from the tests into the released headings and adds
+how to submit (``coursework_master``), grades the reference solution exactly as a student's
+submission is graded (in the sandbox; otter's own run of the tests would only repeat it), and
+refuses (exit 1, nothing released for that assignment) unless it scores full marks,
 the release holds no line of a solution or hidden test, and the tests import nothing the
 Gradescope environment lacks. Then it writes the student kit (``coursework_student``).
 Outputs, under ``build/coursework/`` (ignored by git)::
@@ -147,19 +148,19 @@ def build_one(
     grading took (its kernel, in the sandbox students get; the budget is 60 s on two cores).
     """
     _clean(out, name)
-    wheel = wheel or gradescope.build_wheel(out / "wheel")
     with tempfile.TemporaryDirectory() as tmp:
         dist = Path(tmp) / "dist"
         proc = subprocess.run(
-            [str(OTTER), "assign", str(master(name, root)), str(dist)],
+            # --no-run-tests: the reference is graded below, in the students' sandbox
+            [str(OTTER), "assign", "--no-run-tests", str(master(name, root)), str(dist)],
             capture_output=True,
             text=True,
             env=grader_env(),
         )
         if proc.returncode:
             raise RuntimeError(
-                f"{name}: otter assign refused to build (the reference solution fails a test, or "
-                f"the master notebook is malformed):\n{(proc.stdout + proc.stderr)[-3000:]}"
+                f"{name}: otter assign refused to build (the master notebook is malformed):\n"
+                f"{(proc.stdout + proc.stderr)[-3000:]}"
             )
         (otter_zip,) = (dist / "autograder").glob("*.zip")
         solution = dist / "autograder" / f"{name}.ipynb"
@@ -185,6 +186,7 @@ def build_one(
         missing = gradescope.uncovered_imports(sources + list(tests.values()))
         if missing:
             raise RuntimeError(f"{name}: the tests import {missing}, which Gradescope would lack")
+        wheel = wheel or gradescope.build_wheel(out / "wheel")
         _write_build(out, name, root, dist, otter_zip, solution, wheel)
     (out / "reference" / f"{name}.json").write_text(
         json.dumps(
