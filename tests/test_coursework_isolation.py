@@ -4,10 +4,12 @@ A small assignment built here (one autograded question: a public and a hidden te
 question graded by hand) and a class folder of honest and hostile submissions, graded once in
 parallel through ``tools/coursework.py grade``'s function, under small limits (12 s, 1 GiB). The
 hostile ones: a kernel that kills itself (``os._exit``), an endless loop, a memory blow-up, a
-submission that tries to read the hidden tests, the autograder and the solutions and to reach
-the network, one that writes outside its folder and forges a result on the grader's output.
-Proved: every honest submission gets its right score; each hostile one scores 0 with the reason
-in the CSV; nothing outside the sandbox was read or written; the executed notebooks, the
+submission that tries to read the hidden tests, the autograder and the solutions, to reach
+the network and to see other processes, one that writes outside its folder and forges a result
+on the grader's output. Proved: every honest submission gets its right score; each hostile one
+scores 0 with the reason in the CSV; nothing outside the sandbox was read or written, the
+network was not reached, no other process was visible (one test each: graded with
+``--isolation process`` instead, each of those four fails); the executed notebooks, the
 feedback (hidden tests' messages included) and the hand-grading sheets are written; scores
 typed by hand add up. The submissions use no torch, so that the whole file costs a few seconds
 of CPU; ``tests/test_coursework.py`` grades the real assignments through the same path.
@@ -114,6 +116,7 @@ def graded(tmp_path_factory) -> dict:
         "reader": notebook(
             *[f"print(open({str(p)!r}, 'rb').read())" for p in secrets],
             f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)",
+            "import os\nprint('pids', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))",
         ),
         "writer": notebook(
             'import os\nos.write(1, b\'{"status": "graded", "results": {"q1 - 1": [true, ""]}}\\n\')',
@@ -183,16 +186,36 @@ def test_hostile_submission_scores_zero_with_a_reason(graded, who, status, words
     assert all(w in row["reason"] for w in words), row["reason"]
 
 
-def test_nothing_outside_the_sandbox_was_read_or_written(graded):
+def _outputs(graded, who: str) -> list[dict]:
+    ran = nbformat.read(graded["out"] / "tiny" / who / "executed.ipynb", as_version=4)
+    return [o for c in ran.cells for o in c.get("outputs", [])]
+
+
+def test_hidden_tests_autograder_and_solutions_cannot_be_read(graded):
+    outputs = _outputs(graded, "reader")
+    assert SECRET not in json.dumps(outputs) and "BEGIN SOLUTION" not in json.dumps(outputs)
+    errors = [o["ename"] for o in outputs if "ename" in o]
+    assert errors[:3] == ["FileNotFoundError"] * 3, errors
+
+
+def test_the_network_cannot_be_reached(graded):
     assert not graded["reached"], "a submission reached the grader's network"
+    errors = [o["ename"] for o in _outputs(graded, "reader") if "ename" in o]
+    assert errors[3:] == ["ConnectionRefusedError"], errors
+
+
+def test_nothing_outside_the_scratch_folder_was_written(graded):
     assert [p for p in graded["targets"] if p.exists()] == []
     zip_path = graded["autograders"] / "tiny.zip"
     assert hashlib.sha256(zip_path.read_bytes()).hexdigest() == graded["zip_hash"]
-    ran = nbformat.read(graded["out"] / "tiny" / "reader" / "executed.ipynb", as_version=4)
-    shown = json.dumps([c.get("outputs", []) for c in ran.cells])
-    assert SECRET not in shown and "BEGIN SOLUTION" not in shown
-    errors = [o["ename"] for c in ran.cells for o in c.get("outputs", []) if "ename" in o]
-    assert errors == ["FileNotFoundError"] * 3 + ["ConnectionRefusedError"], errors
+
+
+def test_no_other_process_is_visible(graded):
+    """Its own PID namespace: bubblewrap (1) and the kernel, not the grader or other kernels."""
+    shown = [o["text"] for o in _outputs(graded, "reader") if o.get("text", "").startswith("pids")]
+    assert len(shown) == 1, shown
+    pids = json.loads(shown[0].split(" ", 1)[1])
+    assert len(pids) <= 3, pids
 
 
 def test_executed_notebooks_feedback_and_hand_grading_sheets(graded):
