@@ -14,7 +14,9 @@ function would pass every comparison. Two checks enforce such a rule:
   through it, so a question answered by calling the book scores nothing.
 * ``forbidden_imports(sources, *modules)``: the forbidden modules that cells import or name
   (``import``, ``from ... import``, ``dmlbook.evaluate.x``), for answers that are not functions
-  (a cell of an experiment); the tests pass the kernel's input history, ``In``.
+  (a cell of an experiment); the tests pass the kernel's input history, ``In``. It reads each
+  cell through ``parse_cell`` (magics and doctest prompts removed), which the coursework tools
+  also use to list what the tests import.
 
 Used by the hidden tests of ``coursework/`` (book/91_instructors.ipynb lists the rules); tested
 by ``tests/test_assignment_rules.py``.
@@ -35,7 +37,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["RuleBroken", "calls_into", "forbidden_imports", "obeying"]
+__all__ = ["RuleBroken", "calls_into", "forbidden_imports", "obeying", "parse_cell"]
 
 _PACKAGE = os.path.realpath(Path(__file__).parent) + os.sep
 
@@ -129,6 +131,26 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def parse_cell(source: str) -> ast.Module | None:
+    """A cell's or a doctest's Python as a syntax tree, or None when it is not Python.
+
+    IPython's magics and shell lines (``%``, ``!``) are left out and doctest prompts (``>>> ``,
+    ``... ``) removed, so that a notebook cell or an otter test reads as the code it runs.
+
+    >>> [type(n).__name__ for n in parse_cell("%time x = 1\n>>> import torch").body]
+    ['Import']
+    """
+    code = "\n".join(
+        line.strip()[4:] if line.strip().startswith((">>> ", "... ")) else line
+        for line in source.splitlines()
+        if not line.lstrip().startswith(("%", "!"))
+    )
+    try:
+        return ast.parse(code)
+    except SyntaxError:
+        return None
+
+
 def forbidden_imports(sources: Iterable[str], *modules: str) -> list[str]:
     """The names in ``sources`` (cells' code) that import or use one of ``modules``.
 
@@ -141,12 +163,8 @@ def forbidden_imports(sources: Iterable[str], *modules: str) -> list[str]:
 
     found = []
     for source in sources:
-        code = "\n".join(
-            line for line in str(source).splitlines() if not line.lstrip().startswith(("%", "!"))
-        )
-        try:
-            tree = ast.parse(code)
-        except SyntaxError:
+        tree = parse_cell(str(source))
+        if tree is None:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

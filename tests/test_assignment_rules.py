@@ -10,7 +10,13 @@ import pytest
 import torch
 
 import dmlbook.evaluate as evaluate
-from dmlbook.assignment_rules import RuleBroken, calls_into, forbidden_imports, obeying
+from dmlbook.assignment_rules import (
+    RuleBroken,
+    calls_into,
+    forbidden_imports,
+    obeying,
+    parse_cell,
+)
 from dmlbook.evaluate import recall_at_k as renamed
 
 
@@ -84,3 +90,10 @@ def test_forbidden_imports_in_cells():
     ]
     assert forbidden_imports(cells[:1], "dmlbook.evaluate") == []
     assert forbidden_imports(["import dmlbook.evaluation_tools"], "dmlbook.evaluate") == []
+
+
+def test_cells_and_doctests_parse_as_the_code_they_run():
+    tree = parse_cell("%time x = 1\n!pip list\n>>> import torch\n>>> for i in []:\n...     pass")
+    assert [type(node).__name__ for node in tree.body] == ["Import", "For"]
+    assert forbidden_imports([">>> from dmlbook.evaluate import recall_at_k"], "dmlbook.evaluate")
+    assert parse_cell("def f(:") is None

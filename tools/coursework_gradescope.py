@@ -40,6 +40,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from dmlbook.assignment_rules import parse_cell
+
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # What grading runs on (the tests' imports are checked to be covered by these and their
@@ -116,14 +118,8 @@ def imported_modules(sources: list[str]) -> set[str]:
     """Top-level modules imported by Python sources (cells, tests); doctest prompts stripped."""
     out = set()
     for source in sources:
-        code = "\n".join(
-            line.strip()[4:] if line.strip().startswith((">>> ", "... ")) else line
-            for line in source.splitlines()
-            if not line.lstrip().startswith(("%", "!"))
-        )
-        try:
-            tree = ast.parse(code)
-        except SyntaxError:
+        tree = parse_cell(source)
+        if tree is None:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
