@@ -15,8 +15,8 @@ function would pass every comparison. Two checks enforce such a rule:
 * ``forbidden_imports(sources, *modules)``: the forbidden modules that cells import or name
   (``import``, ``from ... import``, ``dmlbook.evaluate.x``), for answers that are not functions
   (a cell of an experiment); the tests pass the kernel's input history, ``In``. It reads each
-  cell through ``parse_cell`` (magics and doctest prompts removed), which the coursework tools
-  also use to list what the tests import.
+  cell through ``parse_cell`` (magics removed), which the coursework tools also use
+  (with doctest prompts removed) to list what the tests import.
 
 Used by the hidden tests of ``coursework/`` (book/91_instructors.ipynb lists the rules); tested
 by ``tests/test_assignment_rules.py``.
@@ -131,17 +131,19 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def parse_cell(source: str) -> ast.Module | None:
-    """A cell's or a doctest's Python as a syntax tree, or None when it is not Python.
+def parse_cell(source: str, doctest: bool = False) -> ast.Module | None:
+    """A cell's (or, ``doctest=True``, a doctest's) Python as a syntax tree; None if not Python.
 
-    IPython's magics and shell lines (``%``, ``!``) are left out and doctest prompts (``>>> ``,
-    ``... ``) removed, so that a notebook cell or an otter test reads as the code it runs.
+    IPython's magics and shell lines (``%``, ``!``) are left out, and with ``doctest=True`` the
+    prompts (``>>> ``, ``... ``) are removed, so that a notebook cell or an otter test reads as
+    the code it runs. Never ``doctest=True`` on a student's cell: a prompt inside a docstring
+    would turn into code and could make a valid cell unreadable.
 
-    >>> [type(n).__name__ for n in parse_cell("%time x = 1\n>>> import torch").body]
+    >>> [type(n).__name__ for n in parse_cell("%time x = 1\\n>>> import torch", True).body]
     ['Import']
     """
     code = "\n".join(
-        line.strip()[4:] if line.strip().startswith((">>> ", "... ")) else line
+        line.strip()[4:] if doctest and line.strip().startswith((">>> ", "... ")) else line
         for line in source.splitlines()
         if not line.lstrip().startswith(("%", "!"))
     )

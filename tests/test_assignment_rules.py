@@ -93,7 +93,12 @@ def test_forbidden_imports_in_cells():
 
 
 def test_cells_and_doctests_parse_as_the_code_they_run():
-    tree = parse_cell("%time x = 1\n!pip list\n>>> import torch\n>>> for i in []:\n...     pass")
-    assert [type(node).__name__ for node in tree.body] == ["Import", "For"]
-    assert forbidden_imports([">>> from dmlbook.evaluate import recall_at_k"], "dmlbook.evaluate")
+    doctest = "%time x = 1\n!pip list\n>>> import torch\n>>> for i in []:\n...     pass"
+    assert [type(n).__name__ for n in parse_cell(doctest, doctest=True).body] == ["Import", "For"]
     assert parse_cell("def f(:") is None
+    # a prompt in a student's docstring stays text: the cell's forbidden import is still seen
+    cell = 'from dmlbook.evaluate import recall_at_k\ndef f():\n    """\n    >>> (\n    """'
+    assert forbidden_imports([cell], "dmlbook.evaluate") == [
+        "dmlbook.evaluate",
+        "dmlbook.evaluate.recall_at_k",
+    ]

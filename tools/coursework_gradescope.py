@@ -118,7 +118,7 @@ def imported_modules(sources: list[str]) -> set[str]:
     """Top-level modules imported by Python sources (cells, tests); doctest prompts stripped."""
     out = set()
     for source in sources:
-        tree = parse_cell(source)
+        tree = parse_cell(source, doctest=True)
         if tree is None:
             continue
         for node in ast.walk(tree):
