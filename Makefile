@@ -36,7 +36,7 @@ help:
 	@echo "make verify-backbones  ResNet/BN-Inception against torchvision and the port (downloads them)"
 	@echo "make book EDITION=instructor  the book with the exercises' answers shown (default: student)"
 	@echo "make coursework  student releases + autograders of every assignment, build/coursework/"
-	@echo "make grade SUBMISSIONS=dir  grade a folder of submitted notebooks into CSV (per test)"
+	@echo "make grade SUBMISSIONS=dir  grade a folder of submitted notebooks, each in a sandbox, into CSV"
 
 # One line per package pip collects, then (pip's "Installing collected packages" is silent for
 # minutes) how many are in place every 10 s: tools/heartbeat.py.
@@ -118,14 +118,21 @@ verify-backbones: $(STAMP)
 	PYTHONPATH=$(REFS) $(BIN)/python bench/verify_backbones.py
 
 # Coursework (book/91_instructors): otter assign builds each assignment's student release and
-# autograder (refused when the reference solution fails a test or the release leaks a solution);
-# otter run grades submissions offline, no Docker. ASSIGNMENTS=... builds some.
+# Gradescope-ready autograder (refused when the reference solution fails a test or the release
+# leaks a solution), then the student kit. ASSIGNMENTS=... builds some. Grading runs each
+# submission in its own bubblewrap sandbox (no network, no view of the tests or the repository)
+# under limits: TIMEOUT (seconds per submission, 300), MEMORY (4G), PARALLEL (default: every
+# core); ISOLATION=process grades without bubblewrap, with a printed warning (weaker).
 coursework: $(STAMP)
 	$(BIN)/python tools/coursework.py build $(ASSIGNMENTS)
 
+TIMEOUT ?= 300
+MEMORY ?= 4G
+ISOLATION ?= sandbox
 grade: $(STAMP)
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks"; exit 2; }
-	$(BIN)/python tools/coursework.py grade $(SUBMISSIONS)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks [TIMEOUT=300 MEMORY=4G PARALLEL=n]"; exit 2; }
+	$(BIN)/python tools/coursework.py grade $(SUBMISSIONS) --timeout $(TIMEOUT) --memory $(MEMORY) \
+		--isolation $(ISOLATION) $(if $(PARALLEL),--parallel $(PARALLEL))
 
 clean:
 	rm -rf build book/_build .pytest_cache .hypothesis

@@ -1,17 +1,20 @@
-"""The coursework (issue 15): what CI must prove for every assignment under ``coursework/``.
+"""The coursework (issues 15, 28): what CI must prove for every assignment under ``coursework/``.
 
 For each assignment, built once with ``tools/coursework.py`` into a temporary folder:
 
-* the reference solution scores full marks (``otter assign`` then ``otter run``), in at most
-  60 s of CPU;
+* the reference solution scores full marks, graded in the sandbox students are graded in, in
+  at most 60 s of CPU;
 * the released student notebook, stubs untouched, scores zero, and nothing a student receives
   (the release folder and its zip) holds a line of a solution or of a hidden test;
+* the released headings give the points the tests give, and the release says how to submit;
 * each committed wrong submission (``coursework/<name>/mistakes/``, a typical mistake each) loses
-  exactly the points of the hidden tests that ``expected.json`` says target it, graded through
-  the instructor's ``grade`` command into its CSV.
+  exactly the points of the tests that ``expected.json`` names, graded through the instructor's
+  ``grade`` command into its CSV, and ``expected.json`` says whether a public check (what a
+  student sees with ``grader.check``) catches it.
 
-Also: a master whose solution fails is refused, the leak scan finds a leaked line, and the
-public tests run in a notebook kernel through ``otter.Notebook().check`` as a student would.
+Also: a master whose solution fails is refused, the leak scan finds a leaked line, the masters'
+headings agree with their tests, and the public tests run in a notebook kernel through
+``otter.Notebook().check`` as a student would, naming the mistake they catch.
 """
 
 from __future__ import annotations
@@ -49,11 +52,16 @@ def out(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("coursework")
 
 
+@pytest.fixture(scope="module")
+def wheel(out) -> Path:
+    return cw.gradescope.build_wheel(out / "wheel")
+
+
 @pytest.fixture(scope="module", params=NAMES)
-def built(request, out) -> dict:
+def built(request, out, wheel) -> dict:
     """Build one assignment; grade its untouched release and its wrong submissions into CSV."""
     name = request.param
-    reference, cpu = cw.build_one(name, out)
+    reference, cpu = cw.build_one(name, out, wheel=wheel)
     subs = out / "submissions" / name
     (subs / "untouched").mkdir(parents=True)
     shutil.copy2(out / "release" / name / f"{name}.ipynb", subs / "untouched")
@@ -62,7 +70,8 @@ def built(request, out) -> dict:
     assert cw.grade(subs, out / "grades" / name, out / "autograder") == 0
     with open(out / "grades" / name / f"{name}.csv") as f:
         rows = {row["student"]: row for row in csv.DictReader(f)}
-    return {"name": name, "reference": reference, "cpu": cpu, "rows": rows}
+    spec = json.loads((out / "autograder" / f"{name}.json").read_text())
+    return {"name": name, "reference": reference, "cpu": cpu, "rows": rows, "spec": spec}
 
 
 def test_reference_scores_full_marks_within_budget(built):
@@ -76,9 +85,36 @@ def test_reference_scores_full_marks_within_budget(built):
 
 def test_untouched_release_scores_zero(built):
     row = built["rows"]["untouched"]
-    assert float(row["possible"]) == sum(r.points for r in built["reference"])
+    manual = [q for q in built["spec"]["questions"] if q["manual"]]
+    assert float(row["possible"]) == sum(r.points for r in built["reference"]) + sum(
+        q["points"] for q in manual
+    )
     tests = [r.name for r in built["reference"]]
     assert float(row["total"]) == 0 and all(float(row[t]) == 0 for t in tests)
+    assert row["status"] == "graded" and row["pending"] == " ".join(q["name"] for q in manual)
+
+
+def test_release_headings_give_the_tests_points_and_say_how_to_submit(built, out):
+    name = built["name"]
+    nb = nbformat.read(out / "release" / name / f"{name}.ipynb", as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    points: dict[str, float] = {}
+    for r in built["reference"]:
+        points[r.name.split(" - ")[0]] = points.get(r.name.split(" - ")[0], 0) + r.points
+    for q in built["spec"]["questions"]:
+        if not q["manual"]:
+            assert q["points"] == points[q["name"]], q["name"]
+        assert f"## {q['heading']} {cw.masters.points_text(q)}" in text, q["name"]
+    total = sum(q["points"] for q in built["spec"]["questions"])
+    assert nb.cells[1].source.splitlines()[0].endswith(f"({total:g} points)") or (
+        f"({total:g} points:" in nb.cells[1].source.splitlines()[0]
+    )
+    assert "## How to submit" in nb.cells[2].source and f"`{name}.ipynb`" in nb.cells[2].source
+
+
+def test_master_headings_agree_with_their_tests():
+    for name in NAMES:
+        assert cw.masters.heading_problems(cw.master(name)) == [], name
 
 
 def test_release_holds_no_solution_and_no_hidden_test(built, out):
@@ -99,18 +135,18 @@ def test_release_holds_no_solution_and_no_hidden_test(built, out):
     assert cases and not any(case["hidden"] for case in cases), "public tests only"
 
 
-def test_wrong_submission_loses_exactly_the_targeted_hidden_test(built):
+def test_wrong_submission_loses_exactly_the_targeted_tests(built):
     name = built["name"]
     expected = json.loads((cw.COURSEWORK / name / "mistakes" / "expected.json").read_text())
     points = {r.name: r.points for r in built["reference"]}
-    hidden = {r.name for r in built["reference"] if r.hidden}
+    public = {r.name for r in built["reference"] if not r.hidden}
     assert expected
     for file, spec in expected.items():
         row = built["rows"][Path(file).stem]
         lost = {t for t in points if float(row[t]) == 0}
         assert lost == set(spec["fails"]), f"{file} ({spec['mistake']})"
-        assert lost <= hidden, "the mistake must pass every public test"
-        assert float(row["total"]) == sum(points.values()) - sum(points[t] for t in lost)
+        assert bool(lost & public) == spec["public"], f"{file}: does a public check catch it?"
+        assert float(row["autograded"]) == sum(points.values()) - sum(points[t] for t in lost)
 
 
 def test_build_refuses_a_failing_solution(tmp_path):
@@ -159,16 +195,22 @@ def test_leak_scan_finds_a_solution_left_in_a_release(tmp_path):
 
 
 def test_public_tests_run_in_a_kernel_with_otter_notebook_check(tmp_path, monkeypatch):
-    """A student's filled-in notebook, run top to bottom: every ``grader.check`` cell passes."""
+    """A student's filled-in notebook, run top to bottom: ``grader.check`` names the mistake.
+
+    The committed mistake of a1 (a sum where Eq. 9 averages) fails Q1's public check with its
+    message; Q2 and Q3 pass.
+    """
     name = "a1_gpw_classic"
-    wrong = next((cw.COURSEWORK / name / "mistakes").glob("*.ipynb"))
-    shutil.copy2(wrong, tmp_path / f"{name}.ipynb")
+    shutil.copy2(
+        cw.COURSEWORK / name / "mistakes" / "sum_over_positives.ipynb", tmp_path / f"{name}.ipynb"
+    )
     nb = nbformat.read(tmp_path / f"{name}.ipynb", as_version=4)
     for key, value in cw.grader_env().items():
         monkeypatch.setenv(key, value)
     NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(tmp_path)}}).execute()
     checks = [c for c in nb.cells if c.cell_type == "code" and "grader.check(" in c.source]
     assert len(checks) == 3
-    for cell in checks:
-        shown = json.dumps(cell.outputs)
-        assert "passed" in shown and "failed" not in shown.lower(), shown[:500]
+    shown = [json.dumps(cell.outputs) for cell in checks]
+    assert "failed" in shown[0].lower() and "an average over the anchor" in shown[0], shown[0][:800]
+    for text in shown[1:]:
+        assert "passed" in text and "failed" not in text.lower(), text[:500]

@@ -1,49 +1,64 @@
-"""Build the coursework (student releases, autograders) and grade submissions, offline.
+"""Build the coursework (releases, autograders, the student kit) and grade submissions, offline.
 
 Usage (through the Makefile: ``make coursework``, ``make grade SUBMISSIONS=dir``)::
 
-    python tools/coursework.py list                     # the assignments
-    python tools/coursework.py build [NAME ...]          # releases + autograders (default: all)
-    python tools/coursework.py grade SUBMISSIONS        # grade a folder into one CSV per assignment
+    python tools/coursework.py list                  # the assignments
+    python tools/coursework.py build [NAME ...]      # releases, autograders, kit (default: all)
+    python tools/coursework.py grade SUBMISSIONS [--timeout 300] [--memory 4G] [--parallel N]
+    python tools/coursework.py totals GRADES.csv     # totals again, after grading by hand
+    python tools/coursework.py gradescope NAME       # run NAME's Gradescope zip in its layout
 
 Every assignment is one master notebook, ``coursework/<name>/<name>.ipynb``, in otter-grader's
-format (solution and test blocks; hidden tests marked ``hidden: true``). ``build`` runs
-``otter assign`` on it, which writes the student notebook and an autograder zip, then grades the
-reference solution with ``otter run``; it refuses (exit 1, nothing released for that assignment)
-unless the solution scores full marks, and scans the release for any line of a solution or of a
-hidden test. Outputs, under ``build/coursework/`` (ignored by git)::
+format. ``build`` runs ``otter assign --no-run-tests`` on it (the student notebook and an
+autograder zip), writes the points computed from the tests into the released headings and adds
+how to submit (``coursework_master``), grades the reference solution exactly as a student's
+submission is graded (in the sandbox; otter's own run of the tests would only repeat it), and
+refuses (exit 1, nothing released for that assignment) unless it scores full marks,
+the release holds no line of a solution or hidden test, and the tests import nothing the
+Gradescope environment lacks. Then it writes the student kit (``coursework_student``).
+Outputs, under ``build/coursework/`` (ignored by git)::
 
-    release/<name>.zip          what students get: the student notebook (public tests inside)
-    release/<name>/             the same, unzipped
-    autograder/<name>.zip       what the instructor keeps: every test, hidden ones included
-    reference/<name>.json       the reference solution's per-test results
+    release/<name>.zip, release/<name>/   the student notebook (public tests inside)
+    student/, student.zip                 the student kit: dmlbook's wheel, chapters without
+                                          answers, the releases (what students get)
+    autograder/<name>.zip                 Gradescope-ready autograder (every test: keep private)
+    autograder/<name>.json                questions, points, hand-graded prompts and rubrics
+    reference/<name>.ipynb, .json         the reference solution and its per-test results
 
-``grade`` takes a folder of submitted notebooks (any depth; the student's name is the file name,
-or the folder name when the file keeps the assignment's name), recognises each notebook's
-assignment from its metadata, grades it with ``otter run`` (no Docker, no network, this
-environment's packages) and writes ``<out>/<assignment>.csv``: one row per submission, the total,
-and one column per test case (``q1 - 2``: question 1, second test), so the points a student lost
-can be traced to the test that took them. Graders import ``dmlbook`` from this checkout.
+``grade`` takes a folder of submitted notebooks (any depth; the student is the file name, or
+the folder name when the file keeps the assignment's name), recognises each notebook's
+assignment from its metadata, and grades every one in its own sandboxed kernel, in parallel
+(``coursework_grade``, ``coursework_sandbox``); it writes ``<out>/<assignment>.csv`` and, per
+student, the executed notebook, the feedback and the hand-grading sheet
+(``coursework_report``).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-import zipfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import coursework_grade as grading  # noqa: E402
+import coursework_gradescope as gradescope  # noqa: E402  (tools/ is not a package)
+import coursework_master as masters  # noqa: E402
+import coursework_report as report  # noqa: E402
+import coursework_sandbox as sandbox  # noqa: E402
+import coursework_student as student_kit  # noqa: E402
+from coursework_master import leaks, released_text, secret_lines  # noqa: E402, F401
 
 ROOT = Path(__file__).resolve().parent.parent
 COURSEWORK = ROOT / "coursework"
@@ -60,12 +75,6 @@ class TestResult:
     hidden: bool
     passed: bool
     message: str
-
-
-def children_cpu_seconds() -> float:
-    """User + system CPU seconds of this process's waited-for descendants (otter and kernels)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def assignments(selected: list[str] | None = None, root: Path = COURSEWORK) -> list[str]:
@@ -85,7 +94,7 @@ def master(name: str, root: Path = COURSEWORK) -> Path:
 
 
 def grader_env() -> dict[str, str]:
-    """The environment of otter and its kernels: this checkout's ``dmlbook`` first on the path."""
+    """The environment of ``otter assign`` and its kernels: this checkout's ``dmlbook`` first."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env.setdefault("TQDM_DISABLE", "1")
@@ -94,182 +103,141 @@ def grader_env() -> dict[str, str]:
     return env
 
 
-def grade_one(submission: Path, autograder: Path) -> list[TestResult]:
-    """Grade one notebook with ``otter run`` (in a child process) and return every test case."""
-    code = (
-        "import contextlib, io, json, sys\n"
-        "from otter.run import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    r = main(sys.argv[1], autograder=sys.argv[2], output_dir=None, no_logo=True)\n"
-        "out = [dict(name=t.test_case.name, points=t.test_case.points, hidden=t.test_case.hidden,\n"
-        "            passed=bool(t.passed), message=t.message)\n"
-        "       for f in r.results.values() for t in f.test_case_results]\n"
-        "print(json.dumps(out))\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(submission), str(autograder)],
-        capture_output=True,
-        text=True,
-        env=grader_env(),
-    )
-    if proc.returncode:
-        raise RuntimeError(f"otter run failed on {submission}:\n{proc.stderr[-3000:]}")
-    return [TestResult(**row) for row in json.loads(proc.stdout.strip().splitlines()[-1])]
+def isolation_for(isolation: str, strict: bool = True) -> str:
+    """Check that ``isolation`` works here; exit with one clear message when it does not.
 
-
-def score(results: list[TestResult]) -> tuple[float, float]:
-    """``(points earned, points possible)``."""
-    return sum(r.points for r in results if r.passed), sum(r.points for r in results)
-
-
-def released_text(folder: Path) -> str:
-    """Every text a student receives under ``folder``: files, and the members of any zip."""
-    parts = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        if path.suffix == ".zip":
-            with zipfile.ZipFile(path) as zf:
-                parts += [zf.read(n).decode("utf-8", "replace") for n in zf.namelist()]
-        else:
-            parts.append(path.read_text(encoding="utf-8", errors="replace"))
-    return "\n".join(parts)
-
-
-def _lines(source: str) -> set[str]:
-    """The stripped, non-trivial lines of a cell (at least 12 characters, not a marker)."""
-    out = set()
-    for line in source.splitlines():
-        s = line.strip()
-        if len(s) >= 12 and "BEGIN" not in s and "END" not in s and not s.startswith('"""'):
-            out.add(s)
-    return out
-
-
-def _solution_comment_lines(source: str) -> list[str]:
-    """Lines between ``# BEGIN SOLUTION`` / ``# END SOLUTION`` comments, and ``x = 1  # SOLUTION``."""
-    out, inside = [], False
-    for line in source.splitlines():
-        if "# BEGIN SOLUTION" in line or "# END SOLUTION" in line:
-            inside = "# BEGIN SOLUTION" in line
-        elif inside:
-            out.append(line)
-        elif line.rstrip().endswith("# SOLUTION"):
-            out.append(line.rsplit("# SOLUTION", 1)[0])
-    return out
-
-
-def secret_lines(master_nb: Path) -> set[str]:
-    """Lines of the master's solutions and hidden tests, which no released file may hold.
-
-    A solution line is a line that otter replaces in the student notebook: between
-    ``# BEGIN SOLUTION`` and ``# END SOLUTION`` comments, or ending in ``# SOLUTION``, in any code
-    cell (wherever the cell is: otter strips the markers only inside a solution block, so a
-    marked line elsewhere ships unless this scan catches it), and every line of a written
-    (markdown) answer in a solution block. A hidden-test line is a line of a test cell whose
-    configuration says ``hidden: true`` and that no public test has (public tests ship with the
-    student notebook, so their lines may appear).
+    ``strict=False`` (the reference solution, the instructor's own code) falls back to
+    ``process`` when no sandbox can be made.
     """
-    nb = nbformat.read(master_nb, as_version=4)
-    secrets, hidden, public = set(), set(), set()
-    in_solution = in_tests = False
-    for cell in nb.cells:
-        text = cell.source.strip()
-        if cell.cell_type == "raw":
-            in_solution = {"# BEGIN SOLUTION": True, "# END SOLUTION": False}.get(text, in_solution)
-            in_tests = {"# BEGIN TESTS": True, "# END TESTS": False}.get(text, in_tests)
-        elif cell.cell_type == "markdown" and in_solution:
-            secrets |= _lines(cell.source)
-        elif cell.cell_type == "code":
-            secrets |= _lines("\n".join(_solution_comment_lines(cell.source)))
-            if in_tests:
-                body = _lines(cell.source.split("# END TEST CONFIG", 1)[-1])
-                (hidden if "hidden: true" in cell.source else public).update(body)
-    return secrets | (hidden - public)
+    with sandbox.UserIds(1 if os.geteuid() == 0 else 0) as ids:
+        uid = ids.ids[0] if ids.ids else None
+        if isolation == "process":
+            problem = sandbox.process_problem(uid)
+            if problem:
+                sys.exit(f"cannot grade with --isolation process: {problem}")
+            if strict:
+                print(sandbox.weaker_isolation_warning(uid), file=sys.stderr)
+            return "process"
+        problem = sandbox.sandbox_problem(uid)
+    if problem is None:
+        return "sandbox"
+    if not strict and sandbox.process_problem(uid) is None:
+        return "process"
+    if not strict:
+        raise RuntimeError(f"no sandbox and no separate user can run the reference: {problem}")
+    sys.exit(
+        f"cannot grade untrusted code safely: {problem}\nFix that, or grade with the weaker "
+        "isolation (separate processes and limits, no private file system or network): "
+        "make grade ... ISOLATION=process"
+    )
 
 
-def leaks(master_nb: Path, release: Path) -> list[str]:
-    """Solution or hidden-test lines found in anything under ``release`` (empty: no leak)."""
-    text = released_text(release)
-    return sorted(line for line in secret_lines(master_nb) if line in text)
-
-
-def _zip_folder(folder: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            zf.write(path, path.relative_to(folder).as_posix())
-
-
-def build_one(
-    name: str, out: Path = BUILD, root: Path = COURSEWORK
-) -> tuple[list[TestResult], float]:
-    """Build assignment ``name`` into ``out``; raise ``RuntimeError`` (nothing released) on failure.
-
-    Returns the reference solution's per-test results (all passed) and the CPU seconds its
-    grading took (``otter run`` and the kernel it starts; the budget is 60 s on two cores).
-    """
+def _clean(out: Path, name: str) -> None:
     for stale in (out / "release" / name, out / "release" / f"{name}.zip"):
         shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(
             missing_ok=True
         )
+
+
+def build_one(
+    name: str, out: Path = BUILD, root: Path = COURSEWORK, wheel: Path | None = None
+) -> tuple[list[TestResult], float]:
+    """Build assignment ``name`` into ``out``; raise ``RuntimeError`` (nothing released) on failure.
+
+    Returns the reference solution's per-test results (all passed) and the CPU seconds its
+    grading took (its kernel, in the sandbox students get; the budget is 60 s on two cores).
+    """
+    _clean(out, name)
     with tempfile.TemporaryDirectory() as tmp:
         dist = Path(tmp) / "dist"
         proc = subprocess.run(
-            [str(OTTER), "assign", str(master(name, root)), str(dist)],
+            # --no-run-tests: the reference is graded below, in the students' sandbox
+            [str(OTTER), "assign", "--no-run-tests", str(master(name, root)), str(dist)],
             capture_output=True,
             text=True,
             env=grader_env(),
         )
         if proc.returncode:
             raise RuntimeError(
-                f"{name}: otter assign refused to build (the reference solution fails a test, or "
-                f"the master notebook is malformed):\n{(proc.stdout + proc.stderr)[-3000:]}"
+                f"{name}: otter assign refused to build (the master notebook is malformed):\n"
+                f"{(proc.stdout + proc.stderr)[-3000:]}"
             )
-        zips = list((dist / "autograder").glob("*.zip"))
+        (otter_zip,) = (dist / "autograder").glob("*.zip")
         solution = dist / "autograder" / f"{name}.ipynb"
-        cpu = children_cpu_seconds()
-        results = grade_one(solution, zips[0])
-        cpu = children_cpu_seconds() - cpu
-        failed = [r.name for r in results if not r.passed]
+        masters.finish_release(dist / "student" / f"{name}.ipynb", master(name, root))
+        tests, cases = report.load_tests(otter_zip)
+        job = grading.Job(
+            str(solution), name, "reference", tests, str(Path(tmp) / "ran.ipynb"), "", {}
+        )
+        limits = sandbox.Limits(seconds=600)
+        (outcome,) = grading.grade_all([job], 1, limits, isolation=isolation_for("sandbox", False))
+        results = [
+            TestResult(c.name, c.points, c.hidden, *outcome.results.get(c.name, [False, ""]))
+            for c in cases
+        ]
+        failed = [r.name for r in results if r.passed is not True]
         if failed:
-            raise RuntimeError(f"{name}: the reference solution fails {', '.join(failed)}")
+            why = f" ({outcome.reason})" if outcome.reason else ""
+            raise RuntimeError(f"{name}: the reference solution fails {', '.join(failed)}{why}")
         found = leaks(master(name, root), dist / "student")
         if found:
             raise RuntimeError(f"{name}: the student release contains: {found[:5]}")
-        (out / "autograder").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(zips[0], out / "autograder" / f"{name}.zip")
-        shutil.copytree(dist / "student", out / "release" / name)
-        _zip_folder(out / "release" / name, out / "release" / f"{name}.zip")
-    (out / "reference").mkdir(parents=True, exist_ok=True)
+        sources = [c.source for c in nbformat.read(solution, as_version=4).cells]
+        missing = gradescope.uncovered_imports(sources + list(tests.values()))
+        if missing:
+            raise RuntimeError(f"{name}: the tests import {missing}, which Gradescope would lack")
+        wheel = wheel or gradescope.build_wheel(out / "wheel")
+        _write_build(out, name, root, dist, otter_zip, solution, wheel)
     (out / "reference" / f"{name}.json").write_text(
-        json.dumps({"grading_cpu_seconds": cpu, "tests": [r.__dict__ for r in results]}, indent=1)
+        json.dumps(
+            {"grading_cpu_seconds": outcome.cpu_seconds, "tests": [asdict(r) for r in results]},
+            indent=1,
+        )
         + "\n"
     )
-    return results, cpu
+    return results, outcome.cpu_seconds
+
+
+def _write_build(out, name, root, dist, otter_zip, solution, wheel) -> None:
+    for folder in ("autograder", "reference", "release"):
+        (out / folder).mkdir(parents=True, exist_ok=True)
+    gradescope.gradescope_zip(otter_zip, wheel, out / "autograder" / f"{name}.zip")
+    spec = {"assignment": name, "questions": masters.questions(master(name, root))}
+    (out / "autograder" / f"{name}.json").write_text(json.dumps(spec, indent=1) + "\n")
+    shutil.copyfile(solution, out / "reference" / f"{name}.ipynb")
+    shutil.copytree(dist / "student", out / "release" / name)
+    shutil.make_archive(str(out / "release" / name), "zip", out / "release" / name)
 
 
 def build(names: list[str], out: Path = BUILD) -> int:
-    """Build every assignment in ``names``; one line each. Returns the number that failed."""
+    """Build every assignment in ``names``, then the student kit. Returns how many failed."""
     failures = 0
+    wheel = gradescope.build_wheel(out / "wheel")
     for name in names:
         start = time.perf_counter()
         print(f"{name} ...", end=" ", flush=True)
         try:
-            results, cpu = build_one(name, out)
+            results, cpu = build_one(name, out, wheel=wheel)
         except RuntimeError as err:
             failures += 1
             print("REFUSED")
             print(str(err), file=sys.stderr)
             continue
-        got, possible = score(results)
+        got = sum(r.points for r in results if r.passed)
         print(
-            f"reference {got:g}/{possible:g} (graded in {cpu:.1f} s CPU), "
+            f"reference {got:g}/{sum(r.points for r in results):g} (graded in {cpu:.1f} s CPU), "
             f"built in {time.perf_counter() - start:.1f} s",
             flush=True,
         )
+    releases = sorted((out / "release").glob("*.zip"))
+    try:
+        kit = student_kit.build_kit(out, wheel, releases, [master(n) for n in assignments()])
+    except RuntimeError as err:
+        print(f"student kit REFUSED: {err}", file=sys.stderr)
+        return failures + 1
     if not failures:
-        print(
-            f"student releases: {out / 'release'}\nautograders (keep private): {out / 'autograder'}"
-        )
+        print(f"for students: {kit} (the wheel, the chapters without answers, the releases)")
+        print(f"autograders (keep private; Gradescope-ready): {out / 'autograder'}")
     return failures
 
 
@@ -287,46 +255,113 @@ def student_of(notebook: Path, assignment: str) -> str:
     return notebook.parent.name if notebook.stem == assignment else notebook.stem
 
 
-def grade(submissions: Path, out: Path, autograders: Path = BUILD / "autograder") -> int:
-    """Grade every notebook under ``submissions`` into ``out/<assignment>.csv``.
-
-    Returns the number of notebooks that could not be graded (not an assignment, or no
-    autograder built for it: run ``build`` first).
-    """
-    if not submissions.is_dir():
-        sys.exit(f"not a folder of submissions: {submissions}")
+def _jobs(submissions: Path, out: Path, autograders: Path) -> tuple[dict, int]:
+    """Per assignment: its jobs, cases and hand-graded questions; and how many were skipped."""
     notebooks = sorted(
         p for p in submissions.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
     )
     if not notebooks:
         sys.exit(f"no .ipynb file under {submissions}")
-    rows: dict[str, list[dict[str, object]]] = {}
-    problems = 0
+    groups: dict[str, dict] = {}
+    skipped = 0
     for nb in notebooks:
         name = assignment_of(nb)
-        zip_path = autograders / f"{name}.zip"
-        if name is None or not zip_path.is_file():
-            problems += 1
+        zip_path, spec_path = autograders / f"{name}.zip", autograders / f"{name}.json"
+        if name is None or not zip_path.is_file() or not spec_path.is_file():
+            skipped += 1
             why = "not a coursework notebook" if name is None else f"no autograder for {name!r}"
             print(f"skipped {nb}: {why} (run `make coursework` first)", file=sys.stderr)
             continue
-        results = grade_one(nb, zip_path)
-        got, possible = score(results)
-        student = student_of(nb, name)
-        print(f"{name}: {student} {got:g}/{possible:g}", flush=True)
-        row: dict[str, object] = {"student": student, "file": str(nb), "total": got}
-        row["possible"] = possible
-        row |= {r.name: (r.points if r.passed else 0) for r in results}
-        rows.setdefault(name, []).append(row)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, table in rows.items():
-        columns = list(dict.fromkeys(k for row in table for k in row))
-        with open(out / f"{name}.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows(table)
-        print(f"wrote {out / f'{name}.csv'} ({len(table)} submission(s))")
-    return problems
+        if name not in groups:
+            tests, cases = report.load_tests(zip_path)
+            manual = [q for q in json.loads(spec_path.read_text())["questions"] if q["manual"]]
+            try:
+                scores = report.read_manual_scores(out / f"{name}.csv", manual)
+            except ValueError as err:
+                sys.exit(f"fix the hand-graded score first: {err}")
+            groups[name] = {"tests": tests, "cases": cases, "manual": manual, "jobs": []}
+            groups[name] |= {"scores": scores, "folders": set()}
+        group = groups[name]
+        who = student_of(nb, name)
+        folder = report.safe_name(who)
+        while folder in group["folders"]:
+            folder += "_"
+        group["folders"].add(folder)
+        executed = out / name / folder / "executed.ipynb"
+        group["jobs"].append(grading.Job(str(nb), name, who, group["tests"], str(executed), "", {}))
+    return groups, skipped
+
+
+def grade(
+    submissions: Path,
+    out: Path,
+    autograders: Path = BUILD / "autograder",
+    limits: sandbox.Limits | None = None,
+    isolation: str = "sandbox",
+    parallel: int | None = None,
+) -> int:
+    """Grade every notebook under ``submissions`` into ``out`` (module docstring).
+
+    Returns the number of notebooks that could not be graded at all (not an assignment's, or
+    no autograder built for it: run ``build`` first); a submission that crashes, hangs or
+    misbehaves is graded (0, with the reason) and does not count. Ctrl-C (or SIGTERM) ends the
+    running sandboxes, writes what was graded and keeps the CSV's other rows.
+    """
+    if not submissions.is_dir():
+        sys.exit(f"not a folder of submissions: {submissions}")
+    parallel = parallel or grading.available_cores()
+    threads = max(1, grading.available_cores() // parallel)
+    limits = limits or sandbox.Limits(threads=threads)
+    mode = isolation_for(isolation)
+    groups, skipped = _jobs(submissions, out, autograders)
+    jobs = [job for group in groups.values() for job in group["jobs"]]
+    print(
+        f"grading {len(jobs)} submission(s), {parallel} at a time, each in its own "
+        f"{'sandbox' if mode == 'sandbox' else 'process'} within {limits.describe()}",
+        flush=True,
+    )
+    done: dict[str, grading.Outcome] = {}
+
+    def progress(job: grading.Job, outcome: grading.Outcome) -> None:
+        done[job.submission] = outcome
+        cases = groups[job.assignment]["cases"]
+        got = sum(c.points for c in cases if outcome.results.get(c.name, [False])[0] is True)
+        why = f" ({outcome.reason})" if outcome.reason else ""
+        print(
+            f"[{len(done)}/{len(jobs)}] {job.assignment}: {job.student} {got:g}/"
+            f"{sum(c.points for c in cases):g} {outcome.status}{why}, {outcome.seconds:.0f} s",
+            flush=True,
+        )
+
+    start, usage = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
+    try:
+        outcomes = grading.grade_all(jobs, parallel, limits, on_done=progress, isolation=mode)
+    except KeyboardInterrupt:
+        report.write_reports(groups, done, out, interrupted=True)
+        sys.exit(f"interrupted: {len(done)} of {len(jobs)} submission(s) graded and written")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    report.write_reports(groups, done, out)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
+    cpu += sum(o.killed_cpu_seconds for o in outcomes)
+    print(
+        f"graded in {time.perf_counter() - start:.0f} s, {cpu:.0f} s of CPU (kernels and drivers)"
+    )
+    return skipped
+
+
+def totals(csv_path: Path, autograders: Path = BUILD / "autograder") -> int:
+    """Recompute a grades CSV's totals after hand-graded scores were typed into it."""
+    spec = json.loads((autograders / f"{csv_path.stem}.json").read_text())
+    manual = [q for q in spec["questions"] if q["manual"]]
+    try:
+        pending = report.recompute_totals(csv_path, manual)
+    except ValueError as err:
+        sys.exit(str(err))
+    print(f"{csv_path}: totals updated; {pending} submission(s) still wait for a hand grade")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,22 +370,68 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="the assignments")
-    b = sub.add_parser("build", help="student releases and autograders")
+    b = sub.add_parser("build", help="student releases, autograders, the student kit")
     b.add_argument("names", nargs="*", help="assignments (default: all)")
     b.add_argument("--out", type=Path, default=BUILD, help="output folder (default: %(default)s)")
     g = sub.add_parser("grade", help="grade a folder of submissions into CSV files")
     g.add_argument("submissions", type=Path, help="folder of submitted notebooks")
-    g.add_argument("--out", type=Path, default=BUILD / "grades", help="CSV folder")
-    g.add_argument(
-        "--autograders", type=Path, default=BUILD / "autograder", help="built autograder zips"
-    )
+    g.add_argument("--out", type=Path, default=BUILD / "grades", help="grades folder")
+    g.add_argument("--autograders", type=Path, default=BUILD / "autograder")
+    g.add_argument("--timeout", type=float, default=300, help="seconds per submission (300)")
+    g.add_argument("--memory", default="4G", help="memory per submission (4G)")
+    g.add_argument("--parallel", type=int, default=None, help="at a time (default: all cores)")
+    g.add_argument("--isolation", choices=sandbox.MODES, default="sandbox")
+    t = sub.add_parser("totals", help="recompute a grades CSV's totals after grading by hand")
+    t.add_argument("csv", type=Path)
+    t.add_argument("--autograders", type=Path, default=BUILD / "autograder")
+    s = sub.add_parser("gradescope", help="run an autograder zip as Gradescope would")
+    s.add_argument("name")
+    s.add_argument("--submission", type=Path, help="a notebook (default: the reference solution)")
     args = parser.parse_args(argv)
     if args.command == "list":
         print("\n".join(assignments()))
         return 0
     if args.command == "build":
         return 1 if build(assignments(args.names), args.out) else 0
-    return 1 if grade(args.submissions, args.out, args.autograders) else 0
+    if args.command == "totals":
+        return totals(args.csv, args.autograders)
+    if args.command == "gradescope":
+        return check_gradescope(args.name, args.submission)
+    try:
+        memory = sandbox.parse_size(args.memory)
+    except ValueError as err:
+        parser.error(f"--memory: {err}")
+    if args.timeout <= 0 or (args.parallel is not None and args.parallel < 1):
+        parser.error("--timeout and --parallel must be positive")
+    parallel = args.parallel or grading.available_cores()
+    limits = sandbox.Limits(
+        seconds=args.timeout,
+        memory=memory,
+        threads=max(1, grading.available_cores() // parallel),
+    )
+    return (
+        1
+        if grade(args.submissions, args.out, args.autograders, limits, args.isolation, parallel)
+        else 0
+    )
+
+
+def check_gradescope(name: str, submission: Path | None = None, out: Path = BUILD) -> int:
+    """Run ``name``'s Gradescope zip in Gradescope's layout; 0 when it gives full marks."""
+    zip_path = out / "autograder" / f"{name}.zip"
+    submission = submission or out / "reference" / f"{name}.ipynb"
+    if not zip_path.is_file() or not submission.is_file():
+        sys.exit(f"no {zip_path} or {submission}: run `make coursework ASSIGNMENTS={name}` first")
+    try:
+        score, possible, seconds = gradescope.check(
+            zip_path, submission, out / "gradescope" / f"{name}.results.json"
+        )
+    except RuntimeError as err:
+        sys.exit(f"{name}: the Gradescope zip failed in its layout: {err}")
+    print(
+        f"{name}: {score:g}/{possible:g} in Gradescope's layout (setup and grading: {seconds:.0f} s)"
+    )
+    return 0 if abs(score - possible) < 1e-9 else 1
 
 
 if __name__ == "__main__":
