@@ -43,7 +43,14 @@ def test_every_phase_writes_its_rows(first):
     counts = table.groupby("phase").size().to_dict()
     # tuning: MS's 3 settings + N-pair's 1; final: 2 families x 2 seeds; Table II: 3 rows x 2
     # seeds; long, recipe and its ablation: the better of the two, 2 seeds each
-    assert counts == {"tune": 4, "final": 4, "sampler": 6, "long": 2, "recipe": 2, "recipe-shifts": 2}
+    assert counts == {
+        "tune": 4,
+        "final": 4,
+        "sampler": 6,
+        "long": 2,
+        "recipe": 2,
+        "recipe-shifts": 2,
+    }
     scored = table[table.phase.isin(["final", "sampler", "long"])]
     for metric in ("one-shot error", "MAP@R", "R@1"):
         assert scored[metric].between(0, 1).all()
