@@ -8,35 +8,10 @@ declared hyper-parameters (a frozen dataclass, :class:`~dmlbook.losses.base.Hype
 and its thin ``nn.Module``; each opens with where its chapter section, its proof and its tests
 are. Which pairs a loss sees is decided once, by the miners of :mod:`dmlbook.mining`.
 
-* Wang et al. Eq. 4: ``contrastive_loss`` / ``ContrastiveLoss``
-* Liu et al. Eq. 11, 35, 36: ``contrastive_distance_loss`` / ``ContrastiveDistanceLoss``
-* Wang et al. Eq. 5; Liu et al. Eq. 12, 37: ``triplet_loss`` / ``TripletLoss``
-* Wang et al. Eq. 6-8: ``lifted_loss`` / ``LiftedLoss``, weights ``lifted_weights``
-* Liu et al. Eq. 14 (Song et al.): ``lifted_structure_loss`` / ``LiftedStructureLoss``
-* Wang et al. Eq. 16 (LiftedStruct*): ``lifted_star_loss`` / ``LiftedStarLoss``
-* Wang et al. Eq. 9-10: ``binomial_deviance_loss`` / ``BinomialDevianceLoss``, weights
-  ``binomial_weights``
-* Wang et al. supplement Eq. 10 (BinLifted): ``binlifted_loss`` / ``BinLiftedLoss``, weights
-  ``binlifted_weights``
-* Liu et al. Eq. 13 (Sohn's N-pair): ``npair_loss`` / ``NPairLoss``
-* Wang et al. Eq. 11-15 (MS): ``multi_similarity_loss`` / ``MultiSimilarityLoss``, weights
-  ``ms_weights`` (Eq. 13-14), and the "MS mining" row of Table 2, ``ms_mining_loss`` /
-  ``MSMiningLoss``
-* Sun et al. 2020 (Xuan & Pless, Table 1): ``circle_loss`` / ``CircleLoss``
-* Xuan & Pless, Eq. 4: ``cosine_triplet_loss`` / ``CosineTripletLoss`` (in the triplet module)
-* Xuan & Pless, Sec. 3-4 (designed gradient, custom backward): ``GradientSurgeryLoss``
-* Wang et al. 2019, supplement Eq. 3-5 (Ustinova & Lempitsky's histogram loss):
-  ``histogram_loss`` / ``HistogramLoss``, the histograms ``histograms``
-* Wang et al. Table 2 rows: ``ablation_loss`` (:mod:`dmlbook.losses.ablation`)
-* Liu et al. Eq. 18, 21, 24-34 (Pair-P, Pair-E, Triplet-P, Triplet-E):
-  :mod:`dmlbook.losses.liu_weighting` and :mod:`dmlbook.losses.liu_triplet`, weights
-  ``pair_weights`` and ``triplet_weights``; MS v1/v2 on distances (Eq. 39): ``ms_distance_loss``
-  / ``MSDistanceLoss``, weights ``ms_distance_weights`` (:mod:`dmlbook.losses.liu_weighting`)
-* DRO paper Eq. 1 (max, top-K, TopK-PN, KL, chi-square) with its per-pair base losses:
-  ``dro_loss`` / ``DROLoss``, weights ``dro_weights`` (:mod:`dmlbook.losses.dro`); KL sampling:
-  ``dro_kl_sampled_loss`` / ``DROSampledLoss``; Eq. 7 (DRO-KL-G, pseudo pairs):
-  ``dro_kl_grouped_loss`` / ``DROGroupedLoss``; supplement Eq. 30-32: ``hap2s_e_loss`` /
-  ``HAP2SLoss`` (:mod:`dmlbook.losses.dro_grouped`)
+Which module holds which loss, with its equations, its weights function, its proof, its
+reference loop, its tests and its chapter section: the loss table of ``MAP.md`` (a test keeps
+it complete). Xuan & Pless's designed gradient, ``GradientSurgeryLoss``, lives in
+:mod:`dmlbook.surgery.loss` and registers itself as ``gradient_surgery``.
 
 ``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
 The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet masks) are in
@@ -71,7 +46,6 @@ from .dro_grouped import (
     dro_kl_sampled_loss,
     hap2s_e_loss,
 )
-from .gradient_surgery import GradientSurgeryLoss
 from .histogram import HistogramLoss, histogram_loss, histograms
 from .lifted import (
     LiftedLoss,
@@ -151,7 +125,6 @@ __all__ = [
     "circle_loss",
     "CosineTripletLoss",
     "cosine_triplet_loss",
-    "GradientSurgeryLoss",
     "HistogramLoss",
     "histogram_loss",
     "histograms",
@@ -190,3 +163,6 @@ __all__ = [
     "loss_parameters",
     "register_loss",
 ]
+
+# Last: the designed-gradient module lives in dmlbook.surgery and registers itself on import.
+from ..surgery import loss as _surgery_loss  # noqa: E402, F401

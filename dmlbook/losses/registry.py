@@ -21,7 +21,6 @@ from .circle import CircleLoss
 from .contrastive import ContrastiveDistanceLoss, ContrastiveLoss
 from .dro import DROLoss
 from .dro_grouped import DROGroupedLoss, DROSampledLoss, HAP2SLoss
-from .gradient_surgery import GradientSurgeryLoss
 from .histogram import HistogramLoss
 from .lifted import LiftedLoss, LiftedStarLoss, LiftedStructureLoss
 from .liu_triplet import TripletExponentialLoss, TripletPowerLoss
@@ -177,7 +176,6 @@ register_loss("multi_similarity", MultiSimilarityLoss, aliases=("ms",))
 register_loss("ms_mining", MSMiningLoss)
 register_loss("circle", CircleLoss)
 register_loss("cosine_triplet", CosineTripletLoss, aliases=("nca_triplet",))
-register_loss("gradient_surgery", GradientSurgeryLoss, aliases=("surgery",))
 register_loss("pair_p", PairPowerLoss, aliases=("pair_power",))
 register_loss("pair_e", PairExponentialLoss, aliases=("pair_exponential",))
 register_loss("triplet_p", TripletPowerLoss, aliases=("triplet_power",))

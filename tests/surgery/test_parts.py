@@ -13,10 +13,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from dmlbook.losses import GradientSurgeryLoss
 from dmlbook.reference.gradient_surgery import designed_gradient_reference
 from dmlbook.surgery.directions import DIRECTIONS
 from dmlbook.surgery.gradient import SurgerySpec, designed_gradient
+from dmlbook.surgery.loss import GradientSurgeryLoss
 from dmlbook.surgery.triplets import ephn_triplets, relative_sets
 from dmlbook.surgery.weights import (
     PAIR_WEIGHTS,

@@ -14,8 +14,9 @@ import dmlbook
 from dmlbook.data import load_dataset
 from dmlbook.engine import load_config, train
 from dmlbook.engine.build import build_loss, build_model, build_optimizer
-from dmlbook.losses import GradientSurgeryLoss, get_loss
+from dmlbook.losses import get_loss
 from dmlbook.models import EmbeddingMLP
+from dmlbook.surgery.loss import GradientSurgeryLoss
 from dmlbook.train import fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")

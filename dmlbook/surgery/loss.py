@@ -11,6 +11,9 @@ the mean similarity gap ``S_an - S_ap`` of the easy-positive / hard-negative tri
 
 The hyper-parameters are those of :class:`dmlbook.surgery.SurgerySpec`, declared there once.
 
+It lives beside the parts it trains rather than among the losses (it is a designed gradient,
+not the gradient of a loss) and registers itself, so ``dmlbook.losses.get_loss`` finds it.
+
 Chapter: ``book/13_gradient_surgery.ipynb`` (13.6-13.8). Tests: ``tests/surgery/test_gradient.py``.
 """
 
@@ -20,10 +23,11 @@ from dataclasses import dataclass
 
 import torch
 
+from ..losses.base import HyperParameters, PairLoss
+from ..losses.registry import register_loss
 from ..pairs import check_batch, compute_dtype
 from ..similarity import l2_normalize
-from ..surgery.gradient import SurgeryFunction, SurgerySpec
-from .base import HyperParameters, PairLoss
+from .gradient import SurgeryFunction, SurgerySpec
 
 __all__ = ["GradientSurgeryHyperParameters", "GradientSurgeryLoss"]
 
@@ -75,3 +79,6 @@ class GradientSurgeryLoss(PairLoss):
             "gradient_surgery acts on embeddings, not on S (its orthogonal directions are no "
             "weights on S); call the module as loss(embeddings, labels)."
         )
+
+
+register_loss("gradient_surgery", GradientSurgeryLoss, aliases=("surgery",))
