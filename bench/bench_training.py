@@ -72,22 +72,31 @@ def spec_of(device: torch.device) -> str:
     return min(matches)[1] if matches else "h100_sxm"
 
 
-def config_throughput(
-    name: str, overrides: list[str], device: torch.device, iters: int, warmup: int
-) -> dict:
-    """Measured images/s and peak memory of a config's training step, with its dry run."""
-    cfg = load_config(name, overrides)
+def config_trainer(cfg, device: torch.device) -> tuple[Trainer, torch.nn.Module, torch.nn.Module]:
+    """A config's model (random weights, seed 0, channels-last as configured, train mode), loss
+    and the engine's :class:`Trainer` on ``device``, compiled where ``train.compile`` says;
+    ``bench/gpu_check_parts.py`` measures through it too."""
     t = cfg.train
     torch.manual_seed(0)
     model = build_model(cfg, pretrained=False).to(device)
     loss_fn = build_loss(cfg).to(device)
     if t.channels_last:
         model.to(memory_format=torch.channels_last)
+    model.train()
     trainer = Trainer(
         model, loss_fn, build_optimizer(cfg, model, loss_fn), bf16=t.bf16,
         forward=torch.compile(model) if t.compile else model,
     )  # fmt: skip
-    model.train()
+    return trainer, model, loss_fn
+
+
+def config_throughput(
+    name: str, overrides: list[str], device: torch.device, iters: int, warmup: int
+) -> dict:
+    """Measured images/s and peak memory of a config's training step, with its dry run."""
+    cfg = load_config(name, overrides)
+    t = cfg.train
+    trainer, model, loss_fn = config_trainer(cfg, device)
     x = torch.randn(t.batch_size, 3, cfg.data.crop, cfg.data.crop, device=device)
     if t.channels_last:
         x = x.contiguous(memory_format=torch.channels_last)

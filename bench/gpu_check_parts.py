@@ -200,24 +200,15 @@ class _RandomImages:
 
 def _config_run(name: str, overrides: list[str], device: torch.device, compiled: bool):
     """The engine's pieces for a config: trainer, batch iterator, loss, config."""
+    from bench_training import config_trainer
+
     from dmlbook.data import PKSampler
     from dmlbook.engine import load_config
-    from dmlbook.engine.build import build_loss, build_model, build_optimizer
     from dmlbook.engine.data import Source
-    from dmlbook.engine.loop import Trainer
 
     cfg = load_config(name, [*overrides, f"train.compile={str(compiled).lower()}"])
     t = cfg.train
-    torch.manual_seed(0)
-    model = build_model(cfg, pretrained=False).to(device)
-    loss_fn = build_loss(cfg).to(device)
-    if t.channels_last:
-        model.to(memory_format=torch.channels_last)
-    model.train()
-    trainer = Trainer(
-        model, loss_fn, build_optimizer(cfg, model, loss_fn), bf16=t.bf16,
-        forward=torch.compile(model) if t.compile else model,
-    )  # fmt: skip
+    trainer, model, loss_fn = config_trainer(cfg, device)
     classes = 2 * t.batch_size // t.k
     data = _RandomImages(2 * t.batch_size, cfg.data.resize, classes)
     source = Source(data, cfg, device, model.input_spec, train=True)

@@ -21,7 +21,8 @@ from .config import RECALL_KS, Config, ConfigError, config_from_dict, find_confi
 from .evaluation import evaluate_checkpoint, evaluate_model
 from .loop import Trainer
 from .optim import OPTIMIZERS, make_optimizer
-from .trainer import TEST_SELECTION_NOTE, NothingToResume, RunResult, selection_note, train
+from .run_result import TEST_SELECTION_NOTE, RunResult, selection_note
+from .trainer import NothingToResume, train
 
 __all__ = [
     "Config",
