@@ -12,6 +12,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,8 @@ SMOKE_OVERRIDES = [
     "train.batch_size=8", "train.k=2", "data.resize=36", "data.crop=32", "train.bf16=false",
     "train.channels_last=true", "model.dim=16",
 ]  # fmt: skip
+#: Seconds a stopped child has to write its reports after SIGINT (within the runner's GRACE).
+INTERRUPT_GRACE = 10.0
 SOP_TEST = 60_502  # images in SOP's test split (Song et al. 2016), the Recall@K scale
 
 
@@ -90,12 +93,24 @@ def reset_peak(device: torch.device) -> None:
 
 
 def run_child(ctx: Ctx, cmd: list[str], env: dict[str, str] | None = None) -> str:
-    """Run ``cmd`` until the part's deadline; its status: ``ok``, ``exit N`` or ``stopped``."""
+    """Run ``cmd`` until the part's deadline; its status: ``ok``, ``exit N`` or ``stopped``.
+
+    At the deadline the child gets SIGINT first, as Ctrl-C would: pytest then stops and still
+    writes its JUnit XML, so a stopped part reports the cells it did run. It is killed if it has
+    not exited after ``INTERRUPT_GRACE`` seconds.
+    """
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, timeout=max(ctx.left(), 1))
+        code = proc.wait(timeout=max(ctx.left(), 1))
     except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=INTERRUPT_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         return "stopped at the part's budget"
-    return "ok" if proc.returncode == 0 else f"exit {proc.returncode}"
+    return "ok" if code == 0 else f"exit {code}"
 
 
 # ------------------------------------------------------------------------------------ losses
