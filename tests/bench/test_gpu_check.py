@@ -93,3 +93,34 @@ def test_a_spent_budget_stops_a_part_and_says_so(tmp_path):
     rows = [r for r in _rows(tmp_path) if "kind" not in r]
     assert len(rows) > 20
     assert all(r["status"].startswith("skipped: part budget spent") for r in rows)
+
+
+_CHILD = """
+import pathlib, sys, time
+out = pathlib.Path(sys.argv[1])
+(out / "started").write_text("")
+try:
+    time.sleep(120)
+except KeyboardInterrupt:  # what pytest does on SIGINT: write its reports, then exit
+    (out / "reports").write_text("written")
+"""
+
+
+def test_a_child_stopped_at_the_budget_is_interrupted_first_and_writes_its_reports(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import gpu_check_parts as parts
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    # a busy machine may start the child after its deadline: then the run says nothing about
+    # the interrupt, and the budget is doubled until the child was running when it came
+    for budget in (2.0, 4.0, 8.0, 16.0, 32.0):
+        out = tmp_path / f"budget_{budget:g}"
+        out.mkdir()
+        ctx = parts.Ctx(out, parts.torch.device("cpu"), parts.time.perf_counter() + budget,
+                        True, "chapters")  # fmt: skip
+        status = parts.run_child(ctx, [sys.executable, "-c", _CHILD, str(out)])
+        if (out / "started").exists():
+            break
+    assert status == "stopped at the part's budget"
+    assert (out / "reports").read_text() == "written"
