@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from ..mining import check_epsilon, ms_mining_masks
+from ..mining.multi_similarity import check_epsilon, ms_mining_masks
 from .base import PairLoss
 from .binomial import binlifted_loss, binomial_deviance_loss
 from .lifted import lifted_star_loss

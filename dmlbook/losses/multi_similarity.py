@@ -74,7 +74,7 @@ from dataclasses import KW_ONLY, dataclass
 
 import torch
 
-from ..mining import check_epsilon, ms_mining_masks
+from ..mining.multi_similarity import check_epsilon, ms_mining_masks
 from ..pairs import REDUCTIONS, compute_dtype, masked_softmax
 from .base import (
     HyperParameters,

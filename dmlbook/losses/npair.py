@@ -3,7 +3,7 @@
 Chapter: ``book/07_npair.ipynb``, 7.1 "The loss (Liu et al., Eq. 13)", 7.4 "The N-pair batch".
 Proof: the ``sy.prove_equal`` cells of 7.2-7.3 and 7.5 "Symbolic weights against autograd".
 Tests: ``tests/losses/test_npair.py`` (loops: :mod:`dmlbook.reference.classic`); the N-pair
-construction is :func:`dmlbook.mining.npair_masks` (``tests/test_mining.py``).
+construction is :func:`dmlbook.mining.npair_masks` (``tests/mining/test_npair.py``).
 
 A batch of ``N`` pairs ``(x_i, x_i^+)`` from ``N`` different classes; anchor ``x_i`` must pick its
 own positive out of all ``N`` positives, a soft-max over one positive and ``N - 1`` negatives:

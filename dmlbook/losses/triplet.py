@@ -6,7 +6,7 @@ triplet in ``book/13_gradient_surgery.ipynb`` (13.1, 13.3). Proofs: the ``sy.pro
 of 4.1-4.2 and 4.5; Eq. 6 and the "Triplet (cosine)" row of Table 1 in
 :mod:`dmlbook.symbolic.gradient_surgery`. Tests: ``tests/losses/test_triplet.py`` (loops:
 :mod:`dmlbook.reference.classic`, :func:`dmlbook.reference.cosine_triplet_loss_reference`); the
-miners (:mod:`dmlbook.mining`, 4.3 "Mining: which triplets enter") in ``tests/test_mining.py``.
+miners (:mod:`dmlbook.mining`, 4.3 "Mining: which triplets enter") in ``tests/mining/test_triplets.py``.
 
 For an anchor ``a``, a positive ``p`` (same class) and a negative ``n`` (other class):
 

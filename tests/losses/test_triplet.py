@@ -3,7 +3,7 @@ et al., Eq. 12, 37), batch-hard, every triplet in blocks of any size, and the co
 of Xuan & Pless (Eq. 4, its weight Eq. 6).
 
 Implementation: :mod:`dmlbook.losses.triplet`; chapters ``book/04_triplet.ipynb`` and
-``book/13_gradient_surgery.ipynb``; the miners are tested in ``tests/test_mining.py``.
+``book/13_gradient_surgery.ipynb``; the miners are tested in ``tests/mining/test_triplets.py``.
 """
 
 from __future__ import annotations

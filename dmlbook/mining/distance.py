@@ -1,0 +1,116 @@
+"""Liu et al.'s miners on distances (Sec. III-A): Eq. 16-17 thresholds and MS mining written on
+``D`` (Eq. 22-23).
+
+They work on Euclidean distances ``D = sqrt(2 - 2 S)`` of unit vectors. Chapter:
+``book/11_liu_weighting.ipynb``, 11.1 "Mining on distances". Tests:
+``tests/mining/test_distance.py``; the per-anchor loop is :mod:`dmlbook.reference.liu_weighting`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..pairs import (
+    check_nonnegative,
+    check_similarity,
+    compute_dtype,
+    dissimilarity,
+    resolve_masks,
+)
+from .multi_similarity import check_epsilon, hardest
+
+
+def _distances(S: torch.Tensor) -> torch.Tensor:
+    """Detached Euclidean distances of unit vectors, ``D = sqrt(2 - 2 S)`` (Liu et al., Eq. 1)."""
+    return dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+
+
+def threshold_pair_masks(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    pos_margin: float = 0.0,
+    neg_margin: float = 0.8,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positive and negative thresholds on distances, Liu et al., Eq. 16-17.
+
+    A positive pair is kept when ``D_ij >= m1`` (Eq. 16), a negative pair when ``D_ij <= m2``
+    (Eq. 17); ``0 <= m1 <= m2``. Inequalities are evaluated as printed (non-strict). The pairs
+    on a threshold are kept, but their hinge ``[D - m1]_+`` or ``[m2 - D]_+`` in Eq. 18 is 0, so
+    they carry no gradient.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarities of unit vectors (read detached; ``D = sqrt(2 - 2 S)``).
+    labels : Tensor of shape (B,)
+    pos_margin, neg_margin : float
+        ``m1`` and ``m2`` (Liu et al. use ``m1 = 0``, ``m2 = 0.8``; ``m2 = 1.0`` on SOP).
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Candidate pairs; they narrow the label masks.
+
+    Returns
+    -------
+    pos, neg : bool Tensor of shape (B, B)
+    """
+    m1 = check_nonnegative(pos_margin, "pos_margin", " (Liu et al. use m1 = 0)")
+    m2 = check_nonnegative(neg_margin, "neg_margin", " (Liu et al. use m2 = 0.8)")
+    if m1 > m2:
+        raise ValueError(
+            f"Eq. 16-17 need 0 <= pos_margin <= neg_margin, got pos_margin={m1}, neg_margin={m2}."
+        )
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    D = _distances(S)
+    return pos & (D >= m1), neg & (D <= m2)
+
+
+def ms_distance_mining_masks(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    epsilon: float = 0.1,
+    *,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """MS mining written on distances, Liu et al., Eq. 22-23.
+
+    For anchor ``i``::
+
+        D_ij^+ >= min_{y_ik = 0} D_ik - epsilon       (Eq. 22, a positive is kept)
+        D_ik^- <= max_{y_ij = 1} D_ij + epsilon       (Eq. 23, a negative is kept)
+
+    This is *not* Wang et al.'s Eq. 11-12 (:func:`ms_mining_masks`) with ``S`` replaced by
+    ``-D``: the margin ``epsilon`` is a distance here and a similarity there, and ``D = sqrt(2 -
+    2 S)`` is not affine in ``S``, so the same ``epsilon`` keeps different pairs (the
+    inequalities are also non-strict here, strict there). Both rules agree at ``epsilon = 0``
+    up to ties; ``tests/mining/test_distance.py`` shows a batch where they differ at ``epsilon = 0.1``.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarities of unit vectors (read detached).
+    labels : Tensor of shape (B,)
+    epsilon : float
+        The margin ``epsilon`` of Eq. 22-23, a distance (>= 0; Liu et al. use 0.1).
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Candidate pairs; they narrow the label masks *before* mining, so the hardest pairs are
+        taken over the candidates (e.g. the pairs kept by :func:`threshold_pair_masks`, as in
+        Liu et al.'s Table II "+ triplet margin").
+
+    Returns
+    -------
+    pos, neg : bool Tensor of shape (B, B)
+        An anchor without a negative keeps no positive and one without a positive keeps no
+        negative (the minimum or maximum of an empty set does not exist).
+    """
+    eps = check_epsilon(epsilon)
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    D = _distances(S)
+    # On -D the hardest pairs are :func:`hardest`'s: -(farthest positive), -(nearest negative).
+    minus_farthest_pos, minus_nearest_neg = hardest(-D, pos, neg)
+    keep_pos = D >= (-minus_nearest_neg - eps)[:, None]
+    return pos & keep_pos, neg & (D <= (eps - minus_farthest_pos)[:, None])
