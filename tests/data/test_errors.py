@@ -52,7 +52,9 @@ def keyword(spelling: str) -> str:
     return name
 
 
-@pytest.mark.parametrize("loader", [cub.load, cars.load, sop.load, inshop.load])
+@pytest.mark.parametrize(
+    "loader", [cub.load, cars.load, sop.load, inshop.load], ids=["cub", "cars", "sop", "inshop"]
+)
 def test_allow_partial_is_a_keyword_of_every_benchmark_loader(loader):
     parameter = inspect.signature(loader).parameters[keyword(ALLOW_PARTIAL)]
     assert parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.default is False
