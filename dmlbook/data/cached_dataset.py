@@ -3,7 +3,8 @@
 :meth:`dmlbook.data.ImageListDataset.cached` builds the cache (:mod:`dmlbook.data.image_cache`)
 and returns this data set: ``ds[i]`` is ``(image, label)``, and :meth:`CachedImageDataset.batches`
 reads whole batches (one memory-map gather each, pinned and prefetched for a GPU), the input of
-the batched transforms of :mod:`dmlbook.data.augment`. Tested in ``tests/data/test_image_cache.py``.
+the batched transforms of :mod:`dmlbook.data.augment`. Tested in
+``tests/data/test_cached_dataset.py``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ decode, or fetch the data set. Python users do that with a keyword or a call, co
 with a flag or a command, so the messages carry the Python spelling from the constants below, and
 :func:`dmlbook.cli.cli_spelling` rewrites each one to its ``dmlbook`` flag (``--allow-partial``,
 ``--skip-bad-images``, ``dmlbook prepare cub --data DIR``). A test keeps both sides in step
-(``tests/test_cli.py``).
+(``tests/test_cli.py``); the error types, and the keywords and call the spellings name, are
+tested in ``tests/data/test_errors.py``.
 """
 
 from __future__ import annotations

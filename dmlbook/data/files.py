@@ -1,7 +1,7 @@
 """Reading the files of a data set copy: image names, list files, and macOS junk to skip.
 
 Shared by the benchmark loaders (:mod:`dmlbook.data.benchmark`) and the archive extraction of
-:mod:`dmlbook.data.download`; tested in ``tests/data/test_benchmark.py``.
+:mod:`dmlbook.data.download`; tested in ``tests/data/test_files.py``.
 """
 
 from __future__ import annotations

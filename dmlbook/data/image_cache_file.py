@@ -6,7 +6,7 @@ paths with their byte sizes, original image sizes, undecodable images). This mod
 pair as an :class:`ImageCache` (a read-only memory map), after checking that the manifest
 describes the array, and says what is wrong with a cache that holds undecodable images.
 :mod:`dmlbook.data.image_cache` re-exports every public name here. Tests:
-``tests/data/test_image_cache.py``.
+``tests/data/test_image_cache_file.py``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The geometry (:func:`resized_geometry`) follows ``transforms.Resize(size)`` and ``CenterCrop``
 (``fit="crop"``) or resizes the long side and pads (``fit="pad"``), as described in
 :mod:`dmlbook.data.image_cache`, which decodes every image of a split once with
-:func:`decode_resized`. Tested in ``tests/data/test_image_cache.py`` against a PIL reference.
+:func:`decode_resized`. Tested in ``tests/data/test_image_decode.py`` against a PIL reference.
 """
 
 from __future__ import annotations

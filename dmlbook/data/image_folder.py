@@ -16,8 +16,7 @@ It follows the conventions of :class:`~dmlbook.data.EmbeddedDataset`: ``.labels`
 
 What the loaders share (finding the copy, checking counts, naming what is missing) is in
 :mod:`dmlbook.data.benchmark`; reading list files and skipping macOS junk in
-:mod:`dmlbook.data.files`. Tested in ``tests/data/test_benchmark.py`` and
-``tests/data/test_image_cache.py``.
+:mod:`dmlbook.data.files`. Tested in ``tests/data/test_image_folder.py``.
 """
 
 from __future__ import annotations

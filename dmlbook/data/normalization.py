@@ -6,7 +6,7 @@
   **BGR**, range [0, 255], mean (104, 117, 128) for (B, G, R), std 1.
 
 The transforms of :mod:`dmlbook.data.augment` end with one of these; tested in
-``tests/data/test_augment.py``.
+``tests/data/test_normalization.py``.
 """
 
 from __future__ import annotations

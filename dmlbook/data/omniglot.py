@@ -22,7 +22,7 @@ this file) holds 1,623 characters of 50 alphabets, each drawn once by 20 people.
 Both return an :class:`~dmlbook.data.EmbeddedDataset` of ``(N, 1, size, size)`` float images in
 ``[0, 1]`` with ink = 1 and background = 0 (:func:`dmlbook.data.omniglot_layout.preprocess`);
 ``class_names[label]`` is ``"<set>/<Alphabet>/characterNN"``. Chapters 1 and 9 train on it;
-tests in ``tests/test_omniglot.py``.
+tests in ``tests/data/test_omniglot.py``.
 """
 
 from __future__ import annotations

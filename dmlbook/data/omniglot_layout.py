@@ -20,7 +20,7 @@ image keeps the stroke coverage as grey levels. :func:`write_npz` writes arrays 
 byte for byte, whenever the arrays are: members in a fixed order, a fixed zip date, fixed
 attributes and compression level. :func:`build_compact` uses both to build the copy shipped as
 ``dmlbook/data/omniglot28.npz`` (``tools/build_omniglot.py`` is its command line). Tests:
-``tests/test_omniglot.py``.
+``tests/data/test_omniglot_layout.py``.
 """
 
 from __future__ import annotations

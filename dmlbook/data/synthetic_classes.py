@@ -3,7 +3,7 @@
 A class is a combination of a shape, a palette, a pattern and a marker (the table in
 :mod:`dmlbook.data.synthetic`); :func:`class_attribute_table` fixes which combinations are the
 ``num_classes`` classes and in which order, independently of the image ``seed``. Rendering is in
-:mod:`dmlbook.data.synthetic_render`; tests in ``tests/data/test_synthetic.py``.
+:mod:`dmlbook.data.synthetic_render`; tests in ``tests/data/test_synthetic_classes.py``.
 """
 
 from __future__ import annotations

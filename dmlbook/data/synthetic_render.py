@@ -4,7 +4,7 @@
 clutter, all growing with ``difficulty``) of every class of a split, vectorised over coordinate
 grids; the class list and the attribute values are in :mod:`dmlbook.data.synthetic_classes`. The
 data set (:func:`dmlbook.data.synthetic.load`) caches what this renders. Tests in
-``tests/data/test_synthetic.py``.
+``tests/data/test_synthetic_render.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""Tests of dmlbook.data.image_cache: decode once into a memory-mapped uint8 cache, read batches."""
+"""Tests of dmlbook.data.image_cache: decode once into a memory-mapped uint8 cache, build it
+safely (interrupts, shared folders, full disks, bad images) and find it again.
+
+The eight images of every kind and the PIL reference of a cell are in ``image_files.py``
+(fixture ``images``). Decoding one image is tested in ``test_image_decode.py``, opening a built
+cache in ``test_image_cache_file.py``, reading batches in ``test_cached_dataset.py``.
+"""
 
 from __future__ import annotations
 
@@ -9,107 +15,12 @@ import types
 
 import numpy as np
 import pytest
-import torch
-from PIL import Image
 
-from dmlbook.data import CachedImageDataset, ImageListDataset, PKSampler, build_image_cache
+from dmlbook.data import CachedImageDataset, ImageListDataset, build_image_cache
 from dmlbook.data import image_cache as ic
-from dmlbook.data.image_cache import decode_resized, open_image_cache, resized_geometry
+from dmlbook.data.image_cache import decode_resized
 
-SIZE = 32
-
-
-def write_image(path, seed: int, size=(40, 30), mode: str = "RGB", fmt: str = "JPEG") -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    arr = rng.integers(0, 256, size=(size[1], size[0], 3), dtype=np.uint8)
-    Image.fromarray(arr).convert(mode).save(path, format=fmt)
-
-
-@pytest.fixture
-def images(tmp_path):
-    """Eight images: landscape, portrait, square, grey, CMYK, PNG; two classes of four."""
-    folder = tmp_path / "data"
-    specs = [
-        ("a/0.jpg", (40, 30), "RGB", "JPEG"),
-        ("a/1.jpg", (30, 40), "RGB", "JPEG"),
-        ("a/2.jpg", (64, 64), "RGB", "JPEG"),
-        ("a/3.jpg", (50, 33), "L", "JPEG"),
-        ("b/4.jpg", (45, 60), "CMYK", "JPEG"),
-        ("b/5.png", (70, 35), "RGB", "PNG"),
-        ("b/6.png", (33, 33), "P", "PNG"),
-        ("b/7.jpg", (100, 75), "RGB", "JPEG"),
-    ]
-    for i, (rel, size, mode, fmt) in enumerate(specs):
-        write_image(folder / rel, i, size, mode, fmt)
-    return ImageListDataset(
-        root=folder,
-        paths=[s[0] for s in specs],
-        labels=torch.tensor([0, 0, 0, 0, 1, 1, 1, 1]),
-        name="toy",
-        split="train",
-    )
-
-
-def reference_cell(path, size: int) -> np.ndarray:
-    """torchvision's Resize(size) -> CenterCrop(size), written out with PIL."""
-    img = Image.open(path).convert("RGB")
-    w, h = img.size
-    if w <= h:
-        new_w, new_h = size, int(size * h / w)
-    else:
-        new_w, new_h = int(size * w / h), size
-    img = img.resize((new_w, new_h), Image.Resampling.BILINEAR)
-    top, left = int(round((new_h - size) / 2.0)), int(round((new_w - size) / 2.0))
-    return np.asarray(img)[top : top + size, left : left + size]
-
-
-# ------------------------------------------------------------------------------------------
-# geometry and decoding
-# ------------------------------------------------------------------------------------------
-
-
-def test_geometry_matches_torchvision_resize():
-    assert resized_geometry(500, 375, 256, "crop") == ((341, 256), (0, -42), (0, 0, 256, 256))
-    assert resized_geometry(375, 500, 256, "crop") == ((256, 341), (-42, 0), (0, 0, 256, 256))
-    assert resized_geometry(500, 375, 256, "pad") == ((256, 192), (32, 0), (32, 0, 192, 256))
-    with pytest.raises(ValueError, match="fit"):
-        resized_geometry(10, 10, 8, "stretch")
-
-
-def test_decode_matches_reference(images):
-    for f in images.files:
-        cell, (h, w) = decode_resized(f, SIZE, "crop", draft=False)
-        assert cell.shape == (SIZE, SIZE, 3) and cell.dtype == np.uint8
-        assert (h, w) == Image.open(f).size[::-1]
-        np.testing.assert_array_equal(cell, reference_cell(f, SIZE))
-
-
-def test_decode_pad_keeps_whole_image(images):
-    f = images.files[5]  # 70 x 35
-    cell, _ = decode_resized(f, SIZE, "pad", draft=False)
-    _, _, (top, left, h, w) = resized_geometry(70, 35, SIZE, "pad")
-    assert (top, left, h, w) == (8, 0, 16, 32)
-    assert cell[:top].max() == 0 and cell[top + h :].max() == 0
-    ref = np.asarray(Image.open(f).convert("RGB").resize((32, 16), Image.Resampling.BILINEAR))
-    np.testing.assert_array_equal(cell[top : top + h], ref)
-
-
-@pytest.mark.parametrize("mode", ["RGB", "L", "CMYK"])
-def test_draft_decoding_is_close(tmp_path, mode):
-    """Reduced-scale JPEG decoding (8x smaller photo than the file) changes pixels only slightly."""
-    rng = np.random.default_rng(0)
-    smooth = Image.fromarray(rng.integers(0, 256, (20, 26, 3), dtype=np.uint8)).resize(
-        (520, 400), Image.Resampling.BICUBIC
-    )
-    path = tmp_path / "photo.jpg"
-    smooth.convert(mode).save(path, quality=92)
-    fast, size = decode_resized(path, 48, draft=True)
-    exact, _ = decode_resized(path, 48, draft=False)
-    assert size == (400, 520) and fast.shape == exact.shape == (48, 48, 3)
-    diff = np.abs(fast.astype(int) - exact.astype(int))
-    assert diff.mean() < 3.0 and diff.max() < 32  # of 255
-
+from .image_files import SIZE, reference_cell, write_image
 
 # ------------------------------------------------------------------------------------------
 # building, reuse and rebuild
@@ -302,16 +213,6 @@ def test_cache_files_follow_the_umask_for_a_shared_folder(images, tmp_path):
     assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) == 0o775
 
 
-def test_array_without_manifest_is_not_used(images, tmp_path):
-    cache = images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False).cache
-    manifest = cache.path.with_suffix(".json")
-    manifest.unlink()
-    with pytest.raises(FileNotFoundError, match="No complete image cache"):
-        open_image_cache(cache.path)
-    rebuilt = images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False).cache
-    assert manifest.is_file() and rebuilt.path == cache.path
-
-
 def test_bad_options(images, tmp_path):
     with pytest.raises(ValueError, match="size"):
         build_image_cache(images.files, size=4, cache_dir=tmp_path)
@@ -321,72 +222,3 @@ def test_bad_options(images, tmp_path):
         build_image_cache([], size=SIZE, cache_dir=tmp_path)
     with pytest.raises(ValueError, match="workers"):
         build_image_cache(images.files, size=SIZE, workers=0, cache_dir=tmp_path)
-
-
-# ------------------------------------------------------------------------------------------
-# reading: CachedImageDataset
-# ------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def cached(images, tmp_path):
-    return images.cached(SIZE, cache_dir=tmp_path / "cache", progress=False)
-
-
-def test_dataset_conventions(cached):
-    assert len(cached) == 8 and cached.num_classes == 2 and cached.class_counts().tolist() == [4, 4]
-    assert cached.input_shape == (3, SIZE, SIZE)
-    assert cached.describe() == "toy/train: 8 images, 2 classes, 4-4 per class, cached 32x32 (crop)"
-    img, label = cached[5]
-    assert img.dtype == torch.uint8 and img.shape == (3, SIZE, SIZE) and int(label) == 1
-    np.testing.assert_array_equal(img.permute(1, 2, 0).numpy(), cached.cache.images[5])
-
-
-def test_batch(cached):
-    b = cached.batch(torch.tensor([6, 1, 6]))
-    assert b.images.shape == (3, 3, SIZE, SIZE) and b.images.dtype == torch.uint8
-    assert b.images.is_contiguous(memory_format=torch.channels_last)
-    assert b.labels.tolist() == [1, 0, 1] and b.indices.tolist() == [6, 1, 6]
-    assert b.regions.tolist() == [[0, 0, SIZE, SIZE]] * 3
-    torch.testing.assert_close(b.images[1], cached[1][0])
-    images, labels, regions, indices = cached.batch([0])  # a NamedTuple
-    assert images.shape[0] == 1
-
-
-def test_batches_in_order_and_sampled(cached):
-    got = list(cached.batches(3))
-    assert [len(b.labels) for b in got] == [3, 3, 2]
-    assert torch.cat([b.indices for b in got]).tolist() == list(range(8))
-    sampler = PKSampler(cached.labels, batch_size=4, k=2, seed=1)
-    threaded = [b.indices for b in cached.batches(sampler, prefetch=2)]
-    plain = [b.indices for b in cached.batches(sampler, prefetch=0)]
-    assert len(threaded) == len(sampler) and all(
-        torch.equal(a, b) for a, b in zip(threaded, plain, strict=True)
-    )
-    first = next(iter(cached.batches(sampler)))  # stopping early must not hang
-    assert first.labels.shape == (4,)
-
-
-def test_batches_propagate_errors(cached):
-    with pytest.raises(IndexError):
-        list(cached.batches([torch.tensor([0, 1]), torch.tensor([99])]))
-    with pytest.raises(ValueError, match="batch size"):
-        list(cached.batches(0))
-
-
-def test_subset_view(cached):
-    sub = cached.subset(cached.labels == 1)
-    assert len(sub) == 4 and sub.rows.tolist() == [4, 5, 6, 7]
-    torch.testing.assert_close(sub[0][0], cached[4][0])
-    torch.testing.assert_close(sub.batch([1]).images, cached.batch([5]).images)
-    assert cached.subset([5, 4]).rows.tolist() == [5, 4]
-    with pytest.raises(ValueError, match=f"a boolean mask needs {len(cached)} entries, got 2"):
-        cached.subset(torch.tensor([True, False]))
-
-
-def test_pad_regions(images, tmp_path):
-    padded = images.cached(SIZE, fit="pad", cache_dir=tmp_path / "cache", progress=False)
-    assert padded.regions[5].tolist() == [8, 0, 16, 32]  # 70 x 35
-    assert padded.regions[1].tolist() == [0, 4, 32, 24]  # 30 x 40
-    assert padded.batch([5]).regions.tolist() == [[8, 0, 16, 32]]
-    assert padded.describe().endswith("cached 32x32 (pad)")

@@ -1,11 +1,13 @@
-"""Tests of the synthetic data set: generation, classes, cache and the chapters' configuration.
+"""Tests of dmlbook.data.synthetic: loading a split, its option checks, the cache and the
+chapters' configuration.
 
-The registry, ``EmbeddedDataset`` and digits are tested in ``tests/data/test_registry.py``.
+The classes are tested in ``test_synthetic_classes.py``, the rendering in
+``test_synthetic_render.py``; the registry, ``EmbeddedDataset`` and digits in
+``test_registry.py``, ``test_dataset.py`` and ``test_digits.py``.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,20 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from dmlbook.data import (
-    load_dataset,
-    synthetic,
-)
+from dmlbook.data import load_dataset, synthetic
 
-SMALL = {"num_classes": 20, "images_per_class": 6, "image_size": 32}
-
-
-def recall_at_1(x: torch.Tensor, y: torch.Tensor) -> float:
-    """Brute-force cosine Recall@1 (leave-one-out), independent of dmlbook.evaluate."""
-    x = torch.nn.functional.normalize(x.reshape(len(x), -1).double(), dim=1)
-    s = x @ x.T
-    s.fill_diagonal_(-math.inf)
-    return float((y[s.argmax(1)] == y).double().mean())
+from .synthetic_cases import SMALL, recall_at_1
 
 
 @pytest.fixture
@@ -37,7 +28,7 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------
-# synthetic: generation
+# synthetic: loading
 # ------------------------------------------------------------------------------------------
 
 
@@ -58,42 +49,6 @@ def test_synthetic_shapes_ranges_and_splits():
     assert tr == set(range(10)) and te == set(range(10, 20))
     assert not tr & te and tr | te == set(range(20))
     assert train.class_names == test.class_names == synthetic.class_names(20)
-
-
-def test_synthetic_image_size_option():
-    ds = load_dataset(
-        "synthetic", "test", cache=False, num_classes=4, images_per_class=3, image_size=16
-    )
-    assert ds.inputs.shape == (6, 3, 16, 16)
-
-
-def test_synthetic_is_deterministic():
-    a = load_dataset("synthetic", "train", cache=False, seed=3, **SMALL)
-    b = load_dataset("synthetic", "train", cache=False, seed=3, **SMALL)
-    c = load_dataset("synthetic", "train", cache=False, seed=4, **SMALL)
-    assert torch.equal(a.inputs, b.inputs) and torch.equal(a.labels, b.labels)
-    assert not torch.equal(a.inputs, c.inputs)
-    assert torch.equal(a.labels, c.labels)  # the seed changes the images, not the classes
-
-
-def test_difficulty_zero_gives_identical_images_per_class():
-    images, labels = synthetic.generate("train", difficulty=0.0, **SMALL)
-    per_class = images.reshape(10, 6, -1)
-    assert (per_class == per_class[:, :1]).all()
-    # ... and distinct classes look different
-    assert len({row.tobytes() for row in per_class[:, 0]}) == 10
-    hard, _ = synthetic.generate("train", difficulty=0.5, **SMALL)
-    assert not (hard.reshape(10, 6, -1) == hard.reshape(10, 6, -1)[:, :1]).all()
-
-
-def test_difficulty_orders_raw_pixel_recall():
-    opts = {"num_classes": 40, "images_per_class": 10, "cache": False}
-    r = {}
-    for d in (0.0, 0.5, 1.0):
-        ds = load_dataset("synthetic", "test", difficulty=d, **opts)
-        r[d] = recall_at_1(ds.inputs, ds.labels)
-    assert r[0.0] == 1.0
-    assert r[0.0] > r[0.5] > r[1.0]
 
 
 @pytest.mark.parametrize(
@@ -118,49 +73,6 @@ def test_synthetic_option_checks(option, value, error, match):
     opts = {**SMALL, "cache": False, option: value}
     with pytest.raises(error, match=match):
         load_dataset("synthetic", "train", **opts)
-
-
-# ------------------------------------------------------------------------------------------
-# synthetic: classes
-# ------------------------------------------------------------------------------------------
-
-
-def test_attributes_of():
-    a = synthetic.attributes_of(0)
-    assert set(a) == {"shape", "palette", "pattern", "marker", "split", "name"}
-    assert a["name"] == f"{a['shape']}/{a['palette']}/{a['pattern']}/{a['marker']}"
-    assert a["shape"] in synthetic.SHAPES and a["palette"] in synthetic.PALETTES
-    assert a["pattern"] in synthetic.PATTERNS and a["marker"] in synthetic.MARKERS
-    assert a["split"] == "train" and synthetic.attributes_of(150)["split"] == "test"
-    names = synthetic.class_names(200)
-    assert all(synthetic.attributes_of(c)["name"] == names[c] for c in (0, 99, 100, 199))
-    with pytest.raises(ValueError, match="out of range"):
-        synthetic.attributes_of(200)
-    with pytest.raises(TypeError, match="class_id must be an int"):
-        synthetic.attributes_of(1.5)
-
-
-def test_class_table_is_fine_grained_and_zero_shot():
-    table = synthetic.class_attribute_table(200)
-    assert table.shape == (200, 4)
-    assert len({tuple(r) for r in table}) == 200  # test combinations are unseen in training
-    sizes = [
-        len(synthetic.SHAPES),
-        len(synthetic.PALETTES),
-        len(synthetic.PATTERNS),
-        len(synthetic.MARKERS),
-    ]
-    for part in (table[:100], table[100:]):
-        for a, n in enumerate(sizes):  # every attribute value occurs in both splits
-            assert set(part[:, a].tolist()) == set(range(n))
-        differ = (part[:, None, :] != part[None, :, :]).sum(-1)
-        # fine-grained: most classes have a same-split neighbour that differs in one attribute
-        assert ((differ == 1).sum(1) > 0).mean() > 0.5
-    # the class list is fixed: independent of the instance seed and of earlier calls
-    assert np.array_equal(table, synthetic.class_attribute_table(200))
-    for c in (4, 6, synthetic.MAX_CLASSES):
-        t = synthetic.class_attribute_table(c)
-        assert len({tuple(r) for r in t}) == c
 
 
 # ------------------------------------------------------------------------------------------

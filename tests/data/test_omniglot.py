@@ -1,178 +1,34 @@
-"""Omniglot: the shipped copy, its byte-for-byte build, and the loader of the full layout.
+"""Tests of dmlbook.data.omniglot: the shipped compact copy, its one-shot runs, and the loader
+of the full release.
 
-Fixtures are small zip files and folders written here in the official layout
+Fixtures are small zip files and folders in the official layout
 (``<set>/<Alphabet>/characterNN/<id>_<drawer>.png`` and ``runNN/...``), with random one-bit
-105 x 105 drawings. Expected images come from an independent area-average reference
-(:func:`box_reference`), not from :mod:`dmlbook.data.omniglot_layout`. Nothing here reads the
-original zip files: the shipped copy is checked through its recorded sha256 and its content.
+105 x 105 drawings (``omniglot_files.py``). Expected images come from an independent
+area-average reference (``omniglot_files.box_reference``), not from
+:mod:`dmlbook.data.omniglot_layout` (tested in ``test_omniglot_layout.py``). Nothing here reads
+the original zip files: the shipped copy is checked through its recorded sha256 and its content.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import zipfile
 from importlib import resources
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from dmlbook.data import load_dataset
 from dmlbook.data import omniglot as omniglot_module
 from dmlbook.data.download import ChecksumError
 from dmlbook.data.omniglot import load, load_full, one_shot_runs, verify_compact
-from dmlbook.data.omniglot_layout import build_compact, preprocess, write_npz
+from dmlbook.data.omniglot_layout import build_compact
+
+from .omniglot_files import box_reference, character_set, write_zip
 
 #: sha256 of dmlbook/data/omniglot28.npz as built by tools/build_omniglot.py from the three
 #: zip files of brendenlake/omniglot (commit 057f034); recorded when the copy was built.
 SHIPPED_SHA256 = "ef9d719d781ec4acf8deaa832b0a224987cfd655d648fb6d27e2c62b9da5c500"
-
-
-def box_reference(bits: np.ndarray, size: int) -> np.ndarray:
-    """Box filter of ``1 - bits`` (ink = 1) onto a ``size x size`` grid, scaled to 0..255.
-
-    Output pixel ``i`` covers input coordinates ``(i s, (i + 1) s]`` with ``s = n / size``; it is
-    the mean of the input pixels whose centres ``j + 0.5`` fall in that interval.
-    """
-    n = bits.shape[0]
-    scale = n / size
-    centres = np.arange(n) + 0.5
-    weights = np.stack(
-        [(centres > i * scale) & (centres <= (i + 1) * scale) for i in range(size)]
-    ).astype(np.float64)
-    weights /= weights.sum(axis=1, keepdims=True)
-    ink = 1.0 - bits.astype(np.float64)
-    return 255.0 * weights @ ink @ weights.T
-
-
-def drawing(rng: np.random.Generator) -> tuple[bytes, np.ndarray]:
-    """A random one-bit 105 x 105 PNG (mostly white, like Omniglot) and its pixels."""
-    bits = rng.random((105, 105)) > 0.1
-    buffer = io.BytesIO()
-    Image.fromarray(bits).convert("1").save(buffer, format="PNG")
-    return buffer.getvalue(), bits
-
-
-def character_set(
-    seed: int, alphabets: dict[str, int], drawers: int = 3
-) -> dict[str, tuple[bytes, np.ndarray]]:
-    """``{"<Alphabet>/characterNN/<id>_<drawer>.png": (png, bits)}``."""
-    rng = np.random.default_rng(seed)
-    files = {}
-    for a, (alphabet, count) in enumerate(sorted(alphabets.items())):
-        for c in range(1, count + 1):
-            for d in range(1, drawers + 1):
-                files[f"{alphabet}/character{c:02d}/{a:02d}{c:02d}_{d:02d}.png"] = drawing(rng)
-    return files
-
-
-def write_zip(
-    path: Path, top: str, files: dict[str, bytes], order: list[str] | None = None
-) -> Path:
-    with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr(f"{top}/", b"")
-        for name in order or list(files):
-            zf.writestr(f"{top}/{name}", files[name])
-    return path
-
-
-def runs_files(seed: int, runs: int = 2, ways: int = 3) -> tuple[dict[str, bytes], np.ndarray]:
-    rng = np.random.default_rng(seed)
-    files, answers = {}, np.zeros((runs, ways), dtype=np.int64)
-    for r in range(1, runs + 1):
-        perm = rng.permutation(ways)
-        lines = []
-        for i in range(1, ways + 1):
-            files[f"run{r:02d}/training/class{i:02d}.png"] = drawing(rng)[0]
-            files[f"run{r:02d}/test/item{i:02d}.png"] = drawing(rng)[0]
-            lines.append(
-                f"run{r:02d}/test/item{i:02d}.png run{r:02d}/training/class{perm[i - 1] + 1:02d}.png"
-            )
-            answers[r - 1, i - 1] = perm[i - 1]
-        files[f"run{r:02d}/class_labels.txt"] = ("\n".join(lines) + "\n").encode()
-    return files, answers
-
-
-@pytest.fixture(scope="module")
-def small_layout(tmp_path_factory):
-    """Two small sets (sharing the alphabet 'Latin') and two 3-way runs, as zip files."""
-    root = tmp_path_factory.mktemp("omniglot_small")
-    one = character_set(0, {"Alpha": 2, "Latin": 1})
-    two = character_set(1, {"Beta": 2, "Latin": 1})
-    runs, answers = runs_files(2)
-    with zipfile.ZipFile(root / "all_runs.zip", "w") as zf:
-        for name, data in runs.items():
-            zf.writestr(name, data)
-    return {
-        "root": root,
-        "one": one,
-        "two": two,
-        "answers": answers,
-        "small1": write_zip(
-            root / "images_background_small1.zip",
-            "images_background_small1",
-            {k: v[0] for k, v in one.items()},
-        ),
-        "small2": write_zip(
-            root / "images_background_small2.zip",
-            "images_background_small2",
-            {k: v[0] for k, v in two.items()},
-        ),
-        "runs": root / "all_runs.zip",
-    }
-
-
-def test_preprocess_is_an_area_average_of_the_ink():
-    png, bits = drawing(np.random.default_rng(5))
-    got = preprocess(png, 28).astype(np.float64)
-    assert got.shape == (28, 28)
-    assert np.abs(got - box_reference(bits, 28)).max() <= 1.0  # uint8 rounding
-
-
-def test_build_is_byte_for_byte_reproducible(small_layout, tmp_path):
-    s = small_layout
-    a = build_compact(s["small1"], s["small2"], s["runs"], tmp_path / "a.npz")
-    # the same content, with the members of the source zip in another order
-    names = list(s["one"])
-    shuffled = write_zip(
-        tmp_path / "images_background_small1.zip",
-        "images_background_small1",
-        {k: v[0] for k, v in s["one"].items()},
-        order=names[::-1],
-    )
-    b = build_compact(shuffled, s["small2"], s["runs"], tmp_path / "b.npz")
-    assert a.read_bytes() == b.read_bytes()
-    with zipfile.ZipFile(a) as zf:
-        assert {info.date_time for info in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
-
-
-def test_build_content_matches_the_reference(small_layout, tmp_path):
-    s = small_layout
-    out = build_compact(s["small1"], s["small2"], s["runs"], tmp_path / "c.npz")
-    with np.load(out, allow_pickle=False) as data:
-        names = [str(n) for n in data["class_names"]]
-        # 3 train characters; the test set keeps Beta only (Latin is in the train set)
-        assert names == [
-            "images_background_small1/Alpha/character01",
-            "images_background_small1/Alpha/character02",
-            "images_background_small1/Latin/character01",
-            "images_background_small2/Beta/character01",
-            "images_background_small2/Beta/character02",
-        ]
-        assert data["train_labels"].tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
-        assert data["test_labels"].tolist() == [3, 3, 3, 4, 4, 4]
-        first_beta = s["two"]["Beta/character01/0001_01.png"][1]
-        assert np.abs(data["test_images"][0] - box_reference(first_beta, 28)).max() <= 1.0
-        assert data["runs_answers"].tolist() == s["answers"].tolist()
-        assert data["runs_train"].shape == (2, 3, 28, 28)
-
-
-def test_write_npz_refuses_object_arrays(tmp_path):
-    with pytest.raises(TypeError, match="dtype object"):
-        write_npz(tmp_path / "x.npz", {"a": np.array([{"x": 1}], dtype=object)})
 
 
 def test_shipped_copy_has_its_recorded_checksum():
