@@ -1,6 +1,6 @@
 """A training step of the chapters' CNN on Omniglot, this checkout against another, interleaved.
 
-What a user of the book runs: ``fit``'s step (:meth:`dmlbook.engine.loop.Trainer.step`, Adam,
+What a user of the book runs: ``fit``'s step (:meth:`dmlbook.training.Trainer.step`, Adam,
 the finite-loss check) on ``SmallCNN(in_channels=1, dim=64, width=16)`` over Omniglot's 28 x 28
 images (``load_dataset("omniglot", "train")``), P x K batches of 60 (12 classes x 5), the MS loss
 by default (``get_loss("multi_similarity")``). Each checkout runs in its own worker process (its
@@ -47,9 +47,13 @@ def worker(loss_name: str, threads: int, width: int, batch: int, k: int) -> None
     import torch
 
     from dmlbook.data import PKSampler, load_dataset
-    from dmlbook.engine.loop import Trainer
     from dmlbook.losses import get_loss
     from dmlbook.models import SmallCNN
+
+    try:
+        from dmlbook.training import Trainer
+    except ImportError:  # a baseline checkout from before dmlbook.training: the loop's old home
+        from dmlbook.engine.loop import Trainer
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

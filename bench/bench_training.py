@@ -4,7 +4,7 @@ Three measurements, meant for a GPU:
 
 * **each benchmark config against its dry run** (issue 16): the config's own model, loss,
   optimiser, batch, crop, bf16 and channels-last, trained with the engine's
-  :class:`~dmlbook.engine.loop.Trainer` on random inputs already on the device; beside it the
+  :class:`~dmlbook.training.Trainer` on random inputs already on the device; beside it the
   dry run's prediction (:func:`dmlbook.engine.dry_run.dry_run`: memory per GPU and images/s at
   the stated utilisation on the GPU's datasheet numbers), the measured peak memory and the
   utilisation the measurement implies. Written to ``training_vs_dry_run_<device>.md``.
@@ -47,10 +47,10 @@ from machine import device_name, load_average, sync  # noqa: E402
 from dmlbook.engine import load_config  # noqa: E402
 from dmlbook.engine.build import build_loss, build_model, build_optimizer  # noqa: E402
 from dmlbook.engine.dry_run import DEFAULT_UTILIZATION, dry_run, gpu_specs  # noqa: E402
-from dmlbook.engine.loop import Trainer  # noqa: E402
 from dmlbook.evaluate import retrieval_metrics  # noqa: E402
 from dmlbook.losses import get_loss  # noqa: E402
 from dmlbook.models import EmbeddingModel, build_backbone  # noqa: E402
+from dmlbook.training import Trainer  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BENCHMARK_CONFIGS = [

@@ -7,7 +7,7 @@ writes:
   x seeds, SmallCNN with a 64-d embedding (Table 2 uses 64);
 * ``bench/results/ms_embedding_size.csv``: the MS loss x embedding sizes x seeds (Fig. 3).
 
-Protocol (identical for every run, :func:`dmlbook.experiments.compare_losses`): ``synthetic``
+Protocol (identical for every run, :func:`dmlbook.studies.compare_losses`): ``synthetic``
 train split (100 classes) for training, test split (100 unseen classes) for Recall@K; for each
 seed the same initial weights and the same PK batches (12 classes x 5 images, M = 5 as in the
 paper) for every loss; Adam; Recall@1/2/4/8 after the last epoch. Hyper-parameters: alpha = 2,
@@ -39,9 +39,9 @@ import torch  # noqa: E402
 from machine import cpu_model  # noqa: E402
 
 from dmlbook.data import load_dataset  # noqa: E402
-from dmlbook.experiments import compare_losses  # noqa: E402
 from dmlbook.losses import ablation_loss, table_2_names  # noqa: E402
 from dmlbook.models import SmallCNN  # noqa: E402
+from dmlbook.studies import compare_losses  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = [

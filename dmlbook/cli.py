@@ -233,7 +233,8 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> None:
-    from .engine import evaluate_checkpoint, load_checkpoint
+    from .engine import evaluate_checkpoint
+    from .training import load_checkpoint
 
     note = load_checkpoint(args.checkpoint).get("best")
     metrics = evaluate_checkpoint(

@@ -44,7 +44,7 @@ def _new_axes(ax: Axes | None) -> Axes:
 def _check_history(history: object, name: str = "history") -> pd.DataFrame:
     if not isinstance(history, pd.DataFrame):
         raise TypeError(
-            f"{name} must be the pandas.DataFrame returned by dmlbook.train.fit, "
+            f"{name} must be the pandas.DataFrame returned by dmlbook.training.fit, "
             f"got {type(history).__name__}."
         )
     if "epoch" not in history.columns:
@@ -66,7 +66,7 @@ def plot_history(
     Parameters
     ----------
     history : DataFrame
-        As returned by :func:`dmlbook.train.fit`: an ``epoch`` column and metric columns.
+        As returned by :func:`dmlbook.training.fit`: an ``epoch`` column and metric columns.
     metrics : sequence of str, optional
         Columns to draw. Default: ``loss`` and every ``R@K`` column present. Retrieval metrics
         (``R@K``, ``P@1``, ``MAP@R``, ``RP``) are drawn in percent on a second y axis when the
@@ -243,7 +243,7 @@ def compare_histories(
     ----------
     histories : mapping of str to DataFrame
         Run name (the legend entry, e.g. the loss) to the history returned by
-        :func:`dmlbook.train.fit`.
+        :func:`dmlbook.training.fit`.
     metric : str
         Column to compare; retrieval metrics are shown in percent.
     ax : Axes, optional
@@ -337,13 +337,13 @@ def plot_recall_bars(
     Parameters
     ----------
     summary : DataFrame
-        As returned by :func:`dmlbook.experiments.summarize`: one row per run, columns
+        As returned by :func:`dmlbook.studies.summarize`: one row per run, columns
         ``"<metric> mean"`` and ``"<metric> std"``.
     metrics : sequence of str, optional
         Metrics to draw, one bar per metric within each run's group; default every ``R@K`` of
         ``summary``, in increasing ``K``.
     results : DataFrame, optional
-        The tidy frame of :func:`dmlbook.experiments.compare_losses`; when given, every seed's
+        The tidy frame of :func:`dmlbook.studies.compare_losses`; when given, every seed's
         final value is drawn as a dot on its bar, so the spread is visible and not only its
         summary.
     ax : Axes, optional

@@ -18,10 +18,11 @@ import yaml
 from tiny_run import tiny_config
 
 from dmlbook.cli import main
-from dmlbook.engine import checkpoint as checkpoint_module
-from dmlbook.engine import load_checkpoint, load_config, train
+from dmlbook.engine import load_config, train
 from dmlbook.engine import trainer as trainer_module
 from dmlbook.evaluate import retrieval_metrics
+from dmlbook.training import checkpoint as checkpoint_module
+from dmlbook.training import load_checkpoint
 
 # Single-threaded CPU math: identical results in this process and in subprocesses.
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -1,11 +1,15 @@
-"""The package's import graph has no cycle: every import of one dmlbook module by another,
-module-level, under ``TYPE_CHECKING`` or inside a function, read with the stdlib ``ast`` and
-checked with the stdlib ``graphlib`` (issue 33: ``dro``, ``dro_closed_form`` and ``dro_grouped``
-imported each other)."""
+"""The package's import graph: no cycle, and the training layers in order.
+
+Every import of one dmlbook module by another, module-level, under ``TYPE_CHECKING`` or inside a
+function, is read with the stdlib ``ast``; the graph is checked with the stdlib ``graphlib``
+(issue 33: ``dro``, ``dro_closed_form`` and ``dro_grouped`` imported each other). The training
+layers (issue 33) are ``dmlbook.training`` < ``dmlbook.engine`` < ``dmlbook.studies``: nothing a
+layer imports, directly or through other modules, belongs to a layer above it."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import graphlib
 from pathlib import Path
 
@@ -19,6 +23,7 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     """``{module: the dmlbook modules it imports}``; ``from pkg import name`` counts as an import
     of ``pkg.name`` when that is a module, else of ``pkg``."""
@@ -62,3 +67,70 @@ def test_no_import_cycle_anywhere_in_the_package():
 def test_a_cycle_would_be_found():
     with pytest.raises(graphlib.CycleError):
         graphlib.TopologicalSorter({"a": {"b"}, "b": {"c"}, "c": {"a"}}).prepare()
+
+
+#: The training layers, lowest first: each may import the ones before it, never one after it.
+LAYERS = ("dmlbook.training", "dmlbook.engine", "dmlbook.studies")
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def layer_violations(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """``"a -> b -> c"`` for every path from a module of a layer to a module of a higher one."""
+    found = []
+    for low, package in enumerate(layers):
+        above = layers[low + 1 :]
+        for start in sorted(m for m in graph if _in(m, package)):
+            paths, queue = {start: [start]}, [start]  # breadth first: the shortest path
+            while queue:
+                module = queue.pop(0)
+                for target in sorted(graph.get(module, ())):
+                    if target in paths:
+                        continue
+                    paths[target] = [*paths[module], target]
+                    if any(_in(target, high) for high in above):
+                        found.append(" -> ".join(paths[target]))
+                    else:
+                        queue.append(target)
+    return found
+
+
+def test_training_is_below_the_engine_and_the_engine_below_the_studies():
+    graph = import_graph()
+    assert "dmlbook.training.loop" in graph["dmlbook.engine.trainer"]  # the engine builds on it
+    assert "dmlbook.engine.trainer" in graph["dmlbook.studies.benchmark"]
+    assert "dmlbook.training.fit" in graph["dmlbook.studies.loss_grid"]
+    violations = layer_violations(graph)
+    assert not violations, "a layer imports one above it:\n" + "\n".join(violations)
+
+
+def test_a_layer_violation_would_be_found():
+    graph = {
+        "dmlbook.training.fit": {"dmlbook.data"},
+        "dmlbook.data": {"dmlbook.engine.config"},  # through another module counts too
+        "dmlbook.engine.config": set(),
+        "dmlbook.engine.trainer": {"dmlbook.studies"},
+        "dmlbook.studies": set(),
+    }
+    assert layer_violations(graph) == [
+        "dmlbook.training.fit -> dmlbook.data -> dmlbook.engine.config",
+        "dmlbook.engine.trainer -> dmlbook.studies",
+    ]
+
+
+def test_the_studies_face_loads_each_study_only_when_asked():
+    """``dmlbook.studies`` imports its modules only under TYPE_CHECKING (PEP 562 does the rest),
+    so ``from dmlbook.studies import three_similarities`` loads neither the engine nor fit; and
+    each public name is the function or class itself, from the module the face names."""
+    import dmlbook.studies as studies
+
+    tree = ast.parse((PACKAGE / "studies" / "__init__.py").read_text())
+    type_checking = [n for n in tree.body if isinstance(n, ast.If)]
+    run_time = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level]  # from .x
+    assert not run_time and len(type_checking) == 1
+    assert sorted(studies.__all__) == sorted(studies._LAZY)
+    for name, module in studies._LAZY.items():
+        value = getattr(studies, name)
+        assert callable(value) and value.__module__ == f"dmlbook.studies{module}", name

@@ -1,4 +1,7 @@
-"""From a :class:`~dmlbook.engine.config.Config` to objects: device, model, loss, optimiser, schedule."""
+"""From a :class:`~dmlbook.engine.config.Config` to objects: device, model, loss, optimiser, schedule.
+
+Tests: ``tests/engine/test_build.py``.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +13,8 @@ from torch import nn
 from ..losses import get_loss
 from ..models.head import EmbeddingModel, build_backbone
 from ..models.multilevel import MultiLevelEmbeddingModel
+from ..training.optim import make_optimizer
 from .config import Config, ConfigError
-from .optim import make_optimizer
 
 __all__ = [
     "resolve_device", "build_model", "build_loss", "build_optimizer", "lr_factor", "milestones",
@@ -49,7 +52,7 @@ def build_loss(cfg: Config) -> nn.Module:
 
 
 def build_optimizer(cfg: Config, model: EmbeddingModel, loss: nn.Module) -> torch.optim.Optimizer:
-    """:func:`~dmlbook.engine.optim.make_optimizer` over the backbone and head groups.
+    """:func:`~dmlbook.training.optim.make_optimizer` over the backbone and head groups.
 
     The head's group learns at ``lr * head_lr_mult``; every ``optim`` setting (SGD momentum and
     nesterov, Adam betas and eps, weight decay) is passed on.

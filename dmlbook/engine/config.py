@@ -12,6 +12,8 @@ A config file has five sections (every key optional except where a default canno
 :func:`load_config` reads a file, applies ``--set section.key=value`` overrides and returns a
 :class:`Config`. Unknown keys fail with the closest valid name, values of the wrong type with the
 expected type, and inconsistent values (``batch_size`` not a multiple of ``k``) with the fix.
+
+Tests: ``tests/engine/test_config.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..training.optim import check_optimizer
 from .config_sections import (
     RECALL_KS,
     ConfigError,
@@ -35,7 +38,6 @@ from .config_sections import (
     OptimConfig,
     TrainConfig,
 )
-from .optim import check_optimizer
 
 __all__ = [
     "Config",

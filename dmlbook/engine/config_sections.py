@@ -4,7 +4,7 @@ Each section is a dataclass whose fields are the keys a config file may give, wi
 and defaults declared once here; :class:`~dmlbook.engine.config.Config` puts them together,
 reads and checks them (:func:`~dmlbook.engine.config.load_config`), and re-exports every name of
 this module. :class:`ConfigError` is the one error of a bad config. Tests:
-``tests/test_engine.py``; chapter ``book/14_training_at_scale.ipynb``.
+``tests/engine/test_config_sections.py``; chapter ``book/14_training_at_scale.ipynb``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .optim import OPTIMIZER_DEFAULTS
+from ..training.optim import OPTIMIZER_DEFAULTS
 
 __all__ = [
     "ConfigError",
@@ -96,7 +96,7 @@ class OptimConfig:
     ``warmup_factor * lr``. ``freeze_backbone_epochs``: train only the head for that many
     epochs (Liu et al.). ``head_lr_mult``: learning-rate factor of the new head. ``name``,
     ``lr``, ``weight_decay``, ``momentum``/``nesterov`` (SGD; ``momentum: 0`` is plain SGD) and
-    ``betas``/``eps`` (Adam, AdamW) go to :func:`dmlbook.engine.optim.make_optimizer`, which
+    ``betas``/``eps`` (Adam, AdamW) go to :func:`dmlbook.training.optim.make_optimizer`, which
     also validates them.
     """
 
@@ -116,7 +116,7 @@ class OptimConfig:
     grad_clip: float | None = None
 
     def settings(self) -> dict[str, Any]:
-        """The keyword settings of :func:`~dmlbook.engine.optim.make_optimizer` besides name, lr."""
+        """The keyword settings of :func:`~dmlbook.training.optim.make_optimizer` besides name, lr."""
         keys = ("weight_decay", "momentum", "nesterov", "betas", "eps")
         return {k: getattr(self, k) for k in keys}
 

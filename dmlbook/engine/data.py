@@ -15,6 +15,8 @@ batches the centre crop (:class:`~dmlbook.data.EvalTransform`). Both normalise a
 expects (:class:`~dmlbook.models.pretrained.InputSpec`: RGB/ImageNet statistics for ResNet,
 BGR/0-255/Caffe means for BN-Inception). All randomness comes from the generator passed in, so a
 batch's augmentation is a function of the generator state that checkpoints save.
+
+Tests: ``tests/engine/test_data.py`` (and through whole runs, ``tests/engine/test_trainer.py``).
 """
 
 from __future__ import annotations

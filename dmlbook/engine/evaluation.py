@@ -6,6 +6,8 @@ and :func:`dmlbook.evaluate.retrieval_metrics` ranks them in chunks there (60,00
 well under a second). Under several processes (``ctx``), each embeds a contiguous shard of every
 split and the shards are gathered (:func:`dmlbook.engine.distributed.gather_rows`), so every
 process scores the same full embedding matrix.
+
+Tests: ``tests/engine/test_evaluation.py``.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import torch
 from torch import nn
 
 from ..evaluate import retrieval_metrics
+from ..training.checkpoint import load_checkpoint
 from .build import build_model, resolve_device
-from .checkpoint import load_checkpoint
 from .config import Config, config_from_dict
 from .data import Splits, build_splits
 from .distributed import DistContext, gather_rows, shard_bounds

@@ -30,7 +30,7 @@ __all__ = ["LOCK_NAME", "RUN_FILES", "RunFolderBusy", "check_writable", "run_fol
 
 #: The lock file in every run folder.
 LOCK_NAME = ".dmlbook-train.lock"
-#: The files a run writes atomically (:func:`dmlbook.engine.checkpoint.atomic_write`), whose
+#: The files a run writes atomically (:func:`dmlbook.training.checkpoint.atomic_write`), whose
 #: temporary files ``.<name>.<random>.tmp`` a killed process may leave behind.
 RUN_FILES = ("last.pt", "best.pt", "metrics.csv", "train_log.csv", "run.json")
 

@@ -5,7 +5,7 @@ stored with ``best.pt`` when R@1 on the test split chose it (as the public codes
 :func:`selection_note` reads it back from a loaded checkpoint. Kept apart from the run itself
 (:mod:`dmlbook.engine.trainer`) so that what a caller receives reads on its own.
 
-Tests: ``tests/test_engine.py``; Chapter 14 prints both.
+Tests: ``tests/engine/test_run_result.py``; Chapter 14 prints both.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Run-time helpers of the training loop: resumption checks, loss means, stop signals, logging.
 
-Tests: ``tests/test_engine.py``.
+Tests: ``tests/engine/test_runtime.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from .checkpoint import load_checkpoint
+from ..training.checkpoint import load_checkpoint
 from .config import Config, ConfigError
 
 __all__ = [

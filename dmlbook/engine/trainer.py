@@ -1,11 +1,11 @@
 """The engine's runs: a config in, a run folder out (checkpoints, CSV logs, ``run.json``).
 
 :func:`train` builds everything a config describes and drives the package's one loop,
-:class:`~dmlbook.engine.loop.Trainer`, adding what a long run needs::
+:class:`~dmlbook.training.loop.Trainer`, adding what a long run needs::
 
     build model, loss, optimiser, PK sampler from the config      (or restore them from last.pt)
     evaluate once before training                                  -> metrics.csv, iteration 0
-    trainer.run(total, batches):                                   (dmlbook.engine.loop)
+    trainer.run(total, batches):                                   (dmlbook.training.loop)
         batches of epoch e: PK sampler and augmentation seeded by (seed, e)
         every log_every iterations: a train_log.csv row
         every checkpoint_every iterations / checkpoint_minutes: last.pt (exact position)
@@ -24,7 +24,7 @@ the bare model (no DistributedDataParallel prefix), so a run resumes on another 
 processes with the same batches; only the augmentation draws of the epoch it resumes in differ
 then (each process has its own generator, and all of them are saved).
 
-Tests: ``tests/test_engine.py``; Chapter 14 runs it.
+Tests: ``tests/engine/test_trainer.py``; Chapter 14 runs it.
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ from ..data.sampler import DistributedPKSampler
 from ..evaluate import chance_recall_at_k
 from ..progress import progress_disabled
 from ..reproducibility import seed_everything
+from ..training.checkpoint import save_checkpoint, write_csv, write_json
+from ..training.loop import Stop, Trainer
 from .build import build_loss, build_model, build_optimizer, lr_factor, milestones
-from .checkpoint import save_checkpoint, write_csv, write_json
 from .config import Config, load_config
 from .data import build_splits
 from .distributed import (
@@ -59,7 +60,6 @@ from .distributed import (
     wrap_model,
 )
 from .evaluation import evaluate_model
-from .loop import Stop, Trainer
 from .run_folder import RunFolderBusy, run_folder
 from .run_result import TEST_SELECTION_NOTE, RunResult
 from .runtime import (

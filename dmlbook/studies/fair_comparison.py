@@ -9,7 +9,7 @@ protocol for the shipped Omniglot copy:
 1. **One model, one budget.** :func:`make_model` (``SmallCNN(stride=1)``, 64-d), Adam with a
    cosine decay of the learning rate, P x K batches with Koch et al.'s affine distortions
    (:class:`~dmlbook.data.RandomAffine`), the same number of steps for every loss
-   (:data:`SCALES`), trained with :func:`dmlbook.train.fit`.
+   (:data:`SCALES`), trained with :func:`dmlbook.training.fit`.
 2. **Tuning on training characters.** :func:`validation_split` holds out two of the five training
    alphabets (:data:`VALIDATION_ALPHABETS`); each family's grid (:data:`FAMILIES`) is trained on
    the other three and scored by MAP@R on the held-out characters (Musgrave et al.'s main
@@ -46,7 +46,7 @@ from ..losses.registry import get_loss
 from ..models import SmallCNN, embed
 from ..oneshot import evaluate_one_shot
 from ..reproducibility import seed_everything
-from ..train import fit
+from ..training.fit import fit
 
 __all__ = [
     "FAMILIES",

@@ -2,14 +2,14 @@
 
 Both comparisons of the book run their grid here:
 
-* :func:`dmlbook.experiments.compare_losses` (the chapters: :func:`dmlbook.train.fit` on
-  in-memory data; a run cut short by Ctrl-C is dropped, since it is not comparable);
-* :func:`dmlbook.engine.compare_on_benchmark` (benchmark runs of the engine; an interrupted
-  run keeps its row, since calling again resumes it from its checkpoint).
+* :func:`dmlbook.studies.loss_grid.compare_losses` (the chapters: :func:`dmlbook.training.fit`
+  on in-memory data; a run cut short by Ctrl-C is dropped, since it is not comparable);
+* :func:`dmlbook.studies.benchmark.compare_on_benchmark` (benchmark runs of the engine; an
+  interrupted run keeps its row, since calling again resumes it from its checkpoint).
 
 Every run's rows get the leading ``loss`` (the label) and ``seed`` columns of the results layout
 (:mod:`dmlbook.studies.results`). Tests: ``tests/studies/test_harness.py``, and through the two
-comparisons ``tests/test_experiments.py`` and ``tests/test_engine.py``.
+comparisons ``tests/studies/test_loss_grid.py`` and ``tests/studies/test_benchmark.py``.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def summarize_ablation(results: pd.DataFrame, ks: tuple[int, ...] = _KS) -> pd.D
     ----------
     results : DataFrame
         One row per (variant, seed) with columns ``variant`` (Table 2 names; the ``loss`` column
-        of :func:`dmlbook.experiments.compare_losses` is accepted instead) and ``R@K``
+        of :func:`dmlbook.studies.compare_losses` is accepted instead) and ``R@K``
         (fractions in [0, 1] or percentages; fractions are converted to %).
     ks : tuple of int
         The ``K`` to show.
@@ -73,7 +73,7 @@ def summarize_ablation(results: pd.DataFrame, ks: tuple[int, ...] = _KS) -> pd.D
     if "variant" not in results.columns:
         raise ValueError(
             "results needs a 'variant' column with Table 2 names (or the 'loss' column of "
-            "dmlbook.experiments.compare_losses)."
+            "dmlbook.studies.compare_losses)."
         )
     missing = [f"R@{k}" for k in ks if f"R@{k}" not in results.columns]
     if missing:

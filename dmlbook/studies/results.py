@@ -18,10 +18,11 @@ Other columns (``dim``, ``study``, ``out_dir``, ...) follow them. :func:`as_resu
 table of runs into this layout (renaming its label and epoch columns); :func:`summarize`,
 :func:`format_summary`, :func:`paired_differences` and :func:`format_paired` read it.
 
-Producers: :func:`dmlbook.experiments.compare_losses` (chapters, in memory),
-:func:`dmlbook.engine.compare_on_benchmark` through :func:`as_results` (benchmark runs), the
+Producers: :func:`dmlbook.studies.compare_losses` (chapters, in memory),
+:func:`dmlbook.studies.compare_on_benchmark` through :func:`as_results` (benchmark runs), the
 ablation CSV files of ``bench/`` (Chapter 10) through :func:`as_results`. Tests:
-``tests/studies/test_results.py`` and ``tests/test_experiments.py``.
+``tests/studies/test_results.py`` and, on the tables of ``compare_losses``,
+``tests/studies/test_loss_grid.py``.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def as_results(
     frame : DataFrame
         One row per run (or per run and evaluation), with a seed column and metric columns.
         Index levels (e.g. the ``(label, seed)`` index of
-        :func:`dmlbook.engine.compare_on_benchmark`) are read as columns.
+        :func:`dmlbook.studies.compare_on_benchmark`) are read as columns.
     loss : str
         The column holding the run label (``"variant"`` for the ablation CSV files, ``"label"``
         for benchmark tables); renamed ``loss``.

@@ -143,7 +143,7 @@ def test_bad_images_say_what_is_wrong():
 
 def test_works_as_fit_augment():
     from dmlbook.models import SmallCNN
-    from dmlbook.train import fit
+    from dmlbook.training import fit
 
     g = gen(1)
     x = torch.rand(40, 1, 12, 12, generator=g)

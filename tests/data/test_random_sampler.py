@@ -79,7 +79,7 @@ def test_bad_arguments(args, kwargs, match):
 def test_fit_trains_with_random_batches_and_rejects_unknown_samplers():
     from dmlbook.losses import get_loss
     from dmlbook.models import EmbeddingMLP
-    from dmlbook.train import fit
+    from dmlbook.training import fit
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(60, 6, generator=g)

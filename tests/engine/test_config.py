@@ -1,6 +1,8 @@
-"""Tests of dmlbook.engine.config under hostile and random input: YAML aliases, and a fuzz.
+"""Tests of dmlbook.engine.config: the shipped configs, clear errors, overrides, hostile input.
 
-The fuzz writes random documents (random keys and values in the config's sections, and random
+The shipped configs load (by path or bare name) and follow their papers' recipes; a bad key or
+value gives one :class:`ConfigError` that names it. Under hostile and random input: YAML
+aliases, and a fuzz. The fuzz writes random documents (random keys and values in the config's sections, and random
 text) and random ``--set`` overrides; loading must give a :class:`Config` or one
 :class:`ConfigError`, never another exception.
 """
@@ -15,9 +17,14 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_run import tiny_config
 
-from dmlbook.engine import Config, ConfigError, load_config
+from dmlbook.engine import RECALL_KS, Config, ConfigError, find_config, load_config, train
+from dmlbook.engine.build import milestones
 from dmlbook.reproducibility import seed_everything
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 
 BILLION_LAUGHS = """\
 name: laughs
@@ -97,3 +104,85 @@ def test_fuzz_random_configs_load_or_raise_config_error(document, overrides):
 @given(st.text(alphabet=st.sampled_from(list(":-[]{}&*!|>#'\" \n\tab1.")), max_size=60))
 def test_fuzz_random_text_loads_or_raises_config_error(text):
     _loads_or_config_error(text, [])
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_shipped_configs_are_valid(path):
+    cfg = load_config(path)
+    assert cfg.name == path.stem
+    assert cfg.ks == cfg.train.ks or cfg.ks == RECALL_KS.get(cfg.data.dataset, cfg.ks)
+    from dmlbook.engine.build import build_loss
+
+    build_loss(cfg)
+
+
+def test_headline_configs_follow_the_recipes():
+    cub = load_config(ROOT / "configs/ms_cub_bninception.yaml")
+    assert (cub.train.batch_size, cub.train.k, cub.model.dim) == (80, 5, 512)
+    assert (cub.optim.lr, cub.optim.weight_decay, cub.train.iterations) == (3e-5, 5e-4, 3000)
+    assert milestones(cub, 3000) == [1200, 2400] and cub.ks == (1, 2, 4, 8, 16, 32)
+    assert cub.model.freeze_bn and cub.model.pooling == "max" and cub.data.crop == 227
+    sop = load_config(ROOT / "configs/ms_sop_bninception.yaml")
+    assert sop.train.batch_size == 1000 and sop.ks == (1, 10, 100, 1000)
+    inshop = load_config(ROOT / "configs/ms_inshop_bninception.yaml")
+    assert inshop.ks == (1, 10, 20, 30, 40, 50)
+    assert (inshop.data.test_split, inshop.data.gallery_split) == ("query", "gallery")
+    liu = load_config(ROOT / "configs/liu_cub_bninception.yaml")
+    assert (liu.optim.head_lr_mult, liu.optim.freeze_backbone_epochs, liu.train.epochs) == (
+        10,
+        5,
+        20,
+    )
+
+
+def test_config_errors_are_clear(tmp_path):
+    base = tiny_config(tmp_path / "run")
+    with pytest.raises(ConfigError, match=r"unknown key 'optim.lrr'\. Did you mean 'lr'\?"):
+        load_config(base, ["optim.lrr=0.1"])
+    with pytest.raises(ConfigError, match=r"unknown key 'trian'\. Did you mean 'train'\?"):
+        load_config(dict(base, trian={}))
+    with pytest.raises(ConfigError, match=r"train.k must be an integer, got 'four'"):
+        load_config(base, ["train.k=four"])
+    with pytest.raises(ConfigError, match=r"optim.lr must be a number, got \[1\]"):
+        load_config(base, ["optim.lr=[1]"])
+    with pytest.raises(ConfigError, match="not a multiple of train.k=4; use e.g. 16 or 20"):
+        load_config(base, ["train.batch_size=18"])
+    with pytest.raises(ConfigError, match="exactly one of train.iterations and train.epochs"):
+        load_config(base, ["train.epochs=3"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="Shipped configs \\(by name\\): .*ms_cub_bninception, "):
+        load_config("ms_cub_bninceptoin")
+
+    with pytest.raises(ConfigError, match="--set expects"):
+        load_config(base, ["optim.lr"])
+    with pytest.raises(ConfigError, match="model.pooling"):
+        load_config(base, ["model.pooling=sum"])
+    with pytest.raises(ConfigError, match="data folder .* does not exist"):
+        train(load_config(base, data_dir=tmp_path / "nowhere"), progress=False)
+    with pytest.raises(ConfigError, match="loss: unknown loss 'multi_sim'"):
+        train(load_config(base, ["loss.name=multi_sim"]), progress=False)
+
+
+def test_shipped_configs_load_by_bare_name_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert find_config("ms_cub_bninception") == ROOT / "configs" / "ms_cub_bninception.yaml"
+    assert load_config("liu_cub_bninception").name == "liu_cub_bninception"
+    (tmp_path / "mine.yaml").write_text("name: mine\ntrain: {iterations: 5}\n")
+    assert load_config("mine.yaml").name == "mine"  # ordinary paths work as before
+    with pytest.raises(ConfigError, match="does not exist"):
+        find_config("configs/ms_cub_bninception")  # a path without suffix is not a name
+
+
+def test_yaml_floats_overrides_and_toml(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(tiny_config(tmp_path / "run")).replace("0.001", "1e-3"))
+    cfg = load_config(path, ["optim.weight_decay=5e-4", "train.ks=[1, 2]", "loss.params.beta=40"])
+    assert cfg.optim.lr == 1e-3 and cfg.optim.weight_decay == 5e-4  # "1e-3" read as a float
+    assert cfg.ks == (1, 2) and cfg.loss.params == {"beta": 40}
+    toml = tmp_path / "c.toml"
+    toml.write_text('name = "t"\n[train]\niterations = 5\n[optim]\nlr = 2e-4\n')
+    cfg = load_config(toml)
+    assert cfg.train.iterations == 5 and cfg.optim.lr == 2e-4
+    assert load_config({"train": {"epochs": 2}}).ks == (1, 2, 4, 8)
+    assert isinstance(cfg, Config) and cfg.to_dict()["optim"]["lr"] == 2e-4

@@ -4,7 +4,7 @@ One spawn of two processes (``torch.multiprocessing``, gloo over a rendezvous fi
 multi-process work of this module, and the tests compare its results with the same computations
 done here in one process, on the same global batches:
 
-* one :class:`~dmlbook.engine.loop.Trainer` step under DistributedDataParallel with the
+* one :class:`~dmlbook.training.Trainer` step under DistributedDataParallel with the
   embeddings gathered (:func:`dmlbook.engine.distributed.gather_batch`), for MS (Wang et al.
   2019, Eq. 11-15, with its mining) and the batch-hard triplet loss (Hermans et al. 2017):
   the loss, every parameter gradient and the updated parameters of both ranks equal those of one
@@ -28,11 +28,11 @@ from tiny_run import tiny_config
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from dmlbook.engine import load_checkpoint, train
+from dmlbook.engine import train
 from dmlbook.engine.config import config_from_dict
 from dmlbook.engine.distributed import DistContext, gather_batch, gather_rows, shard_bounds
-from dmlbook.engine.loop import Trainer
 from dmlbook.losses import get_loss
+from dmlbook.training import Trainer, load_checkpoint
 
 WORLD = 2
 LOSSES = {

@@ -11,6 +11,7 @@ from dmlbook.studies.ms_ablation import read_ablation_csv
 from dmlbook.studies.results import (
     as_results,
     format_paired,
+    format_summary,
     metric_columns,
     paired_differences,
     summarize,
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _benchmark_table() -> pd.DataFrame:
-    """The shape of dmlbook.engine.compare_on_benchmark's table: indexed by (label, seed)."""
+    """The shape of dmlbook.studies.compare_on_benchmark's table: indexed by (label, seed)."""
     rows = [
         ("MS", 0, 0.60, 0.70, 0.30, 0.62), ("MS", 1, 0.64, 0.74, 0.32, 0.65),
         ("triplet", 0, 0.55, 0.66, 0.27, 0.56), ("triplet", 1, 0.50, 0.62, 0.25, 0.52),
@@ -74,3 +75,33 @@ def test_as_results_errors_name_the_missing_columns():
         as_results([1, 2])
     with pytest.raises(TypeError, match="paired_differences"):
         format_paired(pd.DataFrame({"mean": [1.0]}))
+
+
+def test_format_summary_and_sorting():
+    summary = pd.DataFrame(
+        {"R@1 mean": [0.5, 0.7], "R@1 std": [0.01, 0.123], "seeds": [3, 3]},
+        index=pd.Index(["a", "b"], name="loss"),
+    )
+    text = format_summary(summary)
+    assert text.loc["a", "R@1"] == "50.0 ± 1.0" and text.loc["b", "R@1"] == "70.0 ± 12.3"
+    assert list(format_summary(summary, sort_by="R@1").index) == ["b", "a"]
+    with pytest.raises(ValueError, match="sort"):
+        format_summary(summary, sort_by="R@2")
+
+
+def test_paired_differences():
+    res = pd.DataFrame(
+        {
+            "loss": ["a"] * 3 + ["b"] * 3,
+            "seed": [0, 1, 2] * 2,
+            "epoch": [4] * 6,
+            "R@1": [0.50, 0.60, 0.55, 0.52, 0.61, 0.54],
+        }
+    )
+    d = paired_differences(res, "a")
+    assert list(d.index) == ["b"]
+    assert d.loc["b", "mean"] == pytest.approx((0.02 + 0.01 - 0.01) / 3)
+    assert d.loc["b", "wins"] == 2
+    assert d.loc["b", "min"] == pytest.approx(-0.01) and d.loc["b", "max"] == pytest.approx(0.02)
+    with pytest.raises(ValueError, match="reference"):
+        paired_differences(res, "c")

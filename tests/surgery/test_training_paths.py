@@ -17,7 +17,7 @@ from dmlbook.engine.build import build_loss, build_model, build_optimizer
 from dmlbook.losses import get_loss
 from dmlbook.models import EmbeddingMLP
 from dmlbook.surgery.loss import GradientSurgeryLoss
-from dmlbook.train import fit
+from dmlbook.training import fit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 BEST = {"direction": "cos_orth", "pair_weight": "lin_ms", "triplet_weight": "cir"}

@@ -1,4 +1,4 @@
-"""Tests of dmlbook.train.fit on the digits: history layout, learning, determinism, failures."""
+"""Tests of dmlbook.training.fit on the digits: history layout, learning, determinism, failures."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dmlbook.data import load_dataset
 from dmlbook.losses import ContrastiveLoss
 from dmlbook.models import EmbeddingMLP
 from dmlbook.progress import progress_disabled
-from dmlbook.train import fit
+from dmlbook.training import cosine_factor, fit
 
 # The digits train split has only 5 classes (0-4): P x K batches need P <= 5.
 FAST = dict(batch_size=50, k=10, progress=False)
@@ -233,8 +233,6 @@ def test_progress_disabled_obeys_the_caller_then_tqdm_disable(monkeypatch, progr
 
 
 def test_cosine_decay_lowers_the_learning_rate_to_zero(digits):
-    from dmlbook.train import cosine_factor
-
     factor = cosine_factor(8)
     assert [round(factor(i), 6) for i in (0, 4, 8)] == [1.0, 0.5, 0.0]
     train, _ = digits

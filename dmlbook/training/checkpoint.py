@@ -3,6 +3,8 @@
 Every file is first written next to its destination under a temporary name, flushed to disk, and
 then moved over the destination with :func:`os.replace`, which is atomic on POSIX and Windows. A
 reader therefore sees either the previous complete file or the new complete file.
+
+Tests: ``tests/training/test_checkpoint.py``.
 """
 
 from __future__ import annotations

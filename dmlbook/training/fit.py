@@ -1,7 +1,7 @@
 """Training for every chapter: PK batches, a pair loss, Recall@K after each epoch.
 
-:func:`fit` runs the package's one training loop, :class:`dmlbook.engine.loop.Trainer` (the one
-the engine's benchmark runs use), on in-memory data::
+:func:`fit` runs the package's one training loop, :class:`dmlbook.training.loop.Trainer` (the
+one the engine's benchmark runs use too), on in-memory data::
 
     seed everything
     evaluate once before training              -> the epoch-0 row
@@ -12,9 +12,9 @@ the engine's benchmark runs use), on in-memory data::
 
 Chapters swap the loss (and sometimes the model or data) and call :func:`fit` unchanged, so that
 differences in the returned tables come from the loss alone. The optimiser comes from the one
-factory, :func:`dmlbook.engine.optim.make_optimizer` (re-exported here as :func:`make_optimizer`).
+factory, :func:`dmlbook.training.optim.make_optimizer`.
 
-Tests: ``tests/test_train.py``.
+Tests: ``tests/training/test_fit.py``.
 """
 
 from __future__ import annotations
@@ -28,18 +28,15 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .data import PKSampler, RandomBatchSampler
-from .engine.loop import Trainer
-from .engine.optim import OPTIMIZERS, check_optimizer, make_optimizer
-from .evaluate import recall_at_k
-from .models.embedding import check_positive_int, embed
-from .progress import progress_disabled
-from .reproducibility import seed_everything
+from ..data import PKSampler, RandomBatchSampler
+from ..evaluate import recall_at_k
+from ..models.embedding import check_positive_int, embed
+from ..progress import progress_disabled
+from ..reproducibility import seed_everything
+from .loop import Trainer
+from .optim import check_optimizer, make_optimizer
 
-__all__ = [
-    "LR_DECAYS", "OPTIMIZERS", "SAMPLERS", "cosine_factor", "fit", "inputs_and_labels",
-    "make_optimizer",
-]  # fmt: skip
+__all__ = ["LR_DECAYS", "SAMPLERS", "cosine_factor", "fit", "inputs_and_labels"]
 
 #: How :func:`fit` builds its batches: ``"pk"`` (P classes x K samples, the default of every
 #: pair-based recipe) or ``"random"`` (uniform over the samples, Liu et al.'s Table II baseline).
@@ -205,7 +202,7 @@ def fit(
     lr, weight_decay : float
         Learning rate and L2 penalty of the optimiser.
     optimizer : {"adam", "adamw", "sgd"}
-        Built by :func:`dmlbook.engine.optim.make_optimizer`.
+        Built by :func:`dmlbook.training.optim.make_optimizer`.
     eval_every : int
         Evaluate every this many epochs; the last epoch is always evaluated.
     ks : sequence of int

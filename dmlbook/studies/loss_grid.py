@@ -1,20 +1,24 @@
-"""Several losses, several seeds, one protocol: a tidy table of Recall@K and its mean +- std.
+"""Several losses, several seeds, one protocol: the grid of ``fit`` runs the chapters compare.
 
 A comparison of losses is only as good as its protocol. :func:`compare_losses` fixes everything
 but the loss: for every seed it builds the model afresh (after seeding, so every loss starts
-from the *same* initial weights for that seed), trains it with :func:`dmlbook.train.fit` (so
+from the *same* initial weights for that seed), trains it with :func:`dmlbook.training.fit` (so
 every loss sees the *same* PK batches in the same order for that seed, and the same optimiser,
 learning rate and number of steps) and scores Recall@K on the test split. Seeds change the
 initial weights and the batches together.
 
 The result is a tidy :class:`pandas.DataFrame` in the package's results layout
 (:mod:`dmlbook.studies.results`), one row per (loss, seed, evaluated epoch), which
-:func:`summarize` reduces to mean and standard deviation over seeds and :func:`format_summary`
-prints as ``mean +- std`` (in percent). :func:`dmlbook.plots.plot_recall_bars` draws the summary.
+:func:`~dmlbook.studies.results.summarize` reduces to mean and standard deviation over seeds and
+:func:`~dmlbook.studies.results.format_summary` prints as ``mean +- std`` (in percent).
+:func:`dmlbook.plots.plot_recall_bars` draws the summary.
 
 Because runs that share a seed share their initial weights and batches, the differences between
-two losses *within* a seed are paired: :func:`paired_differences` reports them, and their spread
-is usually smaller than the spread of either loss across seeds.
+two losses *within* a seed are paired: :func:`~dmlbook.studies.results.paired_differences`
+reports them, and their spread is usually smaller than the spread of either loss across seeds.
+The same comparison at benchmark scale, with the engine, is :mod:`dmlbook.studies.benchmark`.
+
+Tests: ``tests/studies/test_loss_grid.py``.
 """
 
 from __future__ import annotations
@@ -27,33 +31,14 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
-from .evaluate import recall_at_k
-from .losses.registry import get_loss
-from .models.embedding import check_positive_int, embed
-from .reproducibility import seed_everything
-from .studies.harness import run_grid
-from .studies.results import (
-    as_results,
-    format_paired,
-    format_summary,
-    metric_columns,
-    paired_differences,
-    recall_columns,
-    summarize,
-)
-from .train import fit, inputs_and_labels
+from ..evaluate import recall_at_k
+from ..losses.registry import get_loss
+from ..models.embedding import check_positive_int, embed
+from ..reproducibility import seed_everything
+from ..training.fit import fit, inputs_and_labels
+from .harness import run_grid
 
-__all__ = [
-    "LossSpec",
-    "compare_losses",
-    "summarize",
-    "format_summary",
-    "paired_differences",
-    "recall_columns",
-    "as_results",
-    "format_paired",
-    "metric_columns",
-]
+__all__ = ["LossSpec", "compare_losses"]
 
 
 @dataclass(frozen=True)
@@ -248,12 +233,12 @@ def compare_losses(
         ``make_model() -> nn.Module``, called once per run right after
         :func:`dmlbook.seed_everything` (seed), so the initial weights depend on the seed only.
     train, test : dataset or (inputs, labels)
-        As for :func:`dmlbook.train.fit`.
+        As for :func:`dmlbook.training.fit`.
     seeds : sequence of int
         One run per loss and seed; the seed fixes the initial weights and the PK batches.
     eval_every : int, optional
         ``None`` (default): evaluate once, after training (the cheapest; no curves). An int:
-        pass ``test`` and ``eval_every`` to :func:`~dmlbook.train.fit`, which records Recall@K
+        pass ``test`` and ``eval_every`` to :func:`~dmlbook.training.fit`, which records Recall@K
         before training (epoch 0), every ``eval_every`` epochs and after the last one.
     ks : sequence of int
         The ``K`` of Recall@K.
@@ -261,7 +246,7 @@ def compare_losses(
         A tqdm bar over the runs (and ``fit``'s bar within each run). ``None``: on unless the
         environment variable ``TQDM_DISABLE`` is set.
     **fit_kwargs
-        Everything else :func:`~dmlbook.train.fit` accepts (``epochs``, ``batch_size``, ``k``,
+        Everything else :func:`~dmlbook.training.fit` accepts (``epochs``, ``batch_size``, ``k``,
         ``lr``, ``optimizer``, ``batches_per_epoch``, ``device`` ...), the same for every run.
 
     Returns

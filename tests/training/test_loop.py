@@ -1,4 +1,4 @@
-"""Tests of dmlbook.engine.loop.Trainer, the one training loop of fit and the engine."""
+"""Tests of dmlbook.training.loop.Trainer, the one training loop of fit and the engine."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from dmlbook.engine.loop import Stop, Trainer
-from dmlbook.engine.optim import make_optimizer
+from dmlbook.training import Stop, Trainer, make_optimizer
 
 
 class ScaledSquare(nn.Module):

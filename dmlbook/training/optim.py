@@ -1,12 +1,12 @@
 """The one optimiser factory of the package: Adam, AdamW or SGD with every setting reachable.
 
-:func:`dmlbook.train.fit` (the chapters) and the engine's configs (``optim:`` section, through
+:func:`dmlbook.training.fit` (the chapters) and the engine's configs (``optim:`` section, through
 :func:`dmlbook.engine.build.build_optimizer`) both build their optimiser here, and
 :func:`check_optimizer` is the single place that validates the settings (the config reports its
 errors with the ``optim.`` prefix). SGD's momentum is a setting (default 0.9, as the papers' SGD
 recipes; ``momentum=0`` is plain SGD); Adam's ``betas`` and ``eps`` are settings too.
 
-Tests: ``tests/engine/test_optim.py``.
+Tests: ``tests/training/test_optim.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The training loop of the package, as one small object: :class:`Trainer`.
 
-Both training paths run it: :func:`dmlbook.train.fit` (the chapters, in-memory data) and
+Both training paths run it: :func:`dmlbook.training.fit` (the chapters, in-memory data) and
 :func:`dmlbook.engine.train` (config-driven runs with checkpoints). The whole loop is
 :meth:`Trainer.run`::
 
@@ -17,8 +17,8 @@ Both training paths run it: :func:`dmlbook.train.fit` (the chapters, in-memory d
 and :meth:`Trainer.restore` save and reload the model, loss, optimiser, position and history, so
 that a resumed run continues exactly where it stopped.
 
-Tests: ``tests/engine/test_loop.py`` (and through fit and train, ``tests/test_train.py`` and
-``tests/test_engine.py``). Chapter 14 shows the loop.
+Tests: ``tests/training/test_loop.py`` (and through fit and train, ``tests/training/test_fit.py``
+and ``tests/engine/test_trainer.py``). Chapter 14 shows the loop.
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
 """Several losses under one benchmark recipe: the loss chapters' comparison at full scale.
 
-The loss chapters compare losses on the embedded ``synthetic`` data with :func:`dmlbook.train.fit`.
-At benchmark scale they plan one engine run per (loss, seed) of a benchmark config (e.g.
+The loss chapters compare losses on the embedded ``synthetic`` data with
+:func:`dmlbook.studies.compare_losses` (runs of :func:`dmlbook.training.fit`). At benchmark scale
+they plan one engine run per (loss, seed) of a benchmark config (e.g.
 ``configs/liu_cub_bninception.yaml``) in which only the loss, and where a chapter asks a few
 settings, change: :func:`plan_benchmark` builds and checks those configs without touching any data
 (so the chapters show the plan on every profile), and :func:`compare_on_benchmark` trains them
 with ``DMLBOOK_PROFILE=full``. Each run has its own folder and resumes from its ``last.pt``, so an
 interrupted comparison continues where it stopped.
+
+Tests: ``tests/studies/test_benchmark.py``.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
+from ..engine.config import Config, ConfigError, load_config, read_file
+from ..engine.trainer import train
 from ..losses import describe_loss, get_loss, loss_parameters
-from ..studies.harness import run_grid
-from .config import Config, ConfigError, load_config, read_file
-from .trainer import train
+from .harness import run_grid
 
 __all__ = ["compare_on_benchmark", "plan_benchmark"]
 

@@ -1,4 +1,5 @@
-"""Tests of dmlbook.experiments (multi-seed loss comparisons) and plots.plot_recall_bars."""
+"""Tests of dmlbook.studies.loss_grid (multi-seed loss comparisons with fit), and of what reads
+its tables: summarize and plots.plot_recall_bars on a real grid."""
 
 from __future__ import annotations
 
@@ -14,17 +15,16 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from dmlbook.experiments import (  # noqa: E402
-    LossSpec,
-    compare_losses,
-    format_summary,
-    paired_differences,
-    recall_columns,
-    summarize,
-)
 from dmlbook.losses import ContrastiveLoss  # noqa: E402
 from dmlbook.models import EmbeddingMLP  # noqa: E402
 from dmlbook.plots import plot_recall_bars  # noqa: E402
+from dmlbook.studies import (  # noqa: E402
+    LossSpec,
+    compare_losses,
+    format_summary,
+    recall_columns,
+    summarize,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -106,36 +106,6 @@ def test_summary_of_one_seed_has_nan_std_and_formats_without_it():
     assert math.isnan(summary.loc["c", "R@1 std"])
     text = format_summary(summary, ["R@1"])
     assert "±" not in text.loc["c", "R@1"]
-
-
-def test_format_summary_and_sorting():
-    summary = pd.DataFrame(
-        {"R@1 mean": [0.5, 0.7], "R@1 std": [0.01, 0.123], "seeds": [3, 3]},
-        index=pd.Index(["a", "b"], name="loss"),
-    )
-    text = format_summary(summary)
-    assert text.loc["a", "R@1"] == "50.0 ± 1.0" and text.loc["b", "R@1"] == "70.0 ± 12.3"
-    assert list(format_summary(summary, sort_by="R@1").index) == ["b", "a"]
-    with pytest.raises(ValueError, match="sort"):
-        format_summary(summary, sort_by="R@2")
-
-
-def test_paired_differences():
-    res = pd.DataFrame(
-        {
-            "loss": ["a"] * 3 + ["b"] * 3,
-            "seed": [0, 1, 2] * 2,
-            "epoch": [4] * 6,
-            "R@1": [0.50, 0.60, 0.55, 0.52, 0.61, 0.54],
-        }
-    )
-    d = paired_differences(res, "a")
-    assert list(d.index) == ["b"]
-    assert d.loc["b", "mean"] == pytest.approx((0.02 + 0.01 - 0.01) / 3)
-    assert d.loc["b", "wins"] == 2
-    assert d.loc["b", "min"] == pytest.approx(-0.01) and d.loc["b", "max"] == pytest.approx(0.02)
-    with pytest.raises(ValueError, match="reference"):
-        paired_differences(res, "c")
 
 
 def test_loss_entries_of_every_kind(results):

@@ -1,4 +1,4 @@
-"""Tests of dmlbook.engine: config schema, schedule, the training loop, checkpoints and resumption.
+"""Tests of dmlbook.engine.trainer: runs, checkpoints, interrupts and resumption.
 
 Runs are tiny (a narrow ResNet-18 on 32 px ``synthetic`` images, or on a generated CUB-layout
 folder for the image pipeline) and single-threaded, so that an interrupted-and-resumed run can be
@@ -26,37 +26,19 @@ import yaml
 from PIL import Image
 from tiny_run import tiny_config
 
-from dmlbook.data import register_dataset, synthetic
-from dmlbook.data.registry import _REGISTRY
 from dmlbook.engine import (
-    RECALL_KS,
     TEST_SELECTION_NOTE,
-    Config,
     ConfigError,
     NothingToResume,
-    compare_on_benchmark,
     evaluate_checkpoint,
-    find_config,
-    load_checkpoint,
     load_config,
-    plan_benchmark,
     selection_note,
     train,
 )
 from dmlbook.engine import trainer as trainer_module
-from dmlbook.engine.build import build_model, lr_factor, milestones
-from dmlbook.engine.checkpoint import atomic_write
-from dmlbook.engine.data import normalization
-from dmlbook.engine.runtime import STOP_SIGNALS, exit_status, graceful_interrupt
-from dmlbook.evaluate import retrieval_metrics
-from dmlbook.losses import ContrastiveLoss, TripletLoss
-from dmlbook.models.pretrained import InputSpec
+from dmlbook.engine.build import build_model
 from dmlbook.reproducibility import seed_everything
-from dmlbook.studies.results import as_results, paired_differences
-
-ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
-
+from dmlbook.training import load_checkpoint
 
 # Single-threaded CPU math: identical results in this process and in subprocesses.
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -74,125 +56,6 @@ def assert_same_weights(a: dict, b: dict) -> None:
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
-
-
-# ------------------------------------------------------------------------------------------
-# config
-# ------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
-def test_shipped_configs_are_valid(path):
-    cfg = load_config(path)
-    assert cfg.name == path.stem
-    assert cfg.ks == cfg.train.ks or cfg.ks == RECALL_KS.get(cfg.data.dataset, cfg.ks)
-    from dmlbook.engine.build import build_loss
-
-    build_loss(cfg)
-
-
-def test_headline_configs_follow_the_recipes():
-    cub = load_config(ROOT / "configs/ms_cub_bninception.yaml")
-    assert (cub.train.batch_size, cub.train.k, cub.model.dim) == (80, 5, 512)
-    assert (cub.optim.lr, cub.optim.weight_decay, cub.train.iterations) == (3e-5, 5e-4, 3000)
-    assert milestones(cub, 3000) == [1200, 2400] and cub.ks == (1, 2, 4, 8, 16, 32)
-    assert cub.model.freeze_bn and cub.model.pooling == "max" and cub.data.crop == 227
-    sop = load_config(ROOT / "configs/ms_sop_bninception.yaml")
-    assert sop.train.batch_size == 1000 and sop.ks == (1, 10, 100, 1000)
-    inshop = load_config(ROOT / "configs/ms_inshop_bninception.yaml")
-    assert inshop.ks == (1, 10, 20, 30, 40, 50)
-    assert (inshop.data.test_split, inshop.data.gallery_split) == ("query", "gallery")
-    liu = load_config(ROOT / "configs/liu_cub_bninception.yaml")
-    assert (liu.optim.head_lr_mult, liu.optim.freeze_backbone_epochs, liu.train.epochs) == (
-        10,
-        5,
-        20,
-    )
-
-
-def test_config_errors_are_clear(tmp_path):
-    base = tiny(tmp_path)
-    with pytest.raises(ConfigError, match=r"unknown key 'optim.lrr'\. Did you mean 'lr'\?"):
-        load_config(base, ["optim.lrr=0.1"])
-    with pytest.raises(ConfigError, match=r"unknown key 'trian'\. Did you mean 'train'\?"):
-        load_config(dict(base, trian={}))
-    with pytest.raises(ConfigError, match=r"train.k must be an integer, got 'four'"):
-        load_config(base, ["train.k=four"])
-    with pytest.raises(ConfigError, match=r"optim.lr must be a number, got \[1\]"):
-        load_config(base, ["optim.lr=[1]"])
-    with pytest.raises(ConfigError, match="not a multiple of train.k=4; use e.g. 16 or 20"):
-        load_config(base, ["train.batch_size=18"])
-    with pytest.raises(ConfigError, match="exactly one of train.iterations and train.epochs"):
-        load_config(base, ["train.epochs=3"])
-    with pytest.raises(ConfigError, match="does not exist"):
-        load_config(tmp_path / "missing.yaml")
-    with pytest.raises(ConfigError, match="Shipped configs \\(by name\\): .*ms_cub_bninception, "):
-        load_config("ms_cub_bninceptoin")
-
-    with pytest.raises(ConfigError, match="--set expects"):
-        load_config(base, ["optim.lr"])
-    with pytest.raises(ConfigError, match="model.pooling"):
-        load_config(base, ["model.pooling=sum"])
-    with pytest.raises(ConfigError, match="data folder .* does not exist"):
-        train(load_config(base, data_dir=tmp_path / "nowhere"), progress=False)
-    with pytest.raises(ConfigError, match="loss: unknown loss 'multi_sim'"):
-        train(load_config(base, ["loss.name=multi_sim"]), progress=False)
-
-
-def test_shipped_configs_load_by_bare_name_from_any_folder(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert find_config("ms_cub_bninception") == ROOT / "configs" / "ms_cub_bninception.yaml"
-    assert load_config("liu_cub_bninception").name == "liu_cub_bninception"
-    (tmp_path / "mine.yaml").write_text("name: mine\ntrain: {iterations: 5}\n")
-    assert load_config("mine.yaml").name == "mine"  # ordinary paths work as before
-    with pytest.raises(ConfigError, match="does not exist"):
-        find_config("configs/ms_cub_bninception")  # a path without suffix is not a name
-
-
-def test_yaml_floats_overrides_and_toml(tmp_path):
-    path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(tiny(tmp_path)).replace("0.001", "1e-3"))
-    cfg = load_config(path, ["optim.weight_decay=5e-4", "train.ks=[1, 2]", "loss.params.beta=40"])
-    assert cfg.optim.lr == 1e-3 and cfg.optim.weight_decay == 5e-4  # "1e-3" read as a float
-    assert cfg.ks == (1, 2) and cfg.loss.params == {"beta": 40}
-    toml = tmp_path / "c.toml"
-    toml.write_text('name = "t"\n[train]\niterations = 5\n[optim]\nlr = 2e-4\n')
-    cfg = load_config(toml)
-    assert cfg.train.iterations == 5 and cfg.optim.lr == 2e-4
-    assert load_config({"train": {"epochs": 2}}).ks == (1, 2, 4, 8)
-    assert isinstance(cfg, Config) and cfg.to_dict()["optim"]["lr"] == 2e-4
-
-
-def test_lr_schedule_ms_official_and_warmup(tmp_path):
-    cfg = load_config(tiny(tmp_path), ["optim.milestones=[0.4, 0.8]"])
-    steps = milestones(cfg, 3000)
-    assert steps == [1200, 2400]
-    factors = [lr_factor(i, steps, 0.1, 0, 1.0) for i in (0, 1199, 1200, 2399, 2400, 2999)]
-    assert factors == pytest.approx([1, 1, 0.1, 0.1, 0.01, 0.01])
-    assert lr_factor(0, [], 0.1, 10, 0.01) == pytest.approx(0.01)
-    assert lr_factor(5, [], 0.1, 10, 0.0) == pytest.approx(0.5)
-    assert lr_factor(10, [], 0.1, 10, 0.0) == 1.0
-    with pytest.raises(ConfigError, match="beyond"):
-        milestones(load_config(tiny(tmp_path), ["optim.milestones=[5000]"]), 3000)
-
-
-def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
-    target = tmp_path / "f.bin"
-    atomic_write(target, lambda f: f.write(b"old"))
-
-    def broken(f):
-        f.write(b"half")
-        raise OSError("disk full")
-
-    with pytest.raises(OSError):
-        atomic_write(target, broken)
-    assert target.read_bytes() == b"old"
-    assert list(tmp_path.iterdir()) == [target]
-
-
-# ------------------------------------------------------------------------------------------
-# training runs
-# ------------------------------------------------------------------------------------------
 
 
 def test_run_writes_metrics_checkpoints_and_the_test_selection_note(tmp_path, capsys):
@@ -259,29 +122,6 @@ def sigint_default():
     signal.signal(signal.SIGINT, signal.default_int_handler)
     yield signal.default_int_handler
     signal.signal(signal.SIGINT, before)
-
-
-@pytest.mark.parametrize("sig", STOP_SIGNALS, ids=lambda s: signal.Signals(s).name)
-@pytest.mark.parametrize("previous", [signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL])
-def test_graceful_interrupt_restores_the_handler_it_found(previous, sig):
-    """SIGTERM and SIGHUP (SLURM, Kubernetes, torchrun, a closed terminal) stop like Ctrl-C."""
-    assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} <= set(STOP_SIGNALS)
-    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
-    for s in STOP_SIGNALS:
-        signal.signal(s, previous)
-    try:
-        with graceful_interrupt() as stop:
-            assert signal.getsignal(sig) not in (previous, None)
-            os.kill(os.getpid(), sig)  # a first signal only asks to stop
-            assert stop["requested"] and stop["signal"] == sig
-            with pytest.raises(KeyboardInterrupt):  # a second one stops at once
-                os.kill(os.getpid(), sig)
-        assert all(signal.getsignal(s) is previous for s in STOP_SIGNALS)
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
-    assert exit_status(signal.SIGINT) == 130 and exit_status(signal.SIGTERM) == 143
-    assert exit_status(signal.SIGHUP) == 129 and exit_status(None) == 0
 
 
 @pytest.mark.parametrize("hard", [False, True], ids=["ctrl-c", "ctrl-c-twice"])
@@ -499,45 +339,6 @@ def test_nan_loss_is_reported_with_the_iteration(tmp_path, monkeypatch):
         train(load_config(tiny(tmp_path)), progress=False, verbose=False)
 
 
-@pytest.fixture
-def query_gallery_dataset():
-    """A registered data set with train / query / gallery splits (the In-Shop protocol)."""
-
-    def load(split: str, **_: object):
-        ds = synthetic.load(
-            "train" if split == "train" else "test", num_classes=16, images_per_class=6, cache=False
-        )
-        if split == "train":
-            return ds
-        return ds.subset(torch.arange(len(ds))[(torch.arange(len(ds)) % 2) == (split == "query")])
-
-    register_dataset("qg_tiny", load, splits=("train", "query", "gallery"))
-    yield "qg_tiny"
-    _REGISTRY.pop("qg_tiny")
-
-
-def test_query_gallery_protocol(tmp_path, query_gallery_dataset):
-    data = {"dataset": "qg_tiny", "options": {}, "test_split": "query", "gallery_split": "gallery"}
-    result = train(load_config(tiny(tmp_path, data=data)), progress=False, verbose=False)
-    meta = json.loads((result.out_dir / "run.json").read_text())
-    assert meta["best"]["selected_on"] == "query/gallery"
-    assert (meta["test_images"], meta["gallery_images"]) == (24, 24)
-    # recompute the last row independently: embed both splits, rank queries against the gallery
-    cfg = result.config
-    model = build_model(cfg, pretrained=False)
-    model.load_state_dict(weights(result.out_dir / "last.pt"))
-    model.eval()
-    spec = InputSpec()
-    with torch.no_grad():
-        q, g = (_REGISTRY["qg_tiny"].loader(s) for s in ("query", "gallery"))
-        norm = normalization(spec)
-        eq, eg = (model(norm((d.inputs * 255).round())) for d in (q, g))
-    expected = retrieval_metrics(eq, q.labels, (1, 2, 4), gallery=eg, gallery_labels=g.labels)
-    last = result.history.iloc[-1]
-    for key in ("R@1", "R@2", "R@4", "MAP@R"):
-        assert last[key] == pytest.approx(expected[key], abs=1e-9), key
-
-
 # ------------------------------------------------------------------------------------------
 # the whole image pipeline: files in the official layout -> cache -> train -> evaluate -> resume
 # ------------------------------------------------------------------------------------------
@@ -590,93 +391,6 @@ def test_image_pipeline_end_to_end(tmp_path, capsys):
     straight["train"]["out_dir"] = str(tmp_path / "straight")
     ref = train(load_config(straight, data_dir=data_dir), progress=False, verbose=False)
     assert_same_weights(weights(ref.out_dir / "last.pt"), weights(resumed.out_dir / "last.pt"))
-
-
-# ------------------------------------------------------------------ several losses, one recipe
-
-
-def test_compare_on_benchmark_swaps_only_the_loss_and_resumes(tmp_path):
-    base = tiny(tmp_path)
-    base["train"].pop("out_dir")
-    losses = {
-        "contrastive (m=0.3)": ContrastiveLoss(margin=0.3),
-        "MS": ("multi_similarity", {"beta": 40.0}),
-    }
-    plan = plan_benchmark(
-        losses, base, out_root=tmp_path / "cmp", overrides=["train.iterations=4"],
-        run_overrides={"MS": ["train.k=2"]},
-    )  # fmt: skip
-    assert not (tmp_path / "cmp").exists()  # planning trains nothing
-    assert plan.drop(columns=["config", "out_dir"]).to_dict("index") == {
-        ("contrastive (m=0.3)", 0): {"loss": "contrastive", "hyper-parameters": "margin=0.3",
-                                     "batch": "4 x 4", "length": "4 iterations"},
-        ("MS", 0): {"loss": "multi_similarity", "hyper-parameters": "beta=40.0",
-                    "batch": "8 x 2", "length": "4 iterations"},
-    }  # fmt: skip
-    table = compare_on_benchmark(plan, progress=False)
-    assert list(table.index) == list(plan.index)
-    assert not table.attrs["interrupted"]
-    for _, row in table.iterrows():
-        run = json.loads((Path(row["out_dir"]) / "run.json").read_text())
-        assert run["complete"] and row["iterations"] == 4
-        assert Path(row["out_dir"]).parent.parent == tmp_path / "cmp"
-        last = pd.read_csv(Path(row["out_dir"]) / "metrics.csv").iloc[-1]
-        assert row[["R@1", "R@2", "R@4", "MAP@R"]].to_list() == pytest.approx(
-            last[["R@1", "R@2", "R@4", "MAP@R"]].to_list()
-        )
-    configs = {label: json.loads((Path(r["out_dir"]) / "run.json").read_text())["config"]
-               for (label, _), r in table.iterrows()}  # fmt: skip
-    loss = configs["contrastive (m=0.3)"]["loss"]
-    # a module travels with every hyper-parameter (describe_loss), its backward path included
-    assert loss == {"name": "contrastive", "params": {"margin": 0.3}}
-    assert configs["MS"]["loss"] == {"name": "multi_similarity", "params": {"beta": 40.0}}
-    assert (configs["contrastive (m=0.3)"]["train"]["k"], configs["MS"]["train"]["k"]) == (4, 2)
-    runs = as_results(table, loss="label")  # the package's results layout
-    assert list(runs.columns[:6]) == ["loss", "seed", "R@1", "R@2", "R@4", "MAP@R"]
-    assert paired_differences(runs, "MS", "R@1").loc["contrastive (m=0.3)", "mean"] == (
-        pytest.approx(table["R@1"].iloc[0] - table["R@1"].iloc[1])
-    )
-    checkpoint = Path(table.iloc[0]["out_dir"]) / "last.pt"
-    stamp = checkpoint.stat().st_mtime_ns
-    again = compare_on_benchmark(plan, progress=False)
-    assert checkpoint.stat().st_mtime_ns == stamp  # finished runs are not trained again
-    pd.testing.assert_frame_equal(again, table)
-
-
-def test_plan_benchmark_rejects_bad_entries(tmp_path):
-    base = tiny(tmp_path)
-    kw = {"out_root": tmp_path / "cmp"}
-    with pytest.raises(ValueError, match="non-empty"):
-        plan_benchmark({}, base, **kw)
-    with pytest.raises(TypeError, match="registered loss module, a registry name"):
-        plan_benchmark({"x": 3}, base, **kw)
-    with pytest.raises(ValueError, match="unknown loss 'tripplet'"):
-        plan_benchmark({"x": "tripplet"}, base, **kw)
-    with pytest.raises(ValueError, match="not in losses"):
-        plan_benchmark({"x": "triplet"}, base, run_overrides={"y": ["train.k=2"]}, **kw)
-
-    class Unregistered(ContrastiveLoss):
-        pass
-
-    with pytest.raises(ValueError, match="not in the loss registry"):
-        plan_benchmark({"x": Unregistered()}, base, **kw)
-    with pytest.raises(ConfigError, match="run 'x' \\(seed 0\\)"):
-        plan_benchmark({"x": "triplet"}, base, overrides=["train.batch_size=-3"], **kw)
-    with pytest.raises(TypeError, match="plan_benchmark"):
-        compare_on_benchmark(pd.DataFrame({"a": [1]}))
-
-
-def test_shipped_benchmark_plans_check_without_data():
-    plan = plan_benchmark(
-        {"triplet": TripletLoss(0.1, mining="semihard"), "N-pair": "npair"},
-        "liu_cub_bninception", out_root="~/runs", seeds=(0, 1),
-        run_overrides={"N-pair": ["train.k=2"]},
-    )  # fmt: skip
-    assert plan.loc[("triplet", 1), "hyper-parameters"] == "mining=semihard"
-    assert plan.loc[("N-pair", 0), "batch"] == "40 x 2"
-    assert plan.loc[("triplet", 0), "length"] == "20 epochs"
-    assert plan.loc[("N-pair", 1), "out_dir"] == "~/runs/N-pair/seed1"
-    assert plan.loc[("N-pair", 1), "config"].train.seed == 1
 
 
 def test_cub_cpu_config_runs_as_is_and_prints_chance_and_untrained(tmp_path, capsys):
