@@ -8,7 +8,7 @@ in [-2, 2] pixels, each component included with probability 0.5. :class:`RandomA
 such transformation per image and applies the whole batch in one ``grid_sample`` call, so it is
 cheap next to a training step and runs on whatever device the batch is on.
 
-It is what :func:`dmlbook.train.fit` calls as ``augment(x, generator)``::
+It is what :func:`dmlbook.training.fit` calls as ``augment(x, generator)``::
 
     fit(model, loss, train, test, augment=RandomAffine())          # Koch et al.'s ranges
     fit(model, loss, train, test, augment=RandomAffine.shifts(2))  # translations only

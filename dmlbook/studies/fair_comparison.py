@@ -46,7 +46,7 @@ from ..losses.registry import get_loss
 from ..models import SmallCNN, embed
 from ..oneshot import evaluate_one_shot
 from ..reproducibility import seed_everything
-from ..training.fit import fit
+from ..training.in_memory import fit
 
 __all__ = [
     "FAMILIES",

@@ -35,7 +35,7 @@ from ..evaluate import recall_at_k
 from ..losses.registry import get_loss
 from ..models.embedding import check_positive_int, embed
 from ..reproducibility import seed_everything
-from ..training.fit import fit, inputs_and_labels
+from ..training.in_memory import fit, inputs_and_labels
 from .harness import run_grid
 
 __all__ = ["LossSpec", "compare_losses"]

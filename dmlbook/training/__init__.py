@@ -10,15 +10,14 @@ never imported from here:
 * :mod:`~dmlbook.training.optim`: :func:`make_optimizer`, the one optimiser factory (Adam, AdamW,
   SGD), and :func:`check_optimizer`, the one place that validates its settings;
 * :mod:`~dmlbook.training.checkpoint`: checkpoints and run files written atomically;
-* :mod:`~dmlbook.training.fit`: :func:`fit`, PK batches, a pair loss and Recall@K per epoch.
+* :mod:`~dmlbook.training.in_memory`: :func:`fit` on tensors held in memory, PK batches, a pair
+  loss and Recall@K per epoch.
 
-``from dmlbook.training import fit`` gives the function; the module of the same name is
-``dmlbook.training.fit`` only in ``from dmlbook.training.fit import ...`` (the package attribute
-``fit`` is the function). Tests: ``tests/training/``.
+Tests: ``tests/training/`` (one file per module).
 """
 
 from .checkpoint import load_checkpoint, save_checkpoint
-from .fit import LR_DECAYS, SAMPLERS, cosine_factor, fit, inputs_and_labels
+from .in_memory import LR_DECAYS, SAMPLERS, cosine_factor, fit, inputs_and_labels
 from .loop import Stop, Trainer
 from .optim import OPTIMIZERS, check_optimizer, make_optimizer
 

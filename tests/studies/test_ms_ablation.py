@@ -51,7 +51,7 @@ def test_summarize_ablation_beside_the_paper():
     assert out.loc["MS", "rank"] == 1 and out.loc["MS", "rank (paper)"] == 1
     assert out.loc["Binomial", "seeds"] == 3
     assert out.attrs["mean"].loc["MS", "R@1"] == pytest.approx(57.1)
-    # the frame of dmlbook.experiments.compare_losses (column "loss") is accepted too
+    # the frame of dmlbook.studies.compare_losses (column "loss") is accepted too
     other = pd.DataFrame(rows).rename(columns={"variant": "loss"})
     assert summarize_ablation(other).equals(out)
     with pytest.raises(ValueError, match="variant"):

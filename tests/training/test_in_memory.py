@@ -1,4 +1,4 @@
-"""Tests of dmlbook.training.fit on the digits: history layout, learning, determinism, failures."""
+"""Tests of :func:`dmlbook.training.fit` (:mod:`dmlbook.training.in_memory`) on the digits: history layout, learning, determinism, failures."""
 
 from __future__ import annotations
 
