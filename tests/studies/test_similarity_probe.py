@@ -44,3 +44,29 @@ def test_probe_spec_builds_from_the_registry():
     fn = spec.build()
     S = torch.eye(3, dtype=torch.float64)
     assert float(fn(S, torch.tensor([0, 0, 1]))) == pytest.approx(2 * 0.3)
+
+
+def _quadratic(c_p: float, c_n: float):
+    """L = S_04^2 / 8 + S_04 (c_p S_01 + c_n S_06) / 4, so the probed weight is, by hand,
+    w_04 = dL/dS_04 = (S_04 + c_p S_01 + c_n S_06) / 4."""
+    i, j, p, k = (PROBE_LAYOUT[key] for key in ("anchor", "negative", "positive", "other_negative"))
+
+    def loss(S, labels):
+        s = S[i, j]
+        return s**2 / 8 + s * (c_p * S[i, p] + c_n * S[i, k]) / 4
+
+    return loss
+
+
+def test_probe_moves_exactly_the_similarity_a_hand_written_weight_uses():
+    """Each sweep moves one entry from -1 to 1 (entries mode); with |w| <= 1 the reported change
+    is the weight's range along it: 2 / 4 for S, 2 c_p / 4 for P, 2 c_n / 4 for N, and exactly 0
+    for a similarity the weight does not contain."""
+    got = probe_loss(_quadratic(0.0, 0.0), mode="entries", n_configs=2, n_steps=5)
+    assert got == {"S": pytest.approx(0.5, abs=1e-12), "P": 0.0, "N": 0.0}
+    got = probe_loss(_quadratic(1.0, 0.5), mode="entries", n_configs=2, n_steps=5)
+    assert got == pytest.approx({"S": 0.5, "P": 0.5, "N": 0.25}, abs=1e-12)
+    # the relative S-probe shifts the anchor's whole row: a weight on S_04 - S_01 does not move
+    # with it, and its P-sweep moves w by the full range of S_01 (-1 to 1) over 4
+    got = probe_loss(_quadratic(-1.0, 0.0), n_configs=2, n_steps=5)
+    assert got == pytest.approx({"S": 0.0, "P": 0.5, "N": 0.0}, abs=1e-12)

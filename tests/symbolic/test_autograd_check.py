@@ -111,3 +111,15 @@ def test_gradcheck_witness_passes_and_can_fail():
             return grad * 3 * s  # should be 2 s
 
     assert not sy.gradcheck_witness(lambda S_, y: WrongBackward.apply(S_), S, labels)
+
+
+def test_a_batch_that_is_not_square_or_does_not_match_its_labels_is_refused():
+    S, labels = batch(0)
+    fn = sy.weights_from_loss(contrastive_anchor(LAM), {LAM: 0.1})
+    loss = lambda S_, y: contrastive_loss(S_, y, 0.1)
+    with pytest.raises(ValueError, match=r"square \(B, B\)"):
+        sy.check_against_autograd(loss, fn, S[:, :5], labels)
+    with pytest.raises(ValueError, match="S has 8 rows but labels has 7 entries"):
+        sy.check_against_autograd(loss, fn, S, labels[:7])
+    with pytest.raises(ValueError, match=r"square \(B, B\)"):
+        sy.gradcheck_witness(loss, S[0], labels)

@@ -4,6 +4,7 @@ from pair weights to embedding gradients, exact (SymPy) and against autograd.
 
 from __future__ import annotations
 
+import pytest
 import sympy as sp
 import torch
 
@@ -34,3 +35,25 @@ def test_symbolic_jacobian_matches_autograd_of_l2_normalize():
     v = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
     auto = torch.autograd.functional.jacobian(lambda t: l2_normalize(t[None])[0], v)
     torch.testing.assert_close(J(v), auto, rtol=1e-13, atol=1e-15)
+
+
+def test_similarity_of_a_hand_computed_pair_of_embeddings():
+    """x_1 = (3, 4), x_2 = (1, 0): z_1 = (3/5, 4/5), z_2 = (1, 0), S_12 = 3/5, S_ii = 1."""
+    X = sy.embedding_symbols(2, 2)
+    point = {X[0, 0]: 3, X[0, 1]: 4, X[1, 0]: 1, X[1, 1]: 0}
+    Z = sy.unit_rows(X).subs(point)
+    assert Z == sp.Matrix([[sp.Rational(3, 5), sp.Rational(4, 5)], [1, 0]])
+    S = sy.similarity_from_embeddings(X).subs(point)
+    assert S == sp.Matrix([[1, sp.Rational(3, 5)], [sp.Rational(3, 5), 1]])
+    # the tangent-plane projection at x_2 = (1, 0) keeps only the second axis, scaled by 1/|x_2|
+    J = sy.normalization_jacobian_closed_form(X.row(1)).subs(point)
+    assert J == sp.Matrix([[0, 0], [0, 1]])
+    assert sy.nonzero_rows(X)[1].subs(point) == sp.true
+
+
+def test_symbols_are_named_by_position_and_bad_sizes_are_refused():
+    X, G = sy.embedding_symbols(2, 3), sy.weight_symbols(2)
+    assert X.shape == (2, 3) and str(X[1, 2]) == "x_23" and X[1, 2].is_real
+    assert G.shape == (2, 2) and str(G[0, 1]) == "g_12"
+    with pytest.raises(ValueError, match="B and d must be positive, got B=0, d=3"):
+        sy.embedding_symbols(0, 3)
