@@ -1,6 +1,7 @@
-"""Losses of one anchor, written on :func:`dmlbook.symbolic.anchor_similarities`, that several
-tests of ``dmlbook.symbolic`` share (proofs, the torch bridge, the autograd check), and a small
-float64 batch to evaluate them on.
+"""Hyper-parameter symbols and losses of one anchor, written on
+:func:`dmlbook.symbolic.anchor_similarities`, that several tests of ``dmlbook.symbolic`` share
+(symbols, differentiation, proofs, the torch bridge, the autograd check), and a small float64
+batch to evaluate them on.
 
 Every form is written here from the paper's equation, independently of the code under test.
 """
@@ -47,6 +48,7 @@ def contrastive_anchor(margin: sp.Expr):
 
 
 def batch(seed: int = 0, B: int = 8, d: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cosine similarities of ``B`` seeded random ``d``-dim embeddings, labels ``i mod 3``."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(B, d, generator=g, dtype=torch.float64)
     labels = torch.arange(B) % 3
