@@ -45,7 +45,7 @@ their losses: an unbiased estimate of that gradient.
 
 Chapter: ``book/12_dro.ipynb`` (12.1-12.4). Proofs: :mod:`dmlbook.symbolic.dro`. Reference
 loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro.py``,
-``tests/test_symbolic_dro.py``.
+``tests/symbolic/test_dro.py``.
 """
 
 from __future__ import annotations

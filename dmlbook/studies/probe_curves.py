@@ -4,7 +4,7 @@
 base configuration (:func:`example_similarities`) with the sweeps of
 :mod:`dmlbook.studies.similarity_probe`, and :func:`plot_weight_curves` draws them as small
 multiples. Re-exported by :mod:`dmlbook.studies.three_similarities`; chapter
-``book/08_three_similarities.ipynb``; tests ``tests/studies/test_three_similarities.py``.
+``book/08_three_similarities.ipynb``; tests ``tests/studies/test_probe_curves.py``.
 """
 
 from __future__ import annotations

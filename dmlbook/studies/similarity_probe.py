@@ -7,7 +7,7 @@ one similarity while the other two stay fixed (:func:`probe_loss`). Why the swee
 way (relative vs. entry-wise S-probe, gates, the triplet rows' ``reduction="sum"``) is told in
 :mod:`dmlbook.studies.three_similarities`, which builds Table 1 from these pieces and re-exports
 every name here. Chapter: ``book/08_three_similarities.ipynb``; tests:
-``tests/studies/test_three_similarities.py``.
+``tests/studies/test_similarity_probe.py``.
 """
 
 from __future__ import annotations

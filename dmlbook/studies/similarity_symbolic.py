@@ -4,7 +4,7 @@ The exact counterpart of the autograd probe (:mod:`dmlbook.studies.similarity_pr
 derivatives of a SymPy weight along the S, P and N directions (Wang et al. 2019, Sec. 4.1) are
 proved zero (:func:`dmlbook.symbolic.prove_equal`) or witnessed nonzero, for the weight's value
 and for each hinge gate. Re-exported by :mod:`dmlbook.studies.three_similarities`; chapter
-``book/08_three_similarities.ipynb``; tests ``tests/studies/test_three_similarities.py``.
+``book/08_three_similarities.ipynb``; tests ``tests/studies/test_similarity_symbolic.py``.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
 gradient the paper *derives*: autograd's ``dL/dS`` of the implementation on a real batch versus
 the symbolic weights evaluated on the same ``S``, in float64. ``gradcheck_witness`` adds a third,
 independent opinion: central finite differences (``torch.autograd.gradcheck``).
+Tests: ``tests/symbolic/test_autograd_check.py``.
 """
 
 from __future__ import annotations

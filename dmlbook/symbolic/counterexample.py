@@ -8,7 +8,7 @@ point where they differ, with ``exact=True`` when the difference is a nonzero Ra
 otherwise after checking it numerically at ``digits`` significant digits.
 
 Used in Chapters 2, 3, 5 and 10 next to every "differs" claim; tested in
-``tests/test_symbolic_counterexample.py``.
+``tests/symbolic/test_counterexample.py``.
 """
 
 from __future__ import annotations

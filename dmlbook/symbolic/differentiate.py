@@ -5,8 +5,7 @@ A loss written on pair symbols (:func:`~dmlbook.symbolic.symbols.anchor_similari
 :func:`~dmlbook.symbolic.symbols.batch_similarities` matrix) is differentiated by each pair
 symbol. For indexed symbols the ``Piecewise`` guards that SymPy leaves on a sum's index range
 are decided exactly, under one stated range for the index (never by picking a branch when the
-loss sums over one base on several ranges). Tests: ``tests/test_symbolic.py`` and
-``tests/test_symbolic_exactness.py``.
+loss sums over one base on several ranges). Tests: ``tests/symbolic/test_differentiate.py``.
 """
 
 from __future__ import annotations

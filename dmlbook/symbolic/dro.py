@@ -25,7 +25,7 @@ arguments); nothing in them depends on the size except the number of terms.
 * :func:`supplement_scales`: supplement Eq. 14 (the KL's derivative has ``log(|P_i| p)``, not
   ``log(n p)``) and Eq. 27 (the gradient of Eq. 9 keeps its ``1/n``).
 
-Chapter: ``book/12_dro.ipynb`` (12.3, 12.5, 12.6). Tests: ``tests/test_symbolic_dro.py``.
+Chapter: ``book/12_dro.ipynb`` (12.3, 12.5, 12.6). Tests: ``tests/symbolic/test_dro.py``.
 """
 
 from __future__ import annotations

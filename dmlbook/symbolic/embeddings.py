@@ -7,6 +7,7 @@ Sec. 3.1: embeddings on the unit sphere). The derivative of the normalisation is
 
 a projection onto the sphere's tangent plane scaled by ``1/|x|``. These helpers build the pieces
 for a small batch size ``B`` and dimension ``d`` so that SymPy can differentiate end to end.
+Tests: ``tests/symbolic/test_embeddings.py``.
 """
 
 from __future__ import annotations

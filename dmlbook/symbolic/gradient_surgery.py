@@ -2,11 +2,12 @@
 normalisation layer, and which designed fields are gradients of a loss.
 
 Each function returns SymPy expressions (or a verdict built from :func:`prove_equal`) that
-``tests/surgery/test_symbolic.py`` runs as a proof and ``book/13_gradient_surgery.ipynb`` (13.1,
-13.3-13.5) displays. Conventions: ``f_a, f_p, f_n`` are vectors in R^3 (component symbols);
-``s_ap, s_an`` are the similarities; a loss ``l(s_ap, s_an)`` of one triplet has weights
-``w_+ = -dl/ds_ap`` and ``w_- = dl/ds_an`` on the cosine directions of Eq. 6, so a Table 1 row
-``(e^cos, P, T)`` reads ``w_+ = c T P_+`` and ``w_- = c T P_-`` for a constant ``c``.
+``tests/symbolic/test_gradient_surgery.py`` runs as a proof and
+``book/13_gradient_surgery.ipynb`` (13.1, 13.3-13.5) displays. Conventions: ``f_a, f_p, f_n``
+are vectors in R^3 (component symbols); ``s_ap, s_an`` are the similarities; a loss
+``l(s_ap, s_an)`` of one triplet has weights ``w_+ = -dl/ds_ap`` and ``w_- = dl/ds_an`` on the
+cosine directions of Eq. 6, so a Table 1 row ``(e^cos, P, T)`` reads ``w_+ = c T P_+`` and
+``w_- = c T P_-`` for a constant ``c``.
 
 Results (proved in the tests; errata in the chapter):
 

@@ -14,6 +14,7 @@ both values (exact with Rationals where SymPy can evaluate them so).
 
 ``spot_check_equal`` evaluates both sides at random points. It is numeric evidence, never a
 proof: two different expressions can agree at every sampled point.
+Tests: ``tests/symbolic/test_proofs.py``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ indicator ``1[x > 0]`` of its *active region* (:class:`HingeActive`). At the kin
 the hinge has no derivative; the indicator then reads 0, the same choice as ``torch.relu``'s
 backward pass. The kink is a set of measure zero in ``S``, so the choice never matters for a
 proof on an open region, but it does decide what autograd reports *at* the kink.
+Tests: ``tests/symbolic/test_symbols.py``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ has anchors with different ``P`` and ``N``; :class:`AnchorWeightFunction` builds
 symbolic weights for each ``(P, N)`` it meets, and :func:`batch_weights` runs it over the anchors
 of a batch to assemble the ``B x B`` matrix of ``dL/dS_ij`` that autograd computes. Everything is
 float64: this is a verification tool, not a training path.
+Tests: ``tests/symbolic/test_torch_bridge.py``.
 """
 
 from __future__ import annotations
