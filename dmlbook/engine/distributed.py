@@ -127,6 +127,8 @@ def distributed(device: str = "auto") -> Iterator[tuple[DistContext, torch.devic
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
         created = True
     ctx = _current()
+    if ctx.enabled:
+        check_all_gather()  # before any work, not at the first batch
     if ctx.enabled and dev.type == "cuda":
         if dev.index is None:
             dev = torch.device("cuda", ctx.local_rank)
@@ -160,8 +162,26 @@ def wrap_model(
 
 
 #: The differentiable all-gather along dim 0: ``all_gather_single`` from torch 2.13 on, the same
-#: collective as ``all_gather_tensor_autograd`` before (torch 2.11 has only the latter).
-_all_gather = getattr(funcol, "all_gather_single", None) or funcol.all_gather_tensor_autograd
+#: collective as ``all_gather_tensor_autograd`` before (torch 2.11 has only the latter). The
+#: latter came into PyTorch in April 2024 (pull request 123989), after 2.3 was branched; with an
+#: older torch there is none, and a run on several processes stops with ``TorchTooOld``.
+_all_gather = getattr(funcol, "all_gather_single", None) or getattr(
+    funcol, "all_gather_tensor_autograd", None
+)
+
+
+class TorchTooOld(RuntimeError):
+    """This PyTorch has no differentiable all-gather, which a run on several processes needs."""
+
+
+def check_all_gather() -> None:
+    """Raise :class:`TorchTooOld`, saying what to do, if this torch cannot gather a batch."""
+    if _all_gather is None:
+        raise TorchTooOld(
+            f"training on several processes gathers every process's embeddings with PyTorch's "
+            f"differentiable all-gather, which torch {torch.__version__} does not have (it came "
+            "with torch 2.4): upgrade torch (pip install -U torch), or train on one process"
+        )
 
 
 def gather_batch(
@@ -179,6 +199,7 @@ def gather_batch(
     """
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return embeddings, labels
+    check_all_gather()
     group = dist.group.WORLD
     gathered = _all_gather(embeddings.contiguous(), 0, group)
     all_labels = _all_gather(labels.contiguous(), 0, group)

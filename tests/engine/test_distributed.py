@@ -157,3 +157,18 @@ def test_checkpoint_of_two_ranks_resumes_on_one(two_ranks, tmp_path, one_thread)
     b = load_checkpoint(tmp_path / "whole" / "last.pt")["model"]
     for key in b:
         torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-6)
+
+
+def test_a_torch_without_the_differentiable_all_gather_is_named_before_any_work(monkeypatch):
+    """torch < 2.4 has no all_gather_tensor_autograd: a run on two processes stops at once,
+    saying what to do; a run on one process does not need it."""
+    import dmlbook.engine.distributed as d
+
+    monkeypatch.setattr(d, "_all_gather", None)
+    monkeypatch.setattr(d, "_current", lambda: DistContext(0, 1))
+    with d.distributed("cpu") as (ctx, _):  # one process: nothing to gather
+        assert not ctx.enabled
+    monkeypatch.setattr(d, "_current", lambda: DistContext(0, 2))
+    with pytest.raises(d.TorchTooOld, match=r"torch 2\.4\): upgrade torch .* or train on one"):
+        with d.distributed("cpu"):
+            pytest.fail("the body must not run")
