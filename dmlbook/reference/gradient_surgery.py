@@ -7,7 +7,8 @@ the pair weight (Eq. 8-14), the selection (Eq. 18, Eq. 19 corrected), the triple
 (Eq. 15-17), the unit directions (Eq. 5-7). The vectorised :func:`dmlbook.surgery.designed_gradient`
 is tested against it for every combination (``tests/surgery/test_gradient.py``); the losses of
 :mod:`dmlbook.losses.circle` and :mod:`dmlbook.losses.triplet` (the cosine triplet) are tested against the
-other two loops. Chapter: ``book/13_gradient_surgery.ipynb``.
+other two loops. The loops themselves are tested on a hand-worked batch in
+``tests/reference/test_gradient_surgery.py``. Chapter: ``book/13_gradient_surgery.ipynb``.
 """
 
 from __future__ import annotations
