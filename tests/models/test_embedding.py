@@ -3,11 +3,13 @@ errors)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from dmlbook.models import EmbeddingMLP, L2Normalize, embed
+from dmlbook.models.embedding import check_positive_int
 
 
 def test_l2normalize_zero_row_stays_finite():
@@ -76,3 +78,13 @@ def test_embed_errors():
         embed(model, 3.0)
     with pytest.raises(ValueError, match=r"shape \(B, d\)"):
         embed(nn.Identity(), torch.zeros(2, 3, 4))
+
+
+def test_check_positive_int_takes_numpy_integers_and_refuses_bools_and_floats():
+    assert check_positive_int(np.int64(3), "dim") == 3
+    assert type(check_positive_int(np.int64(3), "dim")) is int
+    for bad in (True, 2.0, "4"):
+        with pytest.raises(TypeError, match="dim must be a positive int"):
+            check_positive_int(bad, "dim")
+    with pytest.raises(ValueError, match=r"width must be a positive int \(at least 1\), got 0"):
+        check_positive_int(0, "width")
