@@ -1,10 +1,8 @@
 """Tests of dmlbook.reference.classic, the paper-literal loops the classic losses are tested
 against: each loop on a hand-computed batch, its equation expanded here anchor by anchor.
 
-The batch: four unit embeddings of two classes, ``y = (0, 0, 1, 1)``, with the similarities below,
-so that every anchor has one positive and two negatives. Anchor ``i``'s positive similarity and
-its two negative ones are then (0) 0.8 | 0.5, 0.3; (1) 0.8 | 0.6, -0.2; (2) 0.1 | 0.5, 0.6;
-(3) 0.1 | 0.3, -0.2.
+The batch: tests/reference/batches.py's four embeddings of two classes (one positive and two
+negatives per anchor).
 """
 
 from __future__ import annotations
@@ -32,13 +30,9 @@ from dmlbook.reference.classic import (
     triplet_loss_reference,
 )
 
-S = [
-    [1.0, 0.8, 0.5, 0.3],
-    [0.8, 1.0, 0.6, -0.2],
-    [0.5, 0.6, 1.0, 0.1],
-    [0.3, -0.2, 0.1, 1.0],
-]
-Y = [0, 0, 1, 1]
+from .batches import FOUR, FOUR_LABELS
+
+S, Y = FOUR, FOUR_LABELS
 # anchor -> (positive similarity, negative similarities), read off S above
 ROWS = [(0.8, (0.5, 0.3)), (0.8, (0.6, -0.2)), (0.1, (0.5, 0.6)), (0.1, (0.3, -0.2))]
 e, log = math.exp, math.log

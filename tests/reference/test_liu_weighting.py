@@ -20,6 +20,8 @@ from dmlbook.reference.liu_weighting import (
     triplet_weighted_loss_reference,
 )
 
+from .batches import FOUR, FOUR_LABELS
+
 
 def batch(s01=0.45, s02=0.5, s12=0.6):
     S = torch.tensor(
@@ -75,13 +77,9 @@ def test_eq22_23_drop_an_easy_positive_and_a_far_negative():
 
 
 def test_triplet_weights_on_the_triplets_of_eq19():
-    # four samples, y = (0, 0, 1, 1): only anchors 2 and 3 have triplets with D_ap + m >= D_an
-    S = torch.tensor(
-        [[1.0, 0.8, 0.5, 0.3],
-         [0.8, 1.0, 0.6, -0.2],
-         [0.5, 0.6, 1.0, 0.1],
-         [0.3, -0.2, 0.1, 1.0]], dtype=torch.float64)  # fmt: skip
-    y = torch.tensor([0, 0, 1, 1])
+    # tests/reference/batches.py's four samples, y = (0, 0, 1, 1): only anchors 2 and 3 have triplets with D_ap + m >= D_an
+    S = torch.tensor(FOUR, dtype=torch.float64)
+    y = torch.tensor(FOUR_LABELS)
     d = lambda s: math.sqrt(2 - 2 * s)
     m = 0.1
     x1, x2 = d(0.1) - d(0.5) + m, d(0.1) - d(0.6) + m  # anchor 2, negatives 0 and 1
