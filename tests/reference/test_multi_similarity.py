@@ -3,10 +3,11 @@
 (Eq. 13-14), all on a hand-worked batch.
 
 The batch: ``y = (0, 0, 1, 1)`` and the similarities of tests/reference/batches.py. With
-``epsilon = 0.1``, anchors 0 and 1 (positive 0.8, negatives at most 0.6) mine nothing: no negative is above ``0.8 - 0.1`` and the
-positive is not below ``max negative + 0.1``. Anchor 2 (positive 0.1; negatives 0.5, 0.6) keeps
-both negatives (above 0.0) and its positive (below 0.7); anchor 3 (positive 0.1; negatives 0.3,
--0.2) keeps negative 0 only and its positive (below 0.4).
+``epsilon = 0.1``, anchors 0 and 1 (positive 0.8, negatives at most 0.6) mine nothing: no
+negative is above ``0.8 - 0.1`` and the positive is not below ``max negative + 0.1``. Anchor 2
+(positive 0.1; negatives 0.5, 0.6) keeps both negatives (above 0.0) and its positive (below
+0.7); anchor 3 (positive 0.1; negatives 0.3, -0.2) keeps negative 0 only and its positive
+(below 0.4).
 """
 
 from __future__ import annotations
