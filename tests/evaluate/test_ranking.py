@@ -1,6 +1,7 @@
 """Tests of dmlbook.evaluate.ranking, the one chunked pass behind every retrieval metric: against a
-plain brute-force reference on inputs full of exact ties (chunking, the blocked top-m search, query /
-gallery), the tie and self-exclusion rules, bad input, and memory (the N x N matrix is never built).
+plain brute-force reference on inputs full of exact ties (chunking, the blocked top-m search,
+query / gallery), the tie and self-exclusion rules, bad input, and memory (the N x N matrix is
+never built).
 
 The metrics' definitions on hand-computed cases, the ``metrics=`` selection and the cross-check with
 pytorch-metric-learning are in tests/test_evaluate.py (dmlbook.evaluate).

@@ -144,7 +144,8 @@ def test_npair_is_liu_eq13_for_both_samplings():
 
 
 def test_contrastive_distance_is_liu_eq11_35_36():
-    # the six unordered pairs (each counted twice): positives 0.8, 0.1; negatives 0.5, 0.3, 0.6, -0.2
+    # the six unordered pairs (each counted twice): positives 0.8, 0.1;
+    # negatives 0.5, 0.3, 0.6, -0.2
     pos, neg = (0.8, 0.1), (0.5, 0.3, 0.6, -0.2)
     m1, m2 = 0.5, 1.2
     d2 = lambda s: 2 - 2 * s

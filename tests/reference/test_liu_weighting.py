@@ -77,7 +77,8 @@ def test_eq22_23_drop_an_easy_positive_and_a_far_negative():
 
 
 def test_triplet_weights_on_the_triplets_of_eq19():
-    # tests/reference/batches.py's four samples, y = (0, 0, 1, 1): only anchors 2 and 3 have triplets with D_ap + m >= D_an
+    # tests/reference/batches.py's four samples, y = (0, 0, 1, 1): only anchors 2 and 3 have
+    # triplets with D_ap + m >= D_an
     S = torch.tensor(FOUR, dtype=torch.float64)
     y = torch.tensor(FOUR_LABELS)
     d = lambda s: math.sqrt(2 - 2 * s)
