@@ -1,4 +1,5 @@
-"""Tests of dmlbook.models.mlp: the embedding MLP's shapes, unit norm, defaults and errors."""
+"""Tests of dmlbook.models.mlp: the embedding MLP's shapes, unit norm and defaults (its bad
+arguments and inputs are checked beside SmallCNN's, in tests/models/test_small_cnn.py)."""
 
 from __future__ import annotations
 

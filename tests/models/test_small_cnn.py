@@ -1,4 +1,6 @@
-"""Tests of dmlbook.models.small_cnn: any image size, channels, stride, errors, determinism."""
+"""Tests of dmlbook.models.small_cnn: any image size, channels, stride, errors, determinism; the
+checks it shares with EmbeddingMLP (``normalize=False``, bad arguments and input shapes) test both.
+"""
 
 from __future__ import annotations
 
