@@ -9,8 +9,9 @@ al.'s three similarities the weights move with, beside Table 1's row for that lo
 Where no kernel runs (the rendered book, a notebook opened before its cells run) the output is a
 fixed rendering at the settings the cell gave, with a line saying that it is interactive in
 JupyterLab: the widget's display carries the figure as ``image/png``, and ``tools/book.py`` drops
-the live view from stored chapters. Needs ipywidgets (the ``book`` extra). Tested by driving it in
-JupyterLab in headless Chromium (``tests/test_lab.py``).
+the live view from stored chapters. Needs ipywidgets (the ``book`` extra). Tested in-process in
+``tests/test_explorer_widget.py`` and by driving it in JupyterLab in headless Chromium
+(``tests/test_lab.py``).
 """
 
 from __future__ import annotations

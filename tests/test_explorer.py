@@ -1,5 +1,5 @@
-"""dmlbook.explorer and dmlbook.explorer_widget: the weight explorer's numbers, and its controls
-driven in-process (tests/test_lab.py drives the same widget in JupyterLab).
+"""dmlbook.explorer: the weight explorer's numbers (its JupyterLab controls are tested in
+tests/test_explorer_widget.py and, in JupyterLab itself, tests/test_lab.py).
 
 The weights are checked against central finite differences of the loss value (no autograd), and
 the mined pairs of the contrastive loss against its hinge written out (Wang et al. 2019, Eq. 4:
@@ -87,24 +87,3 @@ def test_a_loss_that_cannot_run_on_the_batch_is_reported_not_raised(batch, monke
     assert w.error == "ValueError: needs two samples per class"
     assert "cannot be evaluated on this batch" in w.summary()
     assert explorer_figure(w).startswith(b"\x89PNG")
-
-
-def test_the_widget_redraws_for_another_loss_and_another_value(batch):
-    pytest.importorskip("ipywidgets")
-    from dmlbook.explorer_widget import weight_explorer
-
-    box = weight_explorer("multi_similarity", batch=batch, beta=10.0)
-    chooser, knobs, summary = box.children[:3]
-    sliders = {k.description: k for k in knobs.children}
-    assert sliders["beta"].value == 10.0 and "multi_similarity(" in summary.value
-    chooser.value = "contrastive"
-    sliders = {k.description: k for k in knobs.children}
-    assert list(sliders) == ["margin"]
-    sliders["margin"].value = 0.3
-    expected = batch_weights("contrastive", {"margin": 0.3}, *batch).summary()
-    assert summary.value == f"<b>{expected}</b>"
-    with pytest.raises(ValueError, match="moves margin; not marign"):
-        weight_explorer("contrastive", batch=batch, marign=0.3)
-    bundle = box._repr_mimebundle_()
-    assert bundle["text/plain"] == "weight explorer: contrastive(margin=0.3)"
-    assert "image/png" in bundle and "application/vnd.jupyter.widget-view+json" in bundle

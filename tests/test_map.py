@@ -241,3 +241,17 @@ def test_layer_table_lists_every_module():
     ]
     missing = [name for name in dotted if f"`{name}`" not in text]
     assert missing == [], "MAP.md's layer table must list every module"
+
+
+def mirror_test(module: str) -> str:
+    """``tests/x/test_y.py`` for ``dmlbook/x/y.py`` (the layout the conventions ask for)."""
+    rel = Path(module).relative_to("dmlbook")
+    return (Path("tests") / rel.parent / f"test_{rel.name}").as_posix()
+
+
+def test_every_module_has_a_mirror_test_that_uses_it():
+    modules = [m for m in package_modules() if not m.endswith(("__init__.py", "__main__.py"))]
+    missing = [m for m in modules if not (ROOT / mirror_test(m)).is_file()]
+    assert missing == [], f"modules without their mirror test file: {missing}"
+    unused = [m for m in modules if m not in modules_used((ROOT / mirror_test(m)).read_text())]
+    assert unused == [], f"mirror test files that import nothing from their module: {unused}"

@@ -7,7 +7,7 @@ R-precision need; the cost and the tie rule are explained in :mod:`dmlbook.evalu
 :func:`_negatives_above_symmetric` computes each tile above the diagonal once and counts, in both
 directions, the negatives above each item's best positive: half the products, the same numbers
 (ties counted as hits), the same code on a CPU and a GPU. Tested in
-``tests/test_evaluate.py`` against a brute-force reference.
+``tests/evaluate/test_ranking.py`` against a brute-force reference.
 """
 
 from __future__ import annotations

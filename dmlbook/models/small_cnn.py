@@ -4,7 +4,7 @@
 the first convolution keeps the full resolution and a 2 x 2 max-pooling halves it afterwards,
 so the network sees every pixel of a 1-3 pixel stroke before it subsamples, at little extra
 cost (the later blocks, which dominate the cost, run at the same sizes). Chapters 1, 9 and 15
-train it on Omniglot; tests in ``tests/test_models.py``.
+train it on Omniglot; tests in ``tests/models/test_small_cnn.py``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ download it here to check it a second time. No second public source with a check
 ``DMLBOOK_WEIGHTS_MIRROR`` to a folder or URL prefix holding the files under their names (a course
 server, a cluster's shared folder) and it is tried first. Whatever the source, the digest decides.
 
-Used by :func:`dmlbook.models.pretrained.fetch_state_dict`; tested in ``tests/test_backbones.py``.
+Used by :func:`dmlbook.models.pretrained.fetch_state_dict`; tested in ``tests/models/test_weight_files.py``.
 """
 
 from __future__ import annotations

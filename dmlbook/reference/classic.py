@@ -5,7 +5,8 @@ one at a time and writes the paper's equation as printed (Wang et al. 2019, Eq. 
 supplement Eq. 3-5 and 10; Liu et al. Eq. 11-14, 35-37), with the conventions of :mod:`dmlbook.losses`
 for what the papers leave open (means over the terms that exist; empty sets contribute nothing).
 ``S`` is a list of lists, ``y`` a list of ints; every function returns a float. They are slow on
-purpose: the vectorised losses are tested against them (``tests/losses/``).
+purpose: the vectorised losses are tested against them (``tests/losses/``); the loops themselves
+on hand-computed batches in ``tests/reference/test_classic.py``.
 """
 
 from __future__ import annotations

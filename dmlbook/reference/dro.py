@@ -5,7 +5,8 @@ writes the paper's equation as printed (Eq. 1 with the sets of Sec. 3.1-3.2, Eq.
 Eq. 23 and 30-32) and solves each inner maximisation by a different route from the vectorised
 code of :mod:`dmlbook.losses.dro` and :mod:`dmlbook.losses.dro_grouped`: sorting a Python list
 for top-K, a log-sum-exp loop for KL, and *bisection* on the KKT multiplier for the chi-square
-ball. ``S`` is a list of lists, ``y`` a list of ints. Tests: ``tests/losses/test_dro.py``,
+ball. ``S`` is a list of lists, ``y`` a list of ints. Tests: ``tests/reference/test_dro.py`` (the
+loops on hand-computed batches); the losses against them: ``tests/losses/test_dro.py``,
 ``tests/losses/test_dro_grouped.py``.
 """
 

@@ -5,9 +5,10 @@ and the cosine triplet loss (Eq. 4) one anchor at a time, in Python floats.
 and hard negative (Sec. 4), the relative sets of Eq. 12 written as the paper's set-builder rules,
 the pair weight (Eq. 8-14), the selection (Eq. 18, Eq. 19 corrected), the triplet weight
 (Eq. 15-17), the unit directions (Eq. 5-7). The vectorised :func:`dmlbook.surgery.designed_gradient`
-is tested against it for every combination (``tests/surgery/test_parts.py``); the losses of
+is tested against it for every combination (``tests/surgery/test_gradient.py``); the losses of
 :mod:`dmlbook.losses.circle` and :mod:`dmlbook.losses.triplet` (the cosine triplet) are tested against the
-other two loops. Chapter: ``book/13_gradient_surgery.ipynb``.
+other two loops. The loops themselves are tested on a hand-worked batch in
+``tests/reference/test_gradient_surgery.py``. Chapter: ``book/13_gradient_surgery.ipynb``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ paper's footnote 6), normalises over the anchor's own pairs (or, for ``"batch"``
 whole batch in a first pass), forms ``L_i`` with autograd, and returns ``L = (1/B) sum_i L_i``
 (step 5). The vectorised code of :mod:`dmlbook.losses.liu_weighting` and
 :mod:`dmlbook.losses.liu_triplet` is tested against these loops
-(``tests/reference/test_liu_equivalence.py``); the chapter is ``book/11_liu_weighting.ipynb``.
+(``tests/reference/test_liu_equivalence.py``); the loops themselves on hand-worked batches in
+``tests/reference/test_liu_weighting.py``; the chapter is ``book/11_liu_weighting.ipynb``.
 O(B^2) (pairs) or O(B^3) (triplets) Python iterations: use small batches.
 """
 

@@ -5,7 +5,8 @@ the anchors one at a time, mines each anchor's pairs with Eq. 11-12, and evaluat
 plain autograd, sentence by sentence from the paper. It exists so that the vectorised
 :func:`dmlbook.losses.multi_similarity_loss` can be checked against an independent reading of
 the paper (``tests/reference/test_ms_equivalence.py``) and timed against it (``bench/bench_ms.py``). It is
-O(B) Python iterations per call: use it on small batches.
+O(B) Python iterations per call: use it on small batches. The loop itself is tested on a
+hand-worked batch in ``tests/reference/test_multi_similarity.py``.
 
 The choices the paper leaves open are made explicitly here, the same way as in the vectorised
 code (see :mod:`dmlbook.losses.multi_similarity`, "Semantics"):

@@ -15,7 +15,8 @@ Eq. 5-6: training moves each feature along ``-weight * e``.
 
 A zero-length difference (a duplicate feature) gives a zero direction, never NaN.
 
-Chapter: ``book/13_gradient_surgery.ipynb`` (13.1-13.2). Tests: ``tests/surgery/test_parts.py``.
+Chapter: ``book/13_gradient_surgery.ipynb`` (13.1-13.2).
+Tests: ``tests/surgery/test_directions.py``.
 """
 
 from __future__ import annotations

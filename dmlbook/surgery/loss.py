@@ -14,7 +14,7 @@ The hyper-parameters are those of :class:`dmlbook.surgery.SurgerySpec`, declared
 It lives beside the parts it trains rather than among the losses (it is a designed gradient,
 not the gradient of a loss) and registers itself, so ``dmlbook.losses.get_loss`` finds it.
 
-Chapter: ``book/13_gradient_surgery.ipynb`` (13.6-13.8). Tests: ``tests/surgery/test_gradient.py``.
+Chapter: ``book/13_gradient_surgery.ipynb`` (13.6-13.8). Tests: ``tests/surgery/test_loss.py``.
 """
 
 from __future__ import annotations

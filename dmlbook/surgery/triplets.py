@@ -7,7 +7,7 @@ negative). The multi-similarity pair weights (Eq. 13-14) also read the anchor's 
 similarities, ``R_ap^i`` (other positives) and ``R_an^j`` (other negatives), kept when they fall
 in the sets of Eq. 12.
 
-Chapter: ``book/13_gradient_surgery.ipynb`` (13.2). Tests: ``tests/surgery/test_parts.py``.
+Chapter: ``book/13_gradient_surgery.ipynb`` (13.2). Tests: ``tests/surgery/test_triplets.py``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ Selections act on ``P_plus``: ``"sc1"`` (Eq. 18) zeroes it when ``S_an > S_ap``;
 every hard triplet and drop it on the easiest ones, against Eq. 18, the text and Fig. 3 (the
 circle touches the line of Eq. 18 at (0.5, 0.5) and lies on its kept side); erratum in the chapter.
 
-Chapter: ``book/13_gradient_surgery.ipynb`` (13.3-13.4). Tests: ``tests/surgery/test_parts.py``.
+Chapter: ``book/13_gradient_surgery.ipynb`` (13.3-13.4). Tests: ``tests/surgery/test_weights.py``.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ Each loader's own reading is tested in its mirror file: ``test_cub.py``, ``test_
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from dmlbook.data import (
@@ -20,6 +21,7 @@ from dmlbook.data import cars as cars_module
 from dmlbook.data import cub as cub_module
 from dmlbook.data import inshop as inshop_module
 from dmlbook.data import sop as sop_module
+from dmlbook.data.benchmark import check_split_size, keep_existing
 
 # ------------------------------------------------------------------------------------------
 # registry
@@ -94,3 +96,35 @@ def test_missing_classes_are_named_by_label_without_names(sop_dir):
     with pytest.raises(IncompleteDatasetError) as e:
         sop_module.load("train", root=sop_dir)
     assert "Missing classes (11,315 of 11,318): label 3, label 4" in str(e.value)
+
+
+# ------------------------------------------------------------------------------------------
+# the skeleton's checks, called directly
+# ------------------------------------------------------------------------------------------
+
+
+def test_keep_existing_marks_the_listed_images_present_and_names_the_missing(tmp_path):
+    for rel in ("a/1.jpg", "a/2.jpg", "b/3.jpg"):
+        (tmp_path / rel).parent.mkdir(exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    listed = ["a/1.jpg", "a/gone.jpg", "b/3.jpg", "c/4.jpg"]
+    args = {"dataset": "cub", "split": "train", "list_file": tmp_path / "images.txt"}
+    with pytest.raises(FileNotFoundError, match=r"2 of the 4 images .*a/gone\.jpg.*allow_partial"):
+        keep_existing(tmp_path, listed, allow_partial=False, **args)
+    with pytest.warns(UserWarning, match="leaving out 2 of 4"):
+        keep = keep_existing(tmp_path, listed, allow_partial=True, **args)
+    assert keep.tolist() == [True, False, True, False]
+
+
+def test_check_split_size_accepts_the_official_counts_and_names_the_missing_classes():
+    labels = np.array([0, 0, 1, 1, 2, 2])
+    args = {"dataset": "sop", "split": "test", "source": "Ebay_test.txt"}
+    check_split_size(labels, expected_images=6, expected_classes=3, allow_partial=False, **args)
+    with pytest.raises(IncompleteDatasetError, match=r"found 4 images of 2 classes .*bike, lamp"):
+        check_split_size(labels[:4], expected_images=6, expected_classes=3, allow_partial=False,
+                         expected_labels=[0, 1, 2, 3], class_names=["a", "b", "bike", "lamp"],
+                         **args)  # fmt: skip
+    check_split_size(labels[:4], expected_images=6, expected_classes=3, allow_partial=True, **args)
+    with pytest.raises(IncompleteDatasetError, match="no images found"):
+        check_split_size(labels[:0], expected_images=6, expected_classes=3, allow_partial=True,
+                         **args)  # fmt: skip

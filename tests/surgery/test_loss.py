@@ -1,5 +1,7 @@
-"""The designed-gradient loss on every training path: ``fit`` (chapters) and the config-driven
-engine, with SGD without momentum (Xuan & Pless, Sec. 4). Chapter: book/13_gradient_surgery.ipynb.
+"""Tests of dmlbook.surgery.loss: the designed-gradient module (its spec, its backward through the
+normalisation layer) and the loss on every training path: ``fit`` (chapters) and the
+config-driven engine, with SGD without momentum (Xuan & Pless, Sec. 4). Chapter:
+book/13_gradient_surgery.ipynb.
 """
 
 from __future__ import annotations
@@ -8,16 +10,20 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
 from tiny_run import tiny_config
 
 import dmlbook
 from dmlbook.data import load_dataset
 from dmlbook.engine import load_config, train
 from dmlbook.engine.build import build_loss, build_model, build_optimizer
-from dmlbook.losses import get_loss
+from dmlbook.losses import CosineTripletLoss, get_loss
 from dmlbook.models import EmbeddingMLP
+from dmlbook.surgery.gradient import SurgerySpec
 from dmlbook.surgery.loss import GradientSurgeryLoss
 from dmlbook.training import fit
+
+from .strategies import unit_batches
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 BEST = {"direction": "cos_orth", "pair_weight": "lin_ms", "triplet_weight": "cir"}
@@ -51,3 +57,25 @@ def test_engine_trains_a_designed_gradient_with_plain_sgd(tmp_path):
     result = train(cfg, progress=False, verbose=False)
     log = pd.read_csv(result.out_dir / "train_log.csv")
     assert np.isfinite(log["loss"]).all()
+
+
+def test_module_spec_round_trips():
+    loss = GradientSurgeryLoss(direction="euc", selection="sc2")
+    assert loss.spec == SurgerySpec(direction="euc", selection="sc2")
+    with pytest.raises(TypeError, match="acts on embeddings"):
+        loss.loss_on_similarity(torch.eye(2), torch.tensor([0, 1]))
+
+
+@settings(max_examples=20, deadline=None)
+@given(unit_batches())
+def test_module_backward_goes_through_the_normalisation(batch):
+    """GradientSurgeryLoss on unnormalised x = autograd of Eq. 4 (CosineTripletLoss) on x."""
+    f, y = batch
+    x = (f * torch.linspace(0.5, 2.0, len(y), dtype=f.dtype)[:, None]).requires_grad_(True)
+    tau = 3.0
+    (want,) = torch.autograd.grad(CosineTripletLoss(tau)(x, y), x)
+    module = get_loss(
+        "gradient_surgery", pair_weight="con", triplet_weight="cos", tau=tau, scale=tau
+    )
+    (got,) = torch.autograd.grad(module(x, y), x)
+    assert torch.allclose(got, want, atol=1e-10, rtol=0)

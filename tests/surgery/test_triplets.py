@@ -1,0 +1,36 @@
+"""Tests of dmlbook.surgery.triplets: the easy-positive / hard-negative triplets against a plain
+loop, and the relative sets of Xuan & Pless, Eq. 12, on a hand-written batch."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+
+from dmlbook.surgery.triplets import ephn_triplets, relative_sets
+
+from .strategies import ephn_loop, unit_batches
+
+
+@settings(max_examples=30, deadline=None)
+@given(unit_batches())
+def test_ephn_triplets_match_the_loop(batch):
+    f, y = batch
+    t = ephn_triplets(f @ f.T, y)
+    assert list(zip(t.a.tolist(), t.p.tolist(), t.n.tolist(), strict=True)) == ephn_loop(f, y)
+
+
+def test_relative_sets_follow_eq12():
+    S = torch.tensor(
+        [[1.0, 0.9, 0.2, 0.5, 0.35, 0.1],
+         [0.9, 1.0, 0.3, 0.1, 0.1, 0.1],
+         [0.2, 0.3, 1.0, 0.1, 0.1, 0.1],
+         [0.5, 0.1, 0.1, 1.0, 0.2, 0.2],
+         [0.35, 0.1, 0.1, 0.2, 1.0, 0.2],
+         [0.1, 0.1, 0.1, 0.2, 0.2, 1.0]], dtype=torch.float64)  # fmt: skip
+    y = torch.tensor([0, 0, 0, 1, 1, 1])
+    t = ephn_triplets(S, y)
+    in_P, in_N = relative_sets(S, y, t, 0.1)
+    # anchor 0: p = 1 (0.9), n = 3 (0.5); other positive 2 (0.2 < 0.5 + 0.1): in P;
+    # other negatives 4 (0.35 > min(0.9, 0.2) - 0.1 = 0.1): in N; 5 (0.1, not > 0.1): not
+    assert in_P[0].nonzero().flatten().tolist() == [2]
+    assert in_N[0].nonzero().flatten().tolist() == [4]

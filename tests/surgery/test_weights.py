@@ -1,0 +1,46 @@
+"""Tests of dmlbook.surgery.weights: the pair weights (Xuan & Pless, Eq. 8-14), the triplet weights
+(Eq. 15-17) and the selections (Eq. 18-19), against the equations evaluated by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from dmlbook.surgery.weights import pair_weights, select, triplet_weight
+
+
+def test_pair_weights_are_eq8_to_14():
+    sp, sn = torch.tensor([0.7], dtype=torch.float64), torch.tensor([0.4], dtype=torch.float64)
+    hp = {"alpha": 2.0, "beta": 10.0, "lam": 0.5}
+    assert [float(w) for w in pair_weights("con", sp, sn, **hp)] == [1.0, 1.0]
+    euc = pair_weights("euc", sp, sn, **hp)
+    assert float(euc[0]) == pytest.approx(math.sqrt(0.6)) and float(euc[1]) == pytest.approx(
+        math.sqrt(1.2)
+    )
+    assert [float(w) for w in pair_weights("lin", sp, sn, **hp)] == pytest.approx([0.3, 0.4])
+    sig = pair_weights("sig", sp, sn, **hp)
+    assert float(sig[0]) == pytest.approx(1 / (1 + math.exp(0.4)))
+    assert float(sig[1]) == pytest.approx(1 / (1 + math.exp(1.0)))
+    m = torch.tensor([1.5], dtype=torch.float64), torch.tensor([0.5], dtype=torch.float64)
+    ms = pair_weights("sig_ms", sp, sn, **hp, m_plus=m[0], m_minus=m[1])
+    assert float(ms[0]) == pytest.approx(1 / (1.5 + math.exp(0.4)))
+    lin_ms = pair_weights("lin_ms", sp, sn, **hp, m_plus=m[0], m_minus=m[1])
+    assert [float(w) for w in lin_ms] == pytest.approx([(1 - 1.5) * 0.3, 1.5 * 0.4])
+    with pytest.raises(ValueError, match="needs m_plus"):
+        pair_weights("lin_ms", sp, sn, **hp)
+
+
+def test_triplet_weights_and_selections():
+    sp = torch.tensor([0.9, 0.3], dtype=torch.float64)
+    sn = torch.tensor([0.1, 0.6], dtype=torch.float64)
+    assert triplet_weight("con", sp, sn, tau=2.0).tolist() == [0.5, 0.5]
+    cos = triplet_weight("cos", sp, sn, tau=2.0)
+    assert float(cos[0]) == pytest.approx(1 / (1 + math.exp(2.0 * 0.8)))
+    cir = triplet_weight("cir", sp, sn, tau=2.0)  # Eq. 17 as printed
+    assert float(cir[1]) == pytest.approx(1 / (1 + math.exp(2.0 * (0.3 * 1.7 - 0.36))))
+    one = torch.ones(2, dtype=torch.float64)
+    assert select("sc1", one, sp, sn).tolist() == [1.0, 0.0]  # the hard triplet loses its pull
+    assert select("sc2", one, sp, sn).tolist() == [1.0, 0.0]  # inside the circle: kept
+    assert select("none", one, sp, sn).tolist() == [1.0, 1.0]
