@@ -87,6 +87,16 @@ VARIANTS = [
 ]
 
 
+@st.composite
+def cosine_batches(draw, max_b: int = 9, n_classes: int = 3):
+    """Labels (singletons, one class, B = 1 included) and the cosine similarities of random
+    embeddings (:func:`rand_S`)."""
+    B = draw(st.integers(1, max_b))
+    labels = draw(st.lists(st.integers(0, n_classes - 1), min_size=B, max_size=B))
+    seed = draw(st.integers(0, 10_000))
+    return rand_S(B, seed), torch.tensor(labels)
+
+
 def random_narrowing(B: int, seed: int = 0) -> dict[str, torch.Tensor]:
     """A miner's masks as keyword arguments: about 30 % of the pairs dropped from each, possibly
     leaving an anchor without positives or negatives."""

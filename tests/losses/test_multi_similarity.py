@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import math
 
-import hypothesis.strategies as st
 import pytest
 import sympy as sp
 import torch
 from hypothesis import given, settings
-from loss_cases import grad_of, rand_S
+from loss_cases import cosine_batches, grad_of, rand_S
 
 from dmlbook import symbolic as sy
 from dmlbook.losses import (
@@ -43,15 +42,6 @@ from dmlbook.studies.three_similarities import (
 )
 
 FAST = settings(max_examples=40, deadline=None)
-
-
-@st.composite
-def batches(draw, max_b: int = 9, n_classes: int = 3):
-    """Labels (singletons, one class, B = 1 included) and a cosine similarity matrix."""
-    B = draw(st.integers(1, max_b))
-    labels = draw(st.lists(st.integers(0, n_classes - 1), min_size=B, max_size=B))
-    seed = draw(st.integers(0, 10_000))
-    return rand_S(B, seed), torch.tensor(labels)
 
 
 @pytest.mark.parametrize("mining", [True, False])
@@ -192,7 +182,7 @@ def test_double_backward_works():
 
 
 @FAST
-@given(batches())
+@given(cosine_batches())
 def test_never_nan_and_empty_anchors_contribute_zero(batch):
     S, y = batch
     per = multi_similarity_loss(S, y, reduction="none")

@@ -10,21 +10,12 @@ import math
 import hypothesis.strategies as st
 import torch
 from hypothesis import given, settings
-from loss_cases import rand_S
+from loss_cases import cosine_batches, rand_S
 
 from dmlbook.mining import ms_mining_masks
 from dmlbook.similarity import cosine_similarity, pair_masks
 
 FAST = settings(max_examples=40, deadline=None)
-
-
-@st.composite
-def batches(draw, max_b: int = 9, n_classes: int = 3):
-    """Labels (singletons, one class, B = 1 included) and a cosine similarity matrix."""
-    B = draw(st.integers(1, max_b))
-    labels = draw(st.lists(st.integers(0, n_classes - 1), min_size=B, max_size=B))
-    seed = draw(st.integers(0, 10_000))
-    return rand_S(B, seed), torch.tensor(labels)
 
 
 def test_mining_on_the_shared_fixture():
@@ -40,7 +31,7 @@ def test_mining_on_the_shared_fixture():
 
 
 @FAST
-@given(batches(), st.sampled_from([0.0, 0.05, 0.1, 0.5]))
+@given(cosine_batches(), st.sampled_from([0.0, 0.05, 0.1, 0.5]))
 def test_mining_follows_eq_11_12_and_gives_both_sets_or_neither(batch, eps):
     S, y = batch
     pos, neg = ms_mining_masks(S, y, eps)
