@@ -32,20 +32,16 @@ from .embeddings import (
     unit_rows,
     weight_symbols,
 )
+from .hinge import Hinge, HingeActive, hinge, hinge_branch, hinge_conditions
 from .proofs import SpotCheck, gpw_identity, prove_equal, residual, spot_check_equal
 from .symbols import (
     HYPERPARAMETER_DOMAINS,
     AnchorSimilarities,
-    Hinge,
-    HingeActive,
     IndexedAnchor,
     anchor_similarities,
     batch_similarities,
     distance_symbols,
     distinct_points,
-    hinge,
-    hinge_branch,
-    hinge_conditions,
     hyperparameters,
     indexed_anchor,
     log1p_sum_exp,

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
+from .hinge import Hinge, HingeActive
 from .proofs import _entrywise, _exact_pairs
-from .symbols import Hinge, HingeActive, default_range
+from .symbols import default_range
 
 __all__ = ["Counterexample", "counterexample"]
 
