@@ -37,3 +37,24 @@ def test_the_value_is_tqdms_disable(monkeypatch):
         for _ in tqdm(range(3), desc="bar", file=out, disable=progress_disabled(choice)):
             pass
         assert ("3/3" in out.getvalue()) is shown, choice
+
+
+@pytest.mark.parametrize(
+    ("progress", "env", "hidden"),
+    [
+        (True, "1", False),
+        (False, None, True),
+        (None, None, False),
+        (None, "1", True),
+        (None, " TRUE ", True),
+        (None, "0", False),
+        (None, "off", False),
+        (None, "", False),
+    ],
+)
+def test_progress_disabled_obeys_the_caller_then_tqdm_disable(monkeypatch, progress, env, hidden):
+    if env is None:
+        monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    else:
+        monkeypatch.setenv("TQDM_DISABLE", env)
+    assert progress_disabled(progress) is hidden

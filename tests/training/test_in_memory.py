@@ -12,7 +12,6 @@ from torch import nn
 from dmlbook.data import load_dataset
 from dmlbook.losses import ContrastiveLoss
 from dmlbook.models import EmbeddingMLP
-from dmlbook.progress import progress_disabled
 from dmlbook.training import cosine_factor, fit
 
 # The digits train split has only 5 classes (0-4): P x K batches need P <= 5.
@@ -209,27 +208,6 @@ def test_progress_bar_follows_tqdm_disable(digits, capsys, monkeypatch):
     assert capsys.readouterr().err == ""
     fit(_model(), ContrastiveLoss(), train, progress=True, **kwargs)
     assert "2/2" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
-    ("progress", "env", "hidden"),
-    [
-        (True, "1", False),
-        (False, None, True),
-        (None, None, False),
-        (None, "1", True),
-        (None, " TRUE ", True),
-        (None, "0", False),
-        (None, "off", False),
-        (None, "", False),
-    ],
-)
-def test_progress_disabled_obeys_the_caller_then_tqdm_disable(monkeypatch, progress, env, hidden):
-    if env is None:
-        monkeypatch.delenv("TQDM_DISABLE", raising=False)
-    else:
-        monkeypatch.setenv("TQDM_DISABLE", env)
-    assert progress_disabled(progress) is hidden
 
 
 def test_cosine_decay_lowers_the_learning_rate_to_zero(digits):
