@@ -28,16 +28,15 @@ from pathlib import Path
 
 import torch
 
+from ..data import EvalTransform, Normalization, TrainTransform, dataset_info, load_dataset
 from ..models.pretrained import InputSpec
 from .config import Config, ConfigError
 
 __all__ = ["Source", "Splits", "build_splits", "normalization"]
 
 
-def normalization(spec: InputSpec) -> object:
+def normalization(spec: InputSpec) -> Normalization:
     """The :class:`dmlbook.data.Normalization` of a backbone's input spec."""
-    from ..data import Normalization
-
     return Normalization(spec.color, spec.scale, spec.mean, spec.std)
 
 
@@ -89,8 +88,6 @@ class Source:
     def __init__(
         self, dataset: object, cfg: Config, device: torch.device, spec: InputSpec, *, train: bool
     ) -> None:
-        from ..data import EvalTransform, TrainTransform
-
         d = cfg.data
         if hasattr(dataset, "inputs"):
             self.images = _TensorImages(dataset)
@@ -160,8 +157,6 @@ def _resolve_root(dataset: str, data_dir: str | Path | None) -> str | None:
             f"data folder {str(data_dir)!r} (--data / data.root) does not exist; pass the folder "
             "that holds the data sets."
         )
-    from ..data import dataset_info
-
     loader = dataset_info(dataset).loader
     if isinstance(loader, str):
         module = importlib.import_module(loader.partition(":")[0])
@@ -172,8 +167,6 @@ def _resolve_root(dataset: str, data_dir: str | Path | None) -> str | None:
 
 
 def _load(cfg: Config, split: str) -> object:
-    from ..data import dataset_info, load_dataset
-
     info = dataset_info(cfg.data.dataset)
     if split not in info.splits:
         raise ConfigError(
