@@ -40,8 +40,6 @@ import torch.nn.functional as F
 
 from .benchmark import data_root
 from .dataset import EmbeddedDataset
-from .download import ChecksumError
-from .download import download as fetch
 from .errors import DownloadError
 from .omniglot_layout import (
     COMPACT_SIZE,
@@ -50,6 +48,8 @@ from .omniglot_layout import (
     list_characters,
     read_characters,
 )
+from .transfer import ChecksumError
+from .transfer import download as fetch
 
 __all__ = [
     "FULL_SETS",

@@ -1,221 +1,27 @@
-"""Tests of dmlbook.data.download against local archives: file:// URLs and a loopback HTTP server.
-
-The server (``http.server`` on 127.0.0.1 in a thread) answers ``Range`` requests with 206, can
-ignore them (200), drop the connection halfway through a body, and logs every request, so that
-resumed downloads are checked by what was actually requested.
+"""Tests of dmlbook.data.download: ``prepare`` fetches, verifies and extracts a benchmark from
+local archives (``file://`` URLs and the loopback HTTP server of ``http_files.py``), and the
+archives' extraction. The transfer itself is tested in ``test_transfer.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
-import re
 import tarfile
-import threading
-import urllib.error
 import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import numpy as np
 import pytest
 from PIL import Image
 
 from dmlbook.data import cub
 from dmlbook.data import download as download_module
 from dmlbook.data.download import (
-    ChecksumError,
     Resource,
-    download,
     extract,
     file_md5,
     prepare,
 )
 
-PAYLOAD = np.random.default_rng(0).integers(0, 256, 300_000, dtype=np.uint8).tobytes()
-MD5 = hashlib.md5(PAYLOAD).hexdigest()
-
-
-class Handler(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 - http.server's name
-        server = self.server
-        server.requests.append((self.path, self.headers.get("Range")))
-        data = server.files.get(self.path)
-        if data is None:
-            self.send_error(404)
-            return
-        start = 0
-        header = self.headers.get("Range")
-        if header and server.mode != "ignore_range":
-            start = int(re.fullmatch(r"bytes=(\d+)-", header).group(1))
-            if start >= len(data):
-                self.send_response(416)
-                self.send_header("Content-Range", f"bytes */{len(data)}")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-        else:
-            self.send_response(200)
-        body = data[start:]
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Accept-Ranges", "bytes")
-        self.end_headers()
-        if server.mode == "drop":  # promise the whole body, send half, hang up
-            self.wfile.write(body[: len(body) // 2])
-            self.wfile.flush()
-            self.close_connection = True
-            return
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.files = {"/data.bin": PAYLOAD}
-    httpd.requests = []
-    httpd.mode = "range"
-    httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
-
-
-@pytest.fixture
-def source(tmp_path):
-    path = tmp_path / "source" / "data.bin"
-    path.parent.mkdir()
-    path.write_bytes(PAYLOAD)
-    return path
-
-
-# ------------------------------------------------------------------------------------------
-# download from file:// URLs
-# ------------------------------------------------------------------------------------------
-
-
-def test_file_md5(source):
-    assert file_md5(source) == MD5
-    assert file_md5(source, chunk_size=7) == MD5
-
-
-def test_file_url(source, tmp_path):
-    dest = tmp_path / "out" / "data.bin"
-    assert download(source.as_uri(), dest, md5=MD5, progress=False) == dest
-    assert dest.read_bytes() == PAYLOAD
-    assert not dest.with_name("data.bin.part").exists()
-
-
-def test_file_url_resumes_by_seeking(source, tmp_path):
-    dest = tmp_path / "data.bin"
-    part = tmp_path / "data.bin.part"
-    part.write_bytes(b"X" * 1000)  # not the real prefix: proves that bytes 0-999 were not re-read
-    download(source.as_uri(), dest, progress=False)
-    assert dest.read_bytes() == b"X" * 1000 + PAYLOAD[1000:]
-    part.write_bytes(b"X" * 1000)
-    dest.unlink()
-    download(source.as_uri(), dest, resume=False, progress=False)  # start over
-    assert dest.read_bytes() == PAYLOAD
-
-
-def test_bad_checksum_deletes_the_download(source, tmp_path):
-    dest = tmp_path / "data.bin"
-    with pytest.raises(ChecksumError, match=rf"md5 {MD5}, expected 0{{32}}.*deleted"):
-        download(source.as_uri(), dest, md5="0" * 32, progress=False)
-    assert not dest.exists() and not (tmp_path / "data.bin.part").exists()
-    with pytest.raises(ChecksumError, match="kept as"):
-        download(source.as_uri(), dest, md5="0" * 32, keep_bad=True, progress=False)
-    assert (tmp_path / "data.bin.bad").read_bytes() == PAYLOAD and not dest.exists()
-
-
-def test_existing_destination(source, tmp_path, server):
-    dest = tmp_path / "data.bin"
-    dest.write_bytes(PAYLOAD)
-    assert download(f"{server.url}/data.bin", dest, md5=MD5, progress=False) == dest
-    assert server.requests == []  # verified, not downloaded
-    dest.write_bytes(b"something else")
-    with pytest.raises(ChecksumError, match="Delete it to download it again"):
-        download(f"{server.url}/data.bin", dest, md5=MD5, progress=False)
-    assert dest.read_bytes() == b"something else"  # not ours: left alone
-
-
-def test_argument_checks(source, tmp_path):
-    with pytest.raises(ValueError, match="32 hex digits"):
-        download(source.as_uri(), tmp_path / "x", md5="abc")
-    with pytest.raises(FileNotFoundError, match="Cannot open"):
-        download((tmp_path / "missing.bin").as_uri(), tmp_path / "x", progress=False)
-
-
-def test_progress_bar(source, tmp_path, capsys):
-    download(source.as_uri(), tmp_path / "data.bin", progress=True)
-    assert "data.bin" in capsys.readouterr().err
-
-
-# ------------------------------------------------------------------------------------------
-# download over HTTP (loopback server)
-# ------------------------------------------------------------------------------------------
-
-
-def test_http_download(server, tmp_path):
-    dest = download(f"{server.url}/data.bin", tmp_path / "data.bin", md5=MD5, progress=False)
-    assert dest.read_bytes() == PAYLOAD
-    assert server.requests == [("/data.bin", None)]
-
-
-def test_http_resume_with_range(server, tmp_path):
-    (tmp_path / "data.bin.part").write_bytes(PAYLOAD[:123_456])
-    dest = download(f"{server.url}/data.bin", tmp_path / "data.bin", md5=MD5, progress=False)
-    assert dest.read_bytes() == PAYLOAD
-    assert server.requests == [("/data.bin", "bytes=123456-")]
-
-
-def test_http_interrupted_then_resumed(server, tmp_path):
-    server.mode = "drop"
-    dest = tmp_path / "data.bin"
-    with pytest.raises(OSError, match="call again to resume"):
-        download(f"{server.url}/data.bin", dest, md5=MD5, progress=False, chunk_size=4096)
-    part = tmp_path / "data.bin.part"
-    kept = part.stat().st_size
-    assert 0 < kept < len(PAYLOAD) and part.read_bytes() == PAYLOAD[:kept]
-    assert not dest.exists()
-    server.mode = "range"
-    download(f"{server.url}/data.bin", dest, md5=MD5, progress=False)
-    assert dest.read_bytes() == PAYLOAD
-    assert server.requests[-1] == ("/data.bin", f"bytes={kept}-")
-
-
-def test_http_server_ignoring_range_restarts(server, tmp_path):
-    server.mode = "ignore_range"
-    (tmp_path / "data.bin.part").write_bytes(b"stale prefix")
-    dest = download(f"{server.url}/data.bin", tmp_path / "data.bin", md5=MD5, progress=False)
-    assert dest.read_bytes() == PAYLOAD
-
-
-def test_http_complete_part_is_verified(server, tmp_path):
-    """A ``.part`` as long as the file: the server answers 416 and the file is only verified."""
-    (tmp_path / "data.bin.part").write_bytes(PAYLOAD)
-    dest = download(f"{server.url}/data.bin", tmp_path / "data.bin", md5=MD5, progress=False)
-    assert dest.read_bytes() == PAYLOAD
-    assert server.requests == [("/data.bin", f"bytes={len(PAYLOAD)}-")]
-
-
-def test_http_bad_checksum(server, tmp_path):
-    server.files["/data.bin"] = PAYLOAD[:-1] + b"!"
-    with pytest.raises(ChecksumError, match="refused"):
-        download(f"{server.url}/data.bin", tmp_path / "data.bin", md5=MD5, progress=False)
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_http_not_found(server, tmp_path):
-    with pytest.raises(urllib.error.HTTPError, match="404"):
-        download(f"{server.url}/nothing.bin", tmp_path / "x.bin", progress=False)
-
+from .http_files import MD5, PAYLOAD
 
 # ------------------------------------------------------------------------------------------
 # extraction
