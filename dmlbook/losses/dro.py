@@ -85,78 +85,6 @@ UNCERTAINTY_SETS = ("uniform", "simplex", "topk", "topk_pn", "kl", "chi2")
 BASE_LOSSES = ("margin", "binomial")
 
 
-def pair_losses(
-    S: torch.Tensor,
-    pos: torch.Tensor,
-    neg: torch.Tensor,
-    base: str = "margin",
-    margin: float = 0.2,
-    threshold: float = 0.5,
-    alpha: float = 2.0,
-    beta: float = 50.0,
-) -> torch.Tensor:
-    """The (B, B) matrix of per-pair losses ``l_ij``; 0 (with gradient 0) off ``pos | neg``.
-
-    Parameters
-    ----------
-    S : Tensor of shape (B, B)
-        Cosine similarities.
-    pos, neg : bool Tensor of shape (B, B)
-        The positive (``y_ij = +1``) and negative (``y_ij = -1``) pairs.
-    base : {"margin", "binomial"}
-        ``"margin"``: ``[m + y_ij (lambda - S_ij)]_+`` (DRO Sec. 3.3, Eq. 19);
-        ``"binomial"``: ``softplus(alpha (lambda - S_ij))`` on positives,
-        ``softplus(beta (S_ij - lambda))`` on negatives (Wang et al. 2019, Eq. 9, one pair).
-    margin : float
-        ``m`` of the margin loss (the paper's Table 2 uses 0.2); unused by the binomial loss.
-    threshold : float
-        ``lambda``, the similarity both losses bend at (0.5 in Table 2).
-    alpha, beta : float
-        Slopes of the binomial loss (> 0); unused by the margin loss.
-
-    Returns
-    -------
-    Tensor of shape (B, B)
-    """
-    check_choice(base, BASE_LOSSES, "base")
-    pair = pos | neg
-    if base == "margin":  # one hinge for both signs: y (lambda - S) with y = +1 / -1
-        t = threshold - S
-        return torch.where(pair, torch.relu(margin + torch.where(pos, t, -t)), 0.0)
-    lp = softplus(check_positive(alpha, "alpha") * (threshold - S))
-    ln = softplus(check_positive(beta, "beta") * (S - threshold))
-    return torch.where(pos, lp, torch.where(neg, ln, 0.0))
-
-
-def base_loss_slope(
-    S: torch.Tensor,
-    pos: torch.Tensor,
-    neg: torch.Tensor,
-    base: str = "margin",
-    margin: float = 0.2,
-    threshold: float = 0.5,
-    alpha: float = 2.0,
-    beta: float = 50.0,
-) -> torch.Tensor:
-    """``dl_ij / dS_ij`` in closed form (no autograd): what Lemma 1 multiplies by ``p*_ij``.
-
-    Margin loss: ``-y_ij`` where the hinge is open (``l_ij > 0``), else 0. Binomial loss:
-    ``-alpha sigma(alpha (lambda - S_ij))`` on a positive pair, ``beta sigma(beta (S_ij - lambda))``
-    on a negative one. Zero off ``pos | neg``. The tests compare autograd of every DRO loss with
-    ``p* * base_loss_slope`` (``tests/losses/test_dro.py``).
-    """
-    check_choice(base, BASE_LOSSES, "base")
-    zero = torch.zeros_like(S)
-    if base == "margin":
-        t = threshold - S  # the same rounding as pair_losses
-        sp = torch.where(margin + t > 0, -torch.ones_like(S), zero)
-        sn = torch.where(margin + (-t) > 0, torch.ones_like(S), zero)
-    else:
-        sp = -alpha * torch.sigmoid(alpha * (threshold - S))
-        sn = beta * torch.sigmoid(beta * (S - threshold))
-    return torch.where(pos, sp, torch.where(neg, sn, zero))
-
-
 @dataclass(frozen=True)
 class DROHyperParameters(HyperParameters):
     """Hyper-parameters of the DRO family, with the paper's defaults.
@@ -197,6 +125,78 @@ class DROHyperParameters(HyperParameters):
 
 
 _H = DROHyperParameters
+
+
+def pair_losses(
+    S: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    base: str = _H.base,
+    margin: float = _H.margin,
+    threshold: float = _H.threshold,
+    alpha: float = _H.alpha,
+    beta: float = _H.beta,
+) -> torch.Tensor:
+    """The (B, B) matrix of per-pair losses ``l_ij``; 0 (with gradient 0) off ``pos | neg``.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarities.
+    pos, neg : bool Tensor of shape (B, B)
+        The positive (``y_ij = +1``) and negative (``y_ij = -1``) pairs.
+    base : {"margin", "binomial"}
+        ``"margin"``: ``[m + y_ij (lambda - S_ij)]_+`` (DRO Sec. 3.3, Eq. 19);
+        ``"binomial"``: ``softplus(alpha (lambda - S_ij))`` on positives,
+        ``softplus(beta (S_ij - lambda))`` on negatives (Wang et al. 2019, Eq. 9, one pair).
+    margin : float
+        ``m`` of the margin loss (the paper's Table 2 uses 0.2); unused by the binomial loss.
+    threshold : float
+        ``lambda``, the similarity both losses bend at (0.5 in Table 2).
+    alpha, beta : float
+        Slopes of the binomial loss (> 0); unused by the margin loss.
+
+    Returns
+    -------
+    Tensor of shape (B, B)
+    """
+    check_choice(base, BASE_LOSSES, "base")
+    pair = pos | neg
+    if base == "margin":  # one hinge for both signs: y (lambda - S) with y = +1 / -1
+        t = threshold - S
+        return torch.where(pair, torch.relu(margin + torch.where(pos, t, -t)), 0.0)
+    lp = softplus(check_positive(alpha, "alpha") * (threshold - S))
+    ln = softplus(check_positive(beta, "beta") * (S - threshold))
+    return torch.where(pos, lp, torch.where(neg, ln, 0.0))
+
+
+def base_loss_slope(
+    S: torch.Tensor,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    base: str = _H.base,
+    margin: float = _H.margin,
+    threshold: float = _H.threshold,
+    alpha: float = _H.alpha,
+    beta: float = _H.beta,
+) -> torch.Tensor:
+    """``dl_ij / dS_ij`` in closed form (no autograd): what Lemma 1 multiplies by ``p*_ij``.
+
+    Margin loss: ``-y_ij`` where the hinge is open (``l_ij > 0``), else 0. Binomial loss:
+    ``-alpha sigma(alpha (lambda - S_ij))`` on a positive pair, ``beta sigma(beta (S_ij - lambda))``
+    on a negative one. Zero off ``pos | neg``. The tests compare autograd of every DRO loss with
+    ``p* * base_loss_slope`` (``tests/losses/test_dro.py``).
+    """
+    check_choice(base, BASE_LOSSES, "base")
+    zero = torch.zeros_like(S)
+    if base == "margin":
+        t = threshold - S  # the same rounding as pair_losses
+        sp = torch.where(margin + t > 0, -torch.ones_like(S), zero)
+        sn = torch.where(margin + (-t) > 0, torch.ones_like(S), zero)
+    else:
+        sp = -alpha * torch.sigmoid(alpha * (threshold - S))
+        sn = beta * torch.sigmoid(beta * (S - threshold))
+    return torch.where(pos, sp, torch.where(neg, sn, zero))
 
 
 def dro_candidates(
