@@ -97,6 +97,17 @@ def cosine_batches(draw, max_b: int = 9, n_classes: int = 3):
     return rand_S(B, seed), torch.tensor(labels)
 
 
+@st.composite
+def unit_sphere_batches(draw, max_b: int = 8, n_classes: int = 3):
+    """Labels and the cosine similarities of random unit vectors in 3-d, so that Liu et al.'s
+    distances ``D = sqrt(2 - 2 S)`` are those of real points (singletons and ``B = 1`` included)."""
+    B = draw(st.integers(1, max_b))
+    y = draw(st.lists(st.integers(0, n_classes - 1), min_size=B, max_size=B))
+    seed = draw(st.integers(0, 2**16))
+    x = torch.randn(B, 3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return cosine_similarity(x), torch.tensor(y)
+
+
 def random_narrowing(B: int, seed: int = 0) -> dict[str, torch.Tensor]:
     """A miner's masks as keyword arguments: about 30 % of the pairs dropped from each, possibly
     leaving an anchor without positives or negatives."""

@@ -12,6 +12,7 @@ import hypothesis.strategies as st
 import pytest
 import torch
 from hypothesis import given, settings
+from loss_cases import unit_sphere_batches
 
 from dmlbook.losses import triplet as triplet_module
 from dmlbook.losses.liu_triplet import triplet_weighted_loss, triplet_weights
@@ -23,15 +24,6 @@ WEIGHTINGS = [("constant", 1.0), ("power", 0.0), ("power", 2.5), ("power", 5.0),
 NORMS = ["none", "anchor", "batch"]
 
 
-@st.composite
-def batches(draw, max_b: int = 12):
-    B = draw(st.integers(1, max_b))
-    y = draw(st.lists(st.integers(0, 3), min_size=B, max_size=B))
-    seed = draw(st.integers(0, 2**16))
-    x = torch.randn(B, 3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    return cosine_similarity(x), torch.tensor(y)
-
-
 def _value_and_grad(fn, S):
     S = S.clone().requires_grad_(True)
     value = fn(S)
@@ -41,7 +33,10 @@ def _value_and_grad(fn, S):
 
 @settings(max_examples=40, deadline=None)
 @given(
-    batches(), st.sampled_from(WEIGHTINGS), st.sampled_from(NORMS), st.sampled_from([1, 30, 10**6])
+    unit_sphere_batches(12, 4),
+    st.sampled_from(WEIGHTINGS),
+    st.sampled_from(NORMS),
+    st.sampled_from([1, 30, 10**6]),
 )
 def test_blocks_of_any_size_are_algorithm_1(batch, weighting, norm, block):
     S, y = batch
@@ -55,7 +50,12 @@ def test_blocks_of_any_size_are_algorithm_1(batch, weighting, norm, block):
 
 
 @settings(max_examples=30, deadline=None)
-@given(batches(), st.sampled_from(WEIGHTINGS), st.sampled_from(NORMS), st.integers(0, 2**16))
+@given(
+    unit_sphere_batches(12, 4),
+    st.sampled_from(WEIGHTINGS),
+    st.sampled_from(NORMS),
+    st.integers(0, 2**16),
+)
 def test_autograd_equals_the_printed_weights(batch, weighting, norm, seed):
     """Eq. 21's gradient is the weights of Eq. 25-34 (detached: footnote 6), dL/dD_ij = sum_k
     w_ijk and dL/dD_ik = -sum_j w_ijk over the active triplets, divided by B; with and without

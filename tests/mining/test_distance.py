@@ -9,18 +9,9 @@ import hypothesis.strategies as st
 import pytest
 import torch
 from hypothesis import given, settings
+from loss_cases import unit_sphere_batches
 
 from dmlbook.mining import ms_distance_mining_masks, ms_mining_masks, threshold_pair_masks
-from dmlbook.similarity import cosine_similarity
-
-
-@st.composite
-def unit_batches(draw, max_b: int = 8):
-    B = draw(st.integers(1, max_b))
-    y = draw(st.lists(st.integers(0, 2), min_size=B, max_size=B))
-    seed = draw(st.integers(0, 2**16))
-    x = torch.randn(B, 3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    return cosine_similarity(x), torch.tensor(y)
 
 
 def _distances(S):
@@ -28,7 +19,7 @@ def _distances(S):
 
 
 @settings(max_examples=40, deadline=None)
-@given(unit_batches(), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+@given(unit_sphere_batches(8), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
 def test_thresholds_are_eq_16_17(batch, a, b):
     S, y = batch
     m1, m2 = min(a, b), max(a, b)
@@ -42,7 +33,7 @@ def test_thresholds_are_eq_16_17(batch, a, b):
 
 
 @settings(max_examples=40, deadline=None)
-@given(unit_batches(), st.floats(0.0, 0.5))
+@given(unit_sphere_batches(8), st.floats(0.0, 0.5))
 def test_ms_mining_on_distances_is_eq_22_23(batch, eps):
     S, y = batch
     pos, neg = ms_distance_mining_masks(S, y, eps)
@@ -69,7 +60,7 @@ def test_liu_eq_22_23_differ_from_wang_eq_11_12_at_the_same_epsilon():
 
 
 @settings(max_examples=40, deadline=None)
-@given(unit_batches())
+@given(unit_sphere_batches(8))
 def test_liu_and_wang_agree_at_epsilon_zero(batch):
     """D is decreasing in S (and sqrt, rounded correctly, stays monotone), so with epsilon = 0
     both rules compare the same numbers; they could differ only on a positive tied with a

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hypothesis.strategies as st
 import torch
 from hypothesis import given, settings
+from loss_cases import unit_sphere_batches
 
 from dmlbook.losses.liu_triplet import triplet_weighted_loss
 from dmlbook.losses.liu_weighting import ms_distance_loss, pair_weighted_loss
@@ -15,16 +16,6 @@ from dmlbook.reference.liu_weighting import (
     pair_weighted_loss_reference,
     triplet_weighted_loss_reference,
 )
-from dmlbook.similarity import cosine_similarity
-
-
-@st.composite
-def batches(draw, max_b: int = 7):
-    B = draw(st.integers(1, max_b))
-    y = draw(st.lists(st.integers(0, 2), min_size=B, max_size=B))
-    seed = draw(st.integers(0, 2**16))
-    x = torch.randn(B, 3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    return cosine_similarity(x), torch.tensor(y)
 
 
 def _both(fn, ref, S):
@@ -50,7 +41,7 @@ NORM = st.sampled_from(["none", "anchor", "batch"])
 
 @settings(max_examples=40, deadline=None)
 @given(
-    batches(),
+    unit_sphere_batches(7),
     WEIGHTING,
     NORM,
     st.sampled_from([None, 0.1]),
@@ -68,7 +59,7 @@ def test_pair_loss_is_algorithm_1(batch, weighting, norm, eps, margins):
 
 
 @settings(max_examples=30, deadline=None)
-@given(batches(), WEIGHTING, NORM, st.sampled_from([0.1, 0.5]))
+@given(unit_sphere_batches(7), WEIGHTING, NORM, st.sampled_from([0.1, 0.5]))
 def test_triplet_loss_is_algorithm_1(batch, weighting, norm, m):
     S, y = batch
     name, a, _ = weighting
@@ -81,7 +72,7 @@ def test_triplet_loss_is_algorithm_1(batch, weighting, norm, m):
 
 
 @settings(max_examples=30, deadline=None)
-@given(batches(), st.sampled_from(["v1", "v2"]), st.sampled_from([None, 0.1]))
+@given(unit_sphere_batches(7), st.sampled_from(["v1", "v2"]), st.sampled_from([None, 0.1]))
 def test_ms_v1_v2_are_the_per_anchor_loops(batch, version, eps):
     S, y = batch
     kw = dict(version=version, epsilon=eps)
