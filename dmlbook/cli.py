@@ -10,9 +10,11 @@
     ``dmlbook train`` reads with the default ``data.resize``, so training reuses it).
 ``dmlbook recall EMBEDDINGS.npy LABELS.npy [--ks 1 2 4 8] [--gallery G.npy --gallery-labels GL.npy]``
     Recall@K, MAP@R and R-precision of saved embeddings (one set, or query/gallery).
-``dmlbook train --config FILE [--data DIR] [--set key=value ...] [--resume [CHECKPOINT]] [--dry-run]``
+``dmlbook train --config FILE [--data DIR] [--set key=value ...] [--resume [CHECKPOINT] | --overwrite] [--dry-run]``
     Train the run a config file describes (:mod:`dmlbook.engine`); ``--set optim.lr=1e-4``
-    overrides a key, ``--resume`` continues from ``<out_dir>/last.pt``. Under ``torchrun`` every
+    overrides a key, ``--resume`` continues from ``<out_dir>/last.pt``. A fresh run never
+    writes over a run its folder holds: ``--overwrite`` moves that run into
+    ``<out_dir>/previous-run-N/`` first. Under ``torchrun`` every
     process trains its share of the batch (:mod:`dmlbook.engine.distributed`); ``--dry-run``
     checks the config and predicts memory and speed (:mod:`dmlbook.engine.dry_run`).
 ``dmlbook evaluate CHECKPOINT [--data DIR] [--ks ...] [--device auto]``
@@ -213,7 +215,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return
     resume = True if args.resume == "" else (args.resume or False)
     result = train(
-        cfg, resume=resume, progress=not args.quiet and None, resume_command=_resume_command(args)
+        cfg,
+        resume=resume,
+        overwrite=args.overwrite,
+        progress=not args.quiet and None,
+        resume_command=_resume_command(args),
     )
     print(f"outputs in {result.out_dir}")
     return exit_status(result.stopped_by)
@@ -273,6 +279,7 @@ In-Shop has no direct download: extract it by hand under /data/InShop.""",
   dmlbook train --config my.yaml --set optim.lr=1e-4 --set train.iterations=2000
   dmlbook train --config my.yaml --set data.options.allow_partial=true   # a partial copy
   dmlbook train --config my.yaml --resume                                # from <out_dir>/last.pt
+  dmlbook train --config my.yaml --overwrite   # afresh; the old run -> <out_dir>/previous-run-1/
   dmlbook train --config my.yaml --dry-run          # memory, FLOPs, images/s on an H100
   dmlbook train --config ms_sop_bninception --dry-run --gpus 4 --gpu a100_sxm_40gb
   torchrun --nproc-per-node 4 -m dmlbook.cli train --config ms_sop_bninception --data /data""",
@@ -356,7 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
         "train the run a config file describes",
         "Outputs (last.pt, best.pt, metrics.csv, train_log.csv, run.json) go to the config's "
         "train.out_dir: runs/<name> under the current folder by default; --set "
-        "train.out_dir=DIR puts them elsewhere.",
+        "train.out_dir=DIR puts them elsewhere. A fresh run into a folder that holds a run "
+        "stops, unless --resume continues it or --overwrite moves it aside.",
     )
     tr.add_argument(
         "--config", required=True, metavar="FILE",
@@ -369,6 +377,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--resume", nargs="?", const="", default=None, metavar="CHECKPOINT",
         help="continue from <out_dir>/last.pt, or from CHECKPOINT",
+    )  # fmt: skip
+    tr.add_argument(
+        "--overwrite", action="store_true",
+        help="start afresh in a folder that holds a run: its files move into "
+        "<out_dir>/previous-run-N/ (nothing is deleted); without it such a run stops",
     )  # fmt: skip
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.add_argument(

@@ -28,11 +28,13 @@ tests in ``tests/data/test_omniglot.py``.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import urllib.error
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,6 +45,7 @@ from .dataset import EmbeddedDataset
 from .errors import DownloadError
 from .omniglot_layout import (
     COMPACT_SIZE,
+    DamagedSetError,
     alphabets,
     drop_alphabets,
     list_characters,
@@ -138,29 +141,53 @@ def _as_float(images: np.ndarray, image_size: int) -> torch.Tensor:
     return x.reshape(*lead, 1, image_size, image_size).contiguous()
 
 
-def _compact() -> dict[str, np.ndarray]:
-    """The arrays of the shipped file (read from the installed package)."""
-    ref = resources.files("dmlbook.data").joinpath(DATA_FILE)
-    with resources.as_file(ref) as path:
+def _compact_file() -> Any:
+    """The shipped file, as :mod:`importlib.resources` finds it in the installed package."""
+    return resources.files("dmlbook.data").joinpath(DATA_FILE)
+
+
+def _restore(path: object) -> str:
+    return (
+        f"Restore {path}: reinstall dmlbook (pip install --force-reinstall dmlbook), or rebuild "
+        "it with `python tools/build_omniglot.py DIR` from the Omniglot zip files."
+    )
+
+
+def _compact_bytes() -> tuple[bytes, str]:
+    """The shipped file's bytes, checked against :data:`SHA256`, and its path (for messages).
+
+    Hashing the 0.5 MB takes about a millisecond; a file truncated, emptied or changed by a
+    single bit is refused in one line here instead of failing inside :mod:`numpy`'s reader.
+    """
+    with resources.as_file(_compact_file()) as path:
         if not path.is_file():
             raise FileNotFoundError(
-                f"{path} is missing from the installed package; reinstall dmlbook, or rebuild it "
-                "with `python tools/build_omniglot.py DIR` from the Omniglot zip files."
+                f"{path} is missing from the installed package. {_restore(path)}"
             )
-        with np.load(path, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
+        data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != SHA256:
+        what = "empty" if not data else f"{len(data):,} bytes, sha256 {digest[:16]}..."
+        raise ChecksumError(
+            f"{path} is damaged ({what}; the shipped copy has sha256 {SHA256[:16]}...: "
+            f"truncated, emptied or modified). {_restore(path)}"
+        )
+    return data, str(path)
+
+
+def _compact() -> dict[str, np.ndarray]:
+    """The arrays of the shipped file (read from the installed package, digest checked)."""
+    data, _ = _compact_bytes()
+    with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+        return {key: arrays[key] for key in arrays.files}
 
 
 def verify_compact() -> str:
-    """sha256 of the shipped file; ``ChecksumError`` if it differs from :data:`SHA256`."""
-    ref = resources.files("dmlbook.data").joinpath(DATA_FILE)
-    digest = hashlib.sha256(ref.read_bytes()).hexdigest()
-    if digest != SHA256:
-        raise ChecksumError(
-            f"{DATA_FILE} has sha256 {digest}, expected {SHA256}: the shipped Omniglot copy was "
-            "modified. Reinstall dmlbook or rebuild it with tools/build_omniglot.py."
-        )
-    return digest
+    """sha256 of the shipped file; ``ChecksumError`` if it differs from :data:`SHA256`.
+
+    Every load checks it too (:func:`load`, :func:`one_shot_runs`).
+    """
+    return hashlib.sha256(_compact_bytes()[0]).hexdigest()
 
 
 def load(split: str = "train", *, image_size: int = COMPACT_SIZE) -> EmbeddedDataset:
@@ -253,6 +280,9 @@ def load_full(
         or 659 characters.
     ChecksumError
         If a downloaded zip file does not have the published md5.
+    DamagedSetError
+        (a ``ValueError``) If the zip file is damaged (a member fails its CRC-32) or a drawing
+        does not decode: one line naming the file and how to fetch the set again.
     """
     _check_split(split, "omniglot_full")
     _check_size(image_size, 105, "the drawings are 105 x 105.")
@@ -265,7 +295,7 @@ def load_full(
     folder = data_root(FOLDER, root, dataset="omniglot_full")
     name = sets[_SPLITS.index(split)]
     source = _locate(folder, name, split, download)
-    chars = read_characters(source, image_size)
+    chars = _read(read_characters, source, name, split, image_size)
     expected = FULL_CLASSES.get(name)
     if expected is not None and len(chars.class_names) != expected:
         raise ValueError(
@@ -276,7 +306,7 @@ def load_full(
     offset, train_names = 0, []
     if split == "test":
         train_source = _locate(folder, sets[0], "train", download)
-        train_classes = list_characters(train_source)
+        train_classes = _read(list_characters, train_source, sets[0], "train")
         chars = drop_alphabets(chars, alphabets(train_classes))
         train_names = [f"{sets[0]}/{n}" for n in train_classes]
         offset = len(train_names)
@@ -288,6 +318,23 @@ def load_full(
         split=split,
         class_names=names,
     )
+
+
+def _read(reader: Any, source: Path, name: str, split: str, *args: Any) -> Any:
+    """``reader(source, *args)``; a damaged copy's one line says how to get the set again."""
+    try:
+        return reader(source, *args)
+    except DamagedSetError as err:
+        how = (
+            f"load_dataset('omniglot_full', {split!r}, download=True) downloads it (md5 "
+            f"{FULL_MD5[name]}), or get it from "
+            if name in FULL_URLS
+            else "get it from "
+        )
+        raise DamagedSetError(
+            f"{err} Delete {source} and fetch {name}.zip again: {how}"
+            "https://github.com/brendenlake/omniglot (python/ folder)."
+        ) from None
 
 
 def _locate(folder: Path, name: str, split: str, download: bool) -> Path:

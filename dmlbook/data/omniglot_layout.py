@@ -29,6 +29,7 @@ import io
 import os
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from PIL import Image
 
 __all__ = [
     "CharacterSet",
+    "DamagedSetError",
     "RawRuns",
     "alphabets",
     "build_compact",
@@ -54,6 +56,12 @@ COMPACT_SIZE = 28
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip file can hold
 _PNG = re.compile(r"^(?P<alphabet>[^/]+)/(?P<character>character\d+)/(?P<file>[^/]+\.png)$")
 _LABEL_LINE = re.compile(r"^(\S+/test/(item\d+)\.png)\s+(\S+/training/(class\d+)\.png)$")
+
+
+class DamagedSetError(ValueError):
+    """A file of an Omniglot set (its zip file, a member, an extracted drawing) cannot be read: a
+    broken download or copy. The message names the file; :func:`dmlbook.data.omniglot.load_full`
+    adds how to fetch the set again."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,38 @@ def preprocess(png: bytes, size: int = COMPACT_SIZE) -> np.ndarray:
     return np.asarray(ink, dtype=np.uint8)
 
 
+def _open_zip(source: Path) -> zipfile.ZipFile:
+    """``source`` opened as a zip file; :class:`DamagedSetError` if it is not one (any more)."""
+    if not zipfile.is_zipfile(source):
+        raise DamagedSetError(
+            f"{source} is neither a folder nor a readable zip file (empty, truncated or "
+            "damaged: a broken download or copy)."
+        )
+    return zipfile.ZipFile(source)
+
+
+def _read_member(zf: zipfile.ZipFile, source: Path, name: str) -> bytes:
+    """The bytes of member ``name``, checked against its CRC-32 by :mod:`zipfile`."""
+    try:
+        return zf.read(name)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+        raise DamagedSetError(
+            f"{source} is damaged: its member {name} does not read back ({err}), a broken "
+            "download or copy."
+        ) from None
+
+
+def _decoded(png: bytes, size: int, where: str) -> np.ndarray:
+    """:func:`preprocess` of one file, whose name ``where`` any decoding error names."""
+    try:
+        return preprocess(png, size)
+    except Exception as err:  # Pillow raises OSError, SyntaxError, ValueError ... for bad data
+        raise DamagedSetError(
+            f"{where} is not a readable PNG drawing ({type(err).__name__}: {err}), a broken "
+            "download or copy."
+        ) from None
+
+
 def _members(source: Path) -> Iterator[tuple[str, bytes]]:
     """``(path relative to the set's top folder, bytes)`` for every file of a zip or folder."""
     if source.is_dir():
@@ -122,9 +162,7 @@ def _members(source: Path) -> Iterator[tuple[str, bytes]]:
             if path.is_file():
                 yield path.relative_to(source).as_posix(), path.read_bytes()
         return
-    if not zipfile.is_zipfile(source):
-        raise ValueError(f"{source} is neither a folder nor a zip file.")
-    with zipfile.ZipFile(source) as zf:
+    with _open_zip(source) as zf:
         names = sorted(n for n in zf.namelist() if not n.endswith("/"))
         tops = {n.split("/", 1)[0] for n in names if "/" in n}
         if len(tops) != 1:
@@ -135,7 +173,7 @@ def _members(source: Path) -> Iterator[tuple[str, bytes]]:
         for name in names:
             if name.startswith("__MACOSX/") or name.rsplit("/", 1)[-1].startswith("."):
                 continue
-            yield name.split("/", 1)[1], zf.read(name)
+            yield name.split("/", 1)[1], _read_member(zf, source, name)
 
 
 def list_characters(source: str | os.PathLike[str]) -> list[str]:
@@ -149,7 +187,7 @@ def list_characters(source: str | os.PathLike[str]) -> list[str]:
     if source.is_dir():
         rels = [p.relative_to(source).as_posix() for p in source.glob("*/character*/*.png")]
     else:
-        with zipfile.ZipFile(source) as zf:
+        with _open_zip(source) as zf:
             rels = [n.split("/", 1)[1] for n in zf.namelist() if n.count("/") == 3]
     return sorted({m["alphabet"] + "/" + m["character"] for r in rels if (m := _PNG.match(r))})
 
@@ -171,6 +209,9 @@ def read_characters(source: str | os.PathLike[str], size: int = COMPACT_SIZE) ->
         If ``source`` does not exist.
     ValueError
         If it holds no ``<Alphabet>/characterNN/*.png`` drawing, or a file elsewhere.
+    DamagedSetError
+        (a ``ValueError``) If the zip file or a drawing cannot be read (a member fails its
+        CRC-32, a PNG does not decode); the message names the file.
     """
     source = Path(source).expanduser()
     if not source.exists():
@@ -192,8 +233,8 @@ def read_characters(source: str | os.PathLike[str], size: int = COMPACT_SIZE) ->
     class_names = sorted(drawings)
     images, labels = [], []
     for label, name in enumerate(class_names):
-        for _, data in sorted(drawings[name]):
-            images.append(preprocess(data, size))
+        for file, data in sorted(drawings[name]):
+            images.append(_decoded(data, size, f"{source}: {name}/{file}"))
             labels.append(label)
     return CharacterSet(
         images=np.stack(images), labels=np.asarray(labels, dtype=np.int64), class_names=class_names
@@ -207,7 +248,7 @@ def read_runs(source: str | os.PathLike[str], size: int = COMPACT_SIZE) -> RawRu
     ------
     ValueError
         If a run lacks ``class_labels.txt``, a listed image, or does not have as many training
-        as test images.
+        as test images; a :class:`DamagedSetError` if a file cannot be read.
     """
     source = Path(source).expanduser()
     if not source.exists():
@@ -218,8 +259,9 @@ def read_runs(source: str | os.PathLike[str], size: int = COMPACT_SIZE) -> RawRu
             if path.is_file():
                 files[path.relative_to(source).as_posix()] = path.read_bytes()
     else:
-        with zipfile.ZipFile(source) as zf:
-            files = {n: zf.read(n) for n in sorted(zf.namelist()) if not n.endswith("/")}
+        with _open_zip(source) as zf:
+            names = sorted(n for n in zf.namelist() if not n.endswith("/"))
+            files = {n: _read_member(zf, source, n) for n in names}
     runs = sorted({n.split("/", 1)[0] for n in files if re.match(r"^run\d+/", n)})
     if not runs:
         raise ValueError(f"{source} holds no 'runNN/' folder of the one-shot task.")
@@ -250,8 +292,8 @@ def read_runs(source: str | os.PathLike[str], size: int = COMPACT_SIZE) -> RawRu
                 f"{source}: {labels_file} does not list {missing[:3]} or names missing training "
                 f"images {unknown[:3]}."
             )
-        train.append(np.stack([preprocess(files[n], size) for n in classes]))
-        test.append(np.stack([preprocess(files[n], size) for n in items]))
+        train.append(np.stack([_decoded(files[n], size, f"{source}: {n}") for n in classes]))
+        test.append(np.stack([_decoded(files[n], size, f"{source}: {n}") for n in items]))
         answers.append([classes.index(answer[n]) for n in items])
     return RawRuns(
         train=np.stack(train), test=np.stack(test), answers=np.asarray(answers, dtype=np.int64)

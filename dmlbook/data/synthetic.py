@@ -27,7 +27,9 @@ every image of a class is the same picture, at 1 raw pixels are close to useless
 Rendering is vectorised numpy on coordinate grids (signed distance functions for every part,
 anti-aliased over one pixel), a few seconds for the default 6,000 images. Results are cached as
 ``uint8`` arrays in ``$DMLBOOK_CACHE`` (default ``~/.cache/dmlbook``) under a file name that
-hashes every option and :data:`GENERATOR_VERSION`.
+hashes every option and :data:`GENERATOR_VERSION`; the file also stores the sha256 of its
+images, checked when it is read (a file whose images were replaced is regenerated, with a
+warning).
 """
 
 from __future__ import annotations
@@ -128,16 +130,31 @@ def cache_path(
     return cache_folder() / f"synthetic-v{GENERATOR_VERSION}-{split}-{digest}.npz"
 
 
+def _content_digest(images: np.ndarray) -> str:
+    """sha256 of the images' bytes (about 10 ms for the default 6,000 images of 32 x 32)."""
+    return hashlib.sha256(np.ascontiguousarray(images).data).hexdigest()
+
+
 def _read_cache(path: Path, key: str, shape: tuple[int, ...]) -> np.ndarray | None:
-    """The cached images, or ``None`` if the file is missing, corrupt or for other options."""
+    """The cached images, or ``None`` if the file is missing, corrupt or for other options.
+
+    The file holds the key of its options and the sha256 of its images: a file of the right
+    name and key whose images were replaced or damaged is regenerated, with a warning.
+    """
     if not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as f:
             stored_key = str(f["key"])
             images = f["images"]
+            digest = str(f["sha256"]) if "sha256" in f.files else "none stored"
         if stored_key != key or images.shape != shape or images.dtype != np.uint8:
             raise ValueError("contents do not match the requested options")
+        if digest != _content_digest(images):
+            raise ValueError(
+                "its images are not the ones it was written with (their sha256 differs from "
+                "the one stored beside them)"
+            )
         return images
     except Exception as err:  # any unreadable file is regenerated
         warnings.warn(
@@ -151,7 +168,8 @@ def _write_cache(path: Path, key: str, images: np.ndarray) -> None:
     """Write atomically (:func:`~dmlbook.data.atomic.atomic_write`); a failure only warns."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda f: np.savez(f, images=images, key=np.array(key)))
+        digest = np.array(_content_digest(images))
+        atomic_write(path, lambda f: np.savez(f, images=images, key=np.array(key), sha256=digest))
     except OSError as err:
         warnings.warn(
             f"Could not write the data cache {path} ({err}); set DMLBOOK_CACHE to a writable "

@@ -9,12 +9,13 @@ the optimiser factory, atomic checkpoints: what ``fit`` runs too) and never the 
 comparisons of several losses under one recipe live in :mod:`dmlbook.studies.benchmark`.
 
 * :mod:`~dmlbook.engine.config`: the schema (:class:`Config`) and :func:`load_config`;
+* :mod:`~dmlbook.engine.config_file`: reading a config file (YAML or TOML) safely;
 * :mod:`~dmlbook.engine.config_sections`: the sections of the schema and their defaults;
 * :mod:`~dmlbook.engine.build`: device, model, loss, optimiser, learning-rate schedule;
 * :mod:`~dmlbook.engine.data`: splits as batch sources (in-memory tensors or cached images);
 * :mod:`~dmlbook.engine.trainer`: a config's run folder around the loop, :func:`train`;
 * :mod:`~dmlbook.engine.runtime`: signals, progress, logs and the resume checks of a run;
-* :mod:`~dmlbook.engine.run_folder`: one process per run folder (a lock);
+* :mod:`~dmlbook.engine.run_folder`: one process per run folder (a lock), never overwritten;
 * :mod:`~dmlbook.engine.run_result`: what a run returns (:class:`RunResult`);
 * :mod:`~dmlbook.engine.evaluation`: Recall@K of a model or a checkpoint;
 * :mod:`~dmlbook.engine.distributed`: several GPUs under ``torchrun``;

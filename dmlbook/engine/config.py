@@ -9,7 +9,8 @@ A config file has five sections (every key optional except where a default canno
     optim: {name: adam, lr: 3.0e-5, weight_decay: 5.0e-4, milestones: [1200, 2400], gamma: 0.1}
     train: {iterations: 3000, batch_size: 80, k: 5, bf16: true, ...}
 
-:func:`load_config` reads a file, applies ``--set section.key=value`` overrides and returns a
+:func:`load_config` reads a file (:mod:`dmlbook.engine.config_file`: UTF-8 YAML or TOML; no
+alias, repeated key or deep nesting), applies ``--set section.key=value`` overrides and returns a
 :class:`Config`. Unknown keys fail with the closest valid name, values of the wrong type with the
 expected type, and inconsistent values (``batch_size`` not a multiple of ``k``) with the fix.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import itertools
 import math
 import types
 import typing
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..training.optim import check_optimizer
+from .config_file import CONFIG_DIR, MAX_DEPTH, find_config, load_yaml, read_file
 from .config_sections import (
     RECALL_KS,
     ConfigError,
@@ -40,6 +43,8 @@ from .config_sections import (
 )
 
 __all__ = [
+    "MAX_COUNT",
+    "MAX_DEPTH",
     "Config",
     "ConfigError",
     "DataConfig",
@@ -53,7 +58,13 @@ __all__ = [
     "config_from_dict",
     "find_config",
     "load_config",
+    "load_yaml",
+    "read_file",
 ]
+
+#: The largest ``train.iterations`` (and other counts of the ``train`` section) a config takes:
+#: 10^9 iterations are 11 days at 1,000 a second; a larger number is a typo (``1e30``).
+MAX_COUNT = 10**9
 
 
 @dataclass
@@ -94,7 +105,7 @@ class Config:
         """
         _check_name(self.name)
         _check_train(self.train)
-        _check_optim(self.optim)
+        _check_optim(self.optim, self.train.iterations)
         _check_data_and_model(self.data, self.model)
         return self
 
@@ -120,8 +131,16 @@ def _check_train(t: TrainConfig) -> None:
         "eval_batch_size", "log_every", "checkpoint_every",
     ):  # fmt: skip
         value = getattr(t, key)
-        if value is not None and value < 1:
-            raise ConfigError(f"train.{key} must be a positive integer, got {value}.")
+        if value is not None and not 1 <= value <= MAX_COUNT:
+            raise ConfigError(
+                f"train.{key} must be a positive integer of at most {MAX_COUNT:,} (10^9), got "
+                f"{value:,}."
+            )
+    if t.epochs is not None and t.epoch_iters is not None and t.epochs * t.epoch_iters > MAX_COUNT:
+        raise ConfigError(
+            f"train.epochs x train.epoch_iters = {t.epochs * t.epoch_iters:,} iterations, more "
+            f"than {MAX_COUNT:,} (10^9); give fewer epochs or iterations per epoch."
+        )
     if t.k < 2:
         raise ConfigError(f"train.k must be at least 2 (a positive pair), got {t.k}.")
     if t.batch_size % t.k:
@@ -144,7 +163,7 @@ def _check_train(t: TrainConfig) -> None:
         raise ConfigError(f"train.device must be auto, cpu, cuda[:N] or mps, got {t.device!r}.")
 
 
-def _check_optim(o: OptimConfig) -> None:
+def _check_optim(o: OptimConfig, iterations: int | None = None) -> None:
     """The checks of :meth:`Config.validate` on the ``optim`` section."""
     try:
         check_optimizer(o.name, o.lr, **o.settings())
@@ -165,10 +184,33 @@ def _check_optim(o: OptimConfig) -> None:
         raise ConfigError("optim.freeze_backbone_epochs must be >= 0.")
     if o.grad_clip is not None and not o.grad_clip > 0:
         raise ConfigError(f"optim.grad_clip must be positive or null, got {o.grad_clip}.")
-    if any(x <= 0 for x in o.milestones) or list(o.milestones) != sorted(o.milestones):
+    _check_milestones(o.milestones, iterations)
+
+
+def _check_milestones(values: list[int | float], iterations: int | None) -> None:
+    """``optim.milestones``: increasing fractions in (0, 1), or increasing whole iterations
+    within ``train.iterations`` (when given); never a mix, NaN or a number like 1.5."""
+    fractions = [0 < m < 1 for m in values]
+    whole = [math.isfinite(m) and m >= 1 and m == int(m) for m in values]
+    kind = "fractions of the run" if all(fractions) else "iterations"
+    ok = all(fractions) or all(whole)
+    if not ok or any(b <= a for a, b in itertools.pairwise(values)):
+        bad = [m for m, f, w in zip(values, fractions, whole, strict=True) if not (f or w)]
+        why = (
+            f"{bad[0]} is neither a fraction in (0, 1) nor a whole iteration"
+            if bad
+            else "fractions and iterations are mixed"
+            if not ok
+            else f"the {kind} do not increase"
+        )
         raise ConfigError(
-            f"optim.milestones must be increasing positive iterations (or fractions in "
-            f"(0, 1)), got {o.milestones}."
+            f"optim.milestones must be increasing fractions of the run in (0, 1) (e.g. [0.4, "
+            f"0.8]) or increasing whole iterations (e.g. [1200, 2400]), got {values}: {why}."
+        )
+    if iterations is not None and all(whole) and values and values[-1] > iterations:
+        raise ConfigError(
+            f"optim.milestones {values} lie beyond the run's train.iterations={iterations:,}; "
+            "use smaller iterations, or fractions of the run (e.g. [0.4, 0.8])."
         )
 
 
@@ -297,34 +339,11 @@ def config_from_dict(values: dict[str, Any]) -> Config:
     return _build(Config, values, "").validate()
 
 
-def _yaml_load(stream: Any, where: str) -> Any:
-    """``yaml.safe_load`` that refuses aliases (``*name``), with a :class:`ConfigError`.
-
-    An alias repeats a node without copying it, so a few lines of aliases to aliases describe
-    10^8 leaves that only expand when the config is written out (``--dry-run``, checkpoints):
-    a "billion laughs". A dmlbook config never needs one.
-    """
-    import yaml
-
-    class _NoAliasLoader(yaml.SafeLoader):
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                event = self.peek_event()
-                raise ConfigError(
-                    f"{where}, line {event.start_mark.line + 1}: the YAML alias *{event.anchor} is "
-                    "not accepted in a config (aliases can expand without bound); write the "
-                    "values out."
-                )
-            return super().compose_node(parent, index)
-
-    return yaml.load(stream, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
-
-
 def _parse_value(text: str) -> Any:
     import yaml
 
     try:
-        return _yaml_load(text, f"--set value {text!r}")
+        return load_yaml(text, f"--set value {text!r}")
     except yaml.YAMLError:
         return text
 
@@ -350,68 +369,6 @@ def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, A
             node = child
         node[parts[-1]] = _parse_value(text)
     return values
-
-
-def _shipped_configs() -> Path:
-    """Where the shipped configs are: inside an installed wheel, or beside the package's source.
-
-    A wheel holds them as package data (``dmlbook/configs/``, mapped from the checkout's
-    ``configs/`` by ``setup.py``); a source checkout or an editable install has ``configs/``
-    beside the ``dmlbook`` folder.
-    """
-    package = Path(__file__).resolve().parents[1]
-    installed = package / "configs"
-    return installed if installed.is_dir() else package.parent / "configs"
-
-
-#: The shipped configs, found by bare name (``--config ms_cub_bninception``).
-CONFIG_DIR = _shipped_configs()
-
-
-def find_config(path: str | Path) -> Path:
-    """A config file: ``path`` itself, or the shipped ``<path>.yaml`` (:data:`CONFIG_DIR`) for a bare name.
-
-    ``find_config("ms_cub_bninception")`` finds the shipped ``ms_cub_bninception.yaml`` from any
-    working directory, in a source checkout and in an installed wheel alike.
-
-    Raises
-    ------
-    ConfigError
-        If neither exists, listing the shipped config names.
-    """
-    p = Path(path).expanduser()
-    if p.is_file():
-        return p
-    if p.parent == Path(".") and not p.suffix and (CONFIG_DIR / f"{p.name}.yaml").is_file():
-        return CONFIG_DIR / f"{p.name}.yaml"
-    shipped = sorted(c.stem for c in CONFIG_DIR.glob("*.yaml")) if CONFIG_DIR.is_dir() else []
-    listing = f" Shipped configs (by name): {', '.join(shipped)}." if shipped else ""
-    raise ConfigError(f"config file {str(path)!r} does not exist.{listing}")
-
-
-def read_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML (``.yaml``/``.yml``) or TOML (``.toml``) file into a dict.
-
-    ``path`` may also be the bare name of a shipped config (see :func:`find_config`).
-    """
-    p = find_config(path)
-    if p.suffix == ".toml":
-        try:
-            import tomllib
-        except ImportError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
-        with open(p, "rb") as f:
-            return tomllib.load(f)
-    if p.suffix not in (".yaml", ".yml"):
-        raise ConfigError(f"config file {p} must end in .yaml, .yml or .toml.")
-    import yaml
-
-    with open(p, encoding="utf-8") as f:
-        try:
-            values = _yaml_load(f, str(p))
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{p} is not valid YAML: {err}") from err
-    return values or {}
 
 
 def load_config(

@@ -73,15 +73,24 @@ class NothingToResume(FileNotFoundError):
     """``resume=True`` (``--resume``) but the run folder holds no ``last.pt``."""
 
 
-def resume_path(cfg: Config, resume: bool | str | Path) -> Path | None:
+def resume_path(cfg: Config, resume: bool | str | Path, overwrite: bool = False) -> Path | None:
     """The checkpoint a run continues from, or None for a fresh run; checked before anything is
-    created (``resume`` as :func:`dmlbook.engine.train` takes it: True, ``"auto"``, a path, False).
+    created (``resume`` and ``overwrite`` as :func:`dmlbook.engine.train` takes them).
 
     Raises
     ------
     NothingToResume
         For ``resume=True`` when the run folder holds no ``last.pt``.
+    ValueError
+        For ``overwrite`` (a fresh run) with ``resume``.
     """
+    if overwrite not in (True, False):
+        raise TypeError(f"overwrite must be True or False, got {overwrite!r}.")
+    if overwrite and resume not in (False, None):
+        raise ValueError(
+            "overwrite starts a fresh run (the old one is moved aside), resume continues one: "
+            "give one of them (--overwrite or --resume)."
+        )
     if resume is False or resume is None:
         return None
     path = cfg.out_dir / "last.pt" if resume in (True, "auto") else Path(resume)
@@ -160,19 +169,23 @@ def exit_status(signum: int | None) -> int:
 def graceful_interrupt() -> Iterator[dict[str, Any]]:
     """A first SIGINT (Ctrl-C), SIGTERM or SIGHUP asks the loop to stop after the current
     iteration (the flag's ``"requested"``; ``"signal"`` records which); a second one raises
-    ``KeyboardInterrupt`` at once. Only in the main thread (signals go there). The handlers found
-    are restored on exit."""
-    flag: dict[str, Any] = {"requested": False, "signal": None}
+    ``KeyboardInterrupt`` at once, unless the caller set the flag's ``"saving"`` (the final
+    checkpoint of a stopped run is being written): then it waits for the checkpoint, with a
+    line. Only in the main thread (signals go there). The handlers found are restored on exit."""
+    flag: dict[str, Any] = {"requested": False, "signal": None, "saving": False}
     if threading.current_thread() is not threading.main_thread():
         yield flag
         return
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
 
     def handler(signum: int, frame: object) -> None:
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if flag["saving"]:  # stopping already: the position is being written, let it finish
+            tqdm.write(f"{name}: the position is being saved; the run stops once it is written.")
+            return
         if flag["requested"]:
             raise KeyboardInterrupt
         flag["requested"], flag["signal"] = True, signum
-        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         tqdm.write(f"{name}: stopping after this iteration (send it again to stop at once).")
 
     for sig in STOP_SIGNALS:

@@ -60,7 +60,7 @@ from .distributed import (
     wrap_model,
 )
 from .evaluation import evaluate_model
-from .run_folder import RunFolderBusy, run_folder
+from .run_folder import RunFolderBusy, RunFolderTaken, run_folder
 from .run_result import TEST_SELECTION_NOTE, RunResult
 from .runtime import (
     Mean,
@@ -72,7 +72,7 @@ from .runtime import (
     tensorboard,
 )
 
-__all__ = ["NothingToResume", "RunFolderBusy", "train"]
+__all__ = ["NothingToResume", "RunFolderBusy", "RunFolderTaken", "train"]
 
 LOG_COLUMNS = ["iteration", "epoch", "loss", "lr", "images_per_s", "seconds"]
 
@@ -313,6 +313,17 @@ class _Run:
             + ("; already complete" if it >= self.total else "")
         )
 
+    def loop(self, stop: dict[str, Any]) -> None:
+        """The evaluation before training (a fresh run), then the loop to the end or a stop."""
+        if self.trainer.pos.iteration == 0 and not self.trainer.history:
+            if self.cfg.train.eval_at_start:
+                self.evaluate(math.nan)
+        self.tick = time.perf_counter()
+        self.trainer.run(
+            self.total, self.batches, on_step=self.after_step, on_epoch_end=self.end_epoch,
+            should_stop=lambda: self.stop_now if self.ctx.enabled else stop["requested"],
+        )  # fmt: skip
+
     def run(self, progress: bool | None, resume_command: str) -> int | None:
         """Train to the end, or to a stop signal; return the signal's number (None: the end)."""
         pos, out = self.trainer.pos, self.out
@@ -324,22 +335,17 @@ class _Run:
         try:
             with graceful_interrupt() as stop:
                 self.stop_flag = stop
-                if pos.iteration == 0 and not self.trainer.history and self.cfg.train.eval_at_start:
-                    self.evaluate(math.nan)
-                self.tick = time.perf_counter()
-                self.trainer.run(
-                    self.total, self.batches, on_step=self.after_step,
-                    on_epoch_end=self.end_epoch,
-                    should_stop=lambda: self.stop_now if self.ctx.enabled else stop["requested"],
-                )  # fmt: skip
-        except Stop:  # a first stop signal: stopped between two iterations, the position is saved
-            self.checkpoint(interrupted=True)
-            if self.ctx.is_main:
-                tqdm.write(
-                    f"stopped at iteration {pos.iteration} of {self.total}: the exact position is "
-                    f"saved in {out / 'last.pt'}. Resume with: {resume_command}"
-                )
-            return stop["signal"] or signal.SIGINT
+                try:
+                    self.loop(stop)
+                except Stop:  # a first stop signal: stopped between two iterations
+                    stop["saving"] = True  # a further signal now waits for the checkpoint
+                    self.checkpoint(interrupted=True)
+                    if self.ctx.is_main:
+                        tqdm.write(
+                            f"stopped at iteration {pos.iteration} of {self.total}: the exact "
+                            f"position is saved in {out / 'last.pt'}. Resume with: {resume_command}"
+                        )
+                    return stop["signal"] or signal.SIGINT
         except KeyboardInterrupt:  # a second signal: stopped inside an iteration, nothing saved
             if self.ctx.is_main:
                 tqdm.write(
@@ -363,6 +369,7 @@ def train(
     config: Config | str | Path,
     *,
     resume: bool | str | Path = False,
+    overwrite: bool = False,
     progress: bool | None = None,
     verbose: bool = True,
     resume_command: str | None = None,
@@ -377,6 +384,11 @@ def train(
         ``True``: continue from ``<out_dir>/last.pt``, which must exist; ``"auto"``: continue
         from it if it exists, else start fresh; a path: continue from that checkpoint (it must
         exist); ``False``: start fresh.
+    overwrite : bool
+        A fresh run into a folder that holds another run's files (``last.pt``, ``best.pt``,
+        ``metrics.csv`` ...) stops with :class:`RunFolderTaken` unless ``overwrite=True``, which
+        moves them into ``<out_dir>/previous-run-N/`` first (nothing is deleted). Not with
+        ``resume``.
     progress : bool, optional
         Progress bar; default on unless ``TQDM_DISABLE`` is set.
     verbose : bool
@@ -388,7 +400,8 @@ def train(
 
     A first SIGINT (Ctrl-C), SIGTERM or SIGHUP stops the run after the current iteration and
     saves the exact position in ``last.pt``; a second one stops it at once (``last.pt`` keeps the
-    last checkpoint). The run folder is checked and locked for the run
+    last checkpoint), except while that final ``last.pt`` is being written, which it lets finish.
+    The run folder is checked and locked for the run, and a fresh run never writes over another
     (:func:`~dmlbook.engine.run_folder.run_folder`).
 
     Returns
@@ -409,6 +422,10 @@ def train(
     RunFolderBusy
         (an :class:`OSError`) When another process trains in the same run folder
         (:func:`~dmlbook.engine.run_folder.run_folder`).
+    RunFolderTaken
+        (a :class:`FileExistsError`) When a fresh run would write over the run its folder holds;
+        the message names the folder and the choices (resume, another ``train.out_dir``,
+        ``overwrite``).
     OSError
         When the run folder cannot be written (checked before anything is built) or a checkpoint
         cannot be written (a full disk: the previous one is kept; the message ends with
@@ -418,9 +435,17 @@ def train(
     cfg.validate()
     if resume_command is None:
         resume_command = "train(config, resume=True)"
-    start = resume_path(cfg, resume)  # before the run folder is created
-    with distributed(cfg.train.device) as (ctx, device), run_folder(cfg.out_dir, ctx.is_main):
-        state = resume_state(cfg, start)
+    start = resume_path(cfg, resume, overwrite)  # before the run folder is created
+    own = cfg.out_dir / "last.pt"
+    continues = start is not None and own.is_file() and start.resolve() == own.resolve()
+    # Another run's checkpoint is read first: a damaged one is the error to report.
+    state = None if continues else resume_state(cfg, start)
+    with (
+        distributed(cfg.train.device) as (ctx, device),
+        run_folder(cfg.out_dir, ctx.is_main, fresh=not continues, overwrite=overwrite),
+    ):
+        if continues:  # read under the folder's lock
+            state = resume_state(cfg, start)
         run = _Run(cfg, state, verbose, ctx, device)
         verbose = run.verbose  # rank 0 only
         if verbose:

@@ -36,17 +36,47 @@ __all__ = [
 FORMAT = "dmlbook-checkpoint/1"
 
 
-def _disk_full(err: BaseException) -> bool:
-    """Whether ``err`` or an exception in its chain is "No space left on device" (or a quota)."""
-    seen = set()
+#: The errors of a write that hit a limit (not a bug): no space, a quota, a file-size limit.
+_LIMITS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _limit_hit(err: BaseException) -> int | None:
+    """The errno (:data:`_LIMITS`) of ``err`` or of an exception in its chain, else None.
+
+    ``torch.save`` reports a failed write as a ``RuntimeError`` of its zip writer caused by the
+    ``OSError``; without a cause, its "file write failed" is taken for a full disk.
+    """
+    chain, seen = [], set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
-        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if "No space left on device" in str(err) or "file write failed" in str(err):
-            return True
+        chain.append(err)
         err = err.__cause__ or err.__context__
-    return False
+    for e in chain:
+        if isinstance(e, OSError) and e.errno in _LIMITS:
+            return e.errno
+    if any("No space left on device" in str(e) or "file write failed" in str(e) for e in chain):
+        return errno.ENOSPC
+    return None
+
+
+def _limit_error(code: int, path: Path) -> OSError:
+    """One line naming ``path``, the limit hit and the fix."""
+    kept = f"{path.name} keeps its previous version (nothing is lost before it)"
+    if code == errno.EFBIG:
+        text = (
+            f"{path.name} is larger than the file system of {path.parent} or this process's "
+            f"file-size limit allows (File too large); {kept}. Raise the limit (ulimit -f "
+            "unlimited) or move the run folder (train.out_dir) to a file system that takes "
+            "large files (FAT32 stops at 4 GiB)."
+        )
+    else:
+        text = (
+            f"no space left on the device of {path.parent} while writing {path.name}; {kept}. "
+            "Free some space or move the run folder (train.out_dir)."
+        )
+    limit = OSError(text)
+    limit.errno = code
+    return limit
 
 
 def _open_temp(path: Path) -> tuple[IO[bytes], str]:
@@ -61,9 +91,10 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> Path:
     Raises
     ------
     OSError
-        One line naming ``path`` when the disk is full (whatever layer noticed it: ``torch.save``
-        reports it as a ``RuntimeError`` of its zip writer); ``path`` keeps its previous content
-        and the temporary file is removed.
+        One line naming ``path`` when the disk is full, a quota is reached or the file would
+        pass a file-size limit (``ENOSPC``, ``EDQUOT``, ``EFBIG``; whatever layer noticed it:
+        ``torch.save`` reports it as a ``RuntimeError`` of its zip writer); ``path`` keeps its
+        previous content and the temporary file is removed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,14 +107,9 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> Path:
         os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, Exception) and _disk_full(err):
-            full = OSError(
-                f"no space left on the device of {path.parent} while writing {path.name}; "
-                f"{path.name} keeps its previous version (nothing is lost before it). Free some "
-                "space or move the run folder (train.out_dir)."
-            )
-            full.errno = errno.ENOSPC
-            raise full from err
+        code = _limit_hit(err) if isinstance(err, Exception) else None
+        if code is not None:
+            raise _limit_error(code, path) from err
         raise
     return path
 

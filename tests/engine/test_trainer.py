@@ -88,7 +88,7 @@ def test_run_writes_metrics_checkpoints_and_the_test_selection_note(tmp_path, ca
     again = evaluate_checkpoint(out / "best.pt", device="cpu")
     assert again["R@1"] == pytest.approx(best_row["R@1"], abs=1e-12)
     # a longer run learns: R@1 rises above its value at initialisation
-    longer = train(load_config(tiny(tmp_path), ["train.iterations=40"]), progress=False)
+    longer = train(load_config(tiny(tmp_path / "longer"), ["train.iterations=40"]), progress=False)
     assert longer.history["R@1"].iloc[-1] > longer.history["R@1"].iloc[0]
 
 
