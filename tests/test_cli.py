@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import urllib.error
+import zipfile
 
 import numpy as np
 import pytest
@@ -474,3 +475,44 @@ def test_python_m_dmlbook_answers_without_torch(argv, status, stream, text):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == f"{status} []"
     assert text in getattr(out, stream)
+
+
+@pytest.mark.parametrize(
+    "text, extra, names",
+    [
+        ("name: d\noptim: {lr: 0.003}\noptim: {lr: 0.5}\n", [], "line 3: the key 'optim' is given twice"),
+        ("name: d\nloss:\n  params:\n    a: " + "[" * 1000 + "]" * 1000 + "\n", [], "line 4: lists and mappings are nested"),
+        ("utf-16", [], "is not UTF-8 text (it is UTF-16)"),
+        ("name: d\n", ["--set", f"train.iterations={10**30}"], "train.iterations must be a positive integer of at most"),
+        ("name: d\n", ["--set", "optim.milestones=[1.5]"], "optim.milestones must be increasing"),
+    ],
+    ids=["key-twice", "1000-deep", "utf-16", "iterations-1e30", "milestone-1.5"],
+)  # fmt: skip
+def test_a_bad_config_fails_the_dry_run_in_one_line(tmp_path, capsys, text, extra, names):
+    """Issue 45: each of these passed `--dry-run` (rc 0) or ended in a traceback before."""
+    path = tmp_path / "bad.yaml"
+    if text == "utf-16":
+        path.write_text("name: d\ntrain: {iterations: 10}\n", encoding="utf-16")
+    else:
+        path.write_text(text + "train: {iterations: 10}\n")
+    code, out, err = run(["train", "--config", path, *extra, "--dry-run"], capsys)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith("dmlbook train: error: ") and names in err
+    if not extra:
+        assert str(path) in err  # the file is named
+
+
+def test_a_damaged_omniglot_zip_is_one_line_in_cli_terms(capsys, tmp_path):
+    """Issue 45: a release zip with a flipped byte was a zipfile traceback (Bad CRC-32)."""
+    path = tmp_path / "images_background.zip"
+    with zipfile.ZipFile(path, "w") as zf:  # stored: the flipped byte fails the CRC-32
+        zf.writestr("images_background/Alpha/character01/0101_01.png", bytes(range(200)))
+        info = zf.getinfo("images_background/Alpha/character01/0101_01.png")
+    data = bytearray(path.read_bytes())
+    data[info.header_offset + 30 + len(info.filename) + 100] ^= 0xFF
+    path.write_bytes(bytes(data))
+    code, _, err = run(["prepare", "omniglot_full", "--data", tmp_path], capsys)
+    assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith(f"dmlbook prepare: error: {path} is damaged: its member ")
+    assert "Bad CRC-32" in err and f"Delete {path} and fetch images_background.zip again: " in err
+    assert "dmlbook prepare omniglot_full --data DIR --option download=true" in err

@@ -49,6 +49,8 @@ def load_yaml(stream: Any, where: str) -> Any:
                     "not accepted in a config (aliases can expand without bound); write the "
                     "values out."
                 )
+            if not self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
+                return super().compose_node(parent, index)  # a scalar: no deeper
             if self.depth >= MAX_DEPTH:
                 raise ConfigError(
                     f"{where}, line {event.start_mark.line + 1}: lists and mappings are nested "

@@ -12,6 +12,7 @@ the original zip files: the shipped copy is checked through its recorded sha256 
 from __future__ import annotations
 
 import hashlib
+import zipfile
 from importlib import resources
 
 import numpy as np
@@ -178,3 +179,65 @@ def test_full_root_from_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("DMLBOOK_DATA", str(tmp_path))
     with pytest.raises(FileNotFoundError, match=str(tmp_path / "omniglot")):
         load_full("train")
+
+
+# ------------------------------------------------------------------------------------------
+# A damaged file is one line naming it and how to restore it (issue 45)
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "one-bit"])
+def test_a_damaged_compact_copy_is_refused_by_its_digest(tmp_path, monkeypatch, damage):
+    good = resources.files("dmlbook.data").joinpath("omniglot28.npz").read_bytes()
+    bad = {
+        "truncated": good[: len(good) // 2],
+        "empty": b"",
+        "one-bit": good[:1000] + bytes([good[1000] ^ 1]) + good[1001:],
+    }[damage]
+    path = tmp_path / "omniglot28.npz"
+    path.write_bytes(bad)
+    monkeypatch.setattr(omniglot_module, "_compact_file", lambda: path)
+    what = (
+        "empty"
+        if not bad
+        else f"{len(bad):,} bytes, sha256 {hashlib.sha256(bad).hexdigest()[:16]}..."
+    )
+    expected = (
+        f"{path} is damaged ({what}; the shipped copy has sha256 {SHIPPED_SHA256[:16]}...: "
+        f"truncated, emptied or modified). Restore {path}: reinstall dmlbook (pip install "
+        "--force-reinstall dmlbook), or rebuild it with `python tools/build_omniglot.py DIR` "
+        "from the Omniglot zip files."
+    )
+    for read in (lambda: load("train"), lambda: one_shot_runs(), verify_compact):
+        with pytest.raises(ChecksumError) as caught:
+            read()
+        assert str(caught.value) == expected
+
+
+def _damage_a_member(path, member: str) -> None:
+    """Flip one byte in the middle of ``member``'s data inside the zip file ``path``."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(member)
+    data = bytearray(path.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[start + info.compress_size // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_release_zip_with_a_flipped_byte_says_how_to_fetch_it_again(tmp_path):
+    """A zip named like the release's: its message gives the download call (and the md5)."""
+    files = character_set(3, {"Alpha": 1, "Beta": 1}, drawers=2)
+    path = write_zip(tmp_path / "images_background.zip", "images_background",
+                     {k: v[0] for k, v in files.items()})  # fmt: skip
+    member = "images_background/Beta/character01/0101_02.png"
+    _damage_a_member(path, member)
+    with pytest.raises(ValueError) as caught:
+        load_full("train", root=tmp_path)
+    message = str(caught.value)
+    assert message.startswith(f"{path} is damaged: its member {member} does not read back (")
+    assert "Bad CRC-32" in message and "\n" not in message
+    assert message.endswith(
+        f"Delete {path} and fetch images_background.zip again: load_dataset('omniglot_full', "
+        f"'train', download=True) downloads it (md5 {omniglot_module.FULL_MD5['images_background']}),"
+        " or get it from https://github.com/brendenlake/omniglot (python/ folder)."
+    )

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from dmlbook.data.omniglot_layout import (
+    DamagedSetError,
     build_compact,
     list_characters,
     preprocess,
@@ -105,3 +106,64 @@ def test_runs_read_from_their_folder_and_an_unreadable_label_line_is_named(small
         f.write("run02/test/item01.png class01\n")
     with pytest.raises(ValueError, match=r"unreadable line .* in run02/class_labels.txt"):
         read_runs(tmp_path / "runs")
+
+
+# ------------------------------------------------------------------------------------------
+# A damaged file of a set is named (issue 45)
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["folder", "zip"])
+def test_a_corrupt_png_is_named(small_layout, tmp_path, where):
+    files = {name: png for name, (png, _) in small_layout["one"].items()}
+    files["Latin/character01/0101_02.png"] = files["Latin/character01/0101_02.png"][:40]  # cut
+    if where == "zip":
+        source = write_zip(tmp_path / "set.zip", "set", files)
+    else:
+        source = tmp_path / "set"
+        for name, data in files.items():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_bytes(data)
+    with pytest.raises(DamagedSetError) as caught:
+        read_characters(source)
+    assert str(caught.value).startswith(
+        f"{source}: Latin/character01/0101_02.png is not a readable PNG drawing ("
+    )
+    with zipfile.ZipFile(small_layout["runs"]) as zf:  # a one-shot run's image, likewise
+        runs = {n: zf.read(n) for n in zf.namelist()}
+    runs["run01/test/item02.png"] = b"\x89PNG\r\n\x1a\n" + b"\x00" * 30
+    with zipfile.ZipFile(tmp_path / "runs.zip", "w") as zf:
+        for name, data in runs.items():
+            zf.writestr(name, data)
+    with pytest.raises(DamagedSetError, match=r"runs.zip: run01/test/item02.png is not a readable"):
+        read_runs(tmp_path / "runs.zip")
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_a_flipped_byte_in_a_zip_member_is_named(small_layout, tmp_path, compression):
+    """Stored: zipfile's CRC-32 check fails; deflated: usually the decompressor first."""
+    path = tmp_path / "set.zip"
+    with zipfile.ZipFile(path, "w", compression) as zf:
+        for name, (png, _) in small_layout["one"].items():
+            zf.writestr(f"set/{name}", png)
+        info = zf.getinfo("set/Latin/character01/0101_02.png")
+    data = bytearray(path.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[start + info.compress_size // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(DamagedSetError) as caught:
+        read_characters(path)
+    assert str(caught.value).startswith(
+        f"{path} is damaged: its member set/Latin/character01/0101_02.png does not read back ("
+    )
+
+
+@pytest.mark.parametrize("content", [b"", "half"])
+def test_an_empty_or_truncated_zip_is_named(small_layout, tmp_path, content):
+    good = small_layout["small1"].read_bytes()
+    path = tmp_path / "images_background_small1.zip"
+    path.write_bytes(good[: len(good) // 2] if content == "half" else content)
+    for read in (read_characters, list_characters, read_runs):
+        with pytest.raises(DamagedSetError, match=rf"^{path} is neither a folder nor a readable "
+                           r"zip file \(empty, truncated or damaged"):  # fmt: skip
+            read(path)

@@ -147,6 +147,23 @@ def test_cache_with_other_contents_is_regenerated(cache_dir):
     assert float(ds.inputs.std()) > 0
 
 
+def test_cache_with_the_right_key_but_other_images_is_regenerated(cache_dir):
+    """Issue 45: the file stores the sha256 of its images; images swapped under the same key
+    and shape (here: reversed) no longer match it."""
+    fresh = load_dataset("synthetic", "train", **SMALL)
+    path = synthetic.cache_path("train", **SMALL)
+    with np.load(path) as f:
+        stored = dict(f)
+    assert set(stored) == {"images", "key", "sha256"}
+    np.savez(path, **{**stored, "images": stored["images"][::-1].copy()})
+    with pytest.warns(UserWarning, match="its images are not the ones it was written with"):
+        again = load_dataset("synthetic", "train", **SMALL)
+    assert torch.equal(again.inputs, fresh.inputs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rewritten with the right images
+        assert torch.equal(load_dataset("synthetic", "train", **SMALL).inputs, fresh.inputs)
+
+
 def test_unwritable_cache_warns_and_still_loads(tmp_path, monkeypatch):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")

@@ -186,3 +186,67 @@ def test_yaml_floats_overrides_and_toml(tmp_path):
     assert cfg.train.iterations == 5 and cfg.optim.lr == 2e-4
     assert load_config({"train": {"epochs": 2}}).ks == (1, 2, 4, 8)
     assert isinstance(cfg, Config) and cfg.to_dict()["optim"]["lr"] == 2e-4
+
+
+# ------------------------------------------------------------------------------------------
+# Counts and milestones within sane bounds (issue 45)
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "train, match",
+    [
+        ({"iterations": 10**30}, r"train.iterations must be a positive integer of at most "
+         r"1,000,000,000 \(10\^9\), got 1,000,000,000,000,000,000,000,000,000,000"),
+        ({"iterations": 10**9 + 1}, "train.iterations must be a positive integer of at most"),
+        ({"epochs": 10**12}, "train.epochs must be a positive integer of at most"),
+        ({"epochs": 10**5, "epoch_iters": 10**5}, r"train.epochs x train.epoch_iters = "
+         r"10,000,000,000 iterations, more than 1,000,000,000"),
+        ({"iterations": 10, "log_every": 10**10}, "train.log_every must be a positive integer"),
+    ],
+)  # fmt: skip
+def test_train_counts_beyond_a_billion_are_refused(train, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config({"train": train})
+
+
+def test_a_billion_iterations_is_still_accepted():
+    assert load_config({"train": {"iterations": 10**9}}).train.iterations == 10**9
+
+
+@pytest.mark.parametrize(
+    "given, why",
+    [
+        ([1.5], "1.5 is neither a fraction in (0, 1) nor a whole iteration"),
+        ([0.4, float("nan")], "nan is neither a fraction in (0, 1) nor a whole iteration"),
+        ([float("inf")], "inf is neither a fraction in (0, 1) nor a whole iteration"),
+        ([0], "0 is neither a fraction in (0, 1) nor a whole iteration"),
+        ([-100], "-100 is neither a fraction in (0, 1) nor a whole iteration"),
+        ([1.0], None),  # iteration 1 (whole), within the 3,000 iterations
+        ([0.5, 100], "fractions and iterations are mixed"),
+        ([0.8, 0.4], "the fractions of the run do not increase"),
+        ([0.5, 0.5], "the fractions of the run do not increase"),
+        ([2400, 1200], "the iterations do not increase"),
+        ([0.4, 0.8], None),
+        ([1200, 2400], None),
+    ],
+)
+def test_milestones_are_increasing_fractions_or_whole_iterations(given, why):
+    values = {"optim": {"milestones": given}, "train": {"iterations": 3000}}
+    if why is None:
+        assert load_config(values).optim.milestones == given
+        return
+    with pytest.raises(ConfigError) as caught:
+        load_config(values)
+    assert str(caught.value) == (
+        "optim.milestones must be increasing fractions of the run in (0, 1) (e.g. [0.4, 0.8]) or "
+        f"increasing whole iterations (e.g. [1200, 2400]), got {given}: {why}."
+    )
+
+
+def test_milestones_beyond_the_run_are_refused_before_it_starts():
+    with pytest.raises(ConfigError, match=r"optim.milestones \[1200, 4000\] lie beyond the run's "
+                       "train.iterations=3,000"):  # fmt: skip
+        load_config({"optim": {"milestones": [1200, 4000]}, "train": {"iterations": 3000}})
+    # with epochs the length is known once the data is: checked when the run is built
+    assert load_config({"optim": {"milestones": [4000]}, "train": {"epochs": 2}})

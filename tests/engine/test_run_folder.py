@@ -1,4 +1,5 @@
-"""Tests of dmlbook.engine.run_folder: a run folder is writable, locked, and cleaned of its own files only.
+"""Tests of dmlbook.engine.run_folder: a run folder is writable, locked, never overwritten, and
+cleaned of its own files only.
 
 Each check fails before anything is trained, so these tests cost little: the runs that pass the
 checks are the tiny run of ``tests/tiny_run.py`` (a few seconds on one thread).
@@ -6,6 +7,7 @@ checks are the tiny run of ``tests/tiny_run.py`` (a few seconds on one thread).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,14 @@ from tiny_run import tiny_config
 from dmlbook.cli import main
 from dmlbook.engine import ConfigError, load_config, train
 from dmlbook.engine import trainer as trainer_module
-from dmlbook.engine.run_folder import LOCK_NAME, RunFolderBusy, check_writable
+from dmlbook.engine.run_folder import (
+    LOCK_NAME,
+    RunFolderBusy,
+    RunFolderTaken,
+    check_writable,
+    run_folder,
+)
+from dmlbook.training import load_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -74,3 +83,89 @@ def test_run_names_stay_under_runs(tmp_path, monkeypatch, name):
     with pytest.raises(ConfigError, match="must be a plain folder name"):
         load_config(values)
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------
+# A fresh run never overwrites another (issue 45)
+# ------------------------------------------------------------------------------------------
+
+
+def _old_run(out: Path) -> dict[str, bytes]:
+    """The files a finished run leaves (their content does not matter to the check)."""
+    out.mkdir(parents=True)
+    files = {name: f"old {name}".encode() for name in ("last.pt", "best.pt", "metrics.csv")}
+    files["run.json"] = (
+        b'{"name": "old", "iteration": 12, "total_iterations": 12, "complete": true}'
+    )
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+    return files
+
+
+def test_a_fresh_run_into_a_folder_holding_a_run_stops_with_the_choices(
+    tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "run"
+    old = _old_run(out)
+    monkeypatch.setattr(trainer_module, "build_loss", _refuse_to_build)
+    cfg = load_config(tiny_config(out, train={"seed": 1}))  # another seed, as --set would give
+    for resume in (False, "auto"):  # "auto" finds no last.pt to continue: also a fresh run
+        (out / "last.pt").unlink(missing_ok=resume == "auto")
+        with pytest.raises(RunFolderTaken, match=r"already holds a run \(run 'old', iteration 12 "
+                           r"of 12, complete; .*nothing was trained or overwritten"):  # fmt: skip
+            train(cfg, resume=resume, progress=False)
+    (out / "last.pt").write_bytes(old["last.pt"])
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(tiny_config(out)))
+    assert main(["train", "--config", str(path), "--set", "train.seed=1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("dmlbook train: error: the run folder")
+    for choice in (str(out), "--resume", "--set train.out_dir=DIR", "--overwrite",
+                   str(out / "previous-run-1"), "nothing is deleted"):  # fmt: skip
+        assert choice in err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name in old} == old
+    assert not (out / "previous-run-1").exists()
+
+
+def test_overwrite_moves_the_old_run_aside_and_keeps_it_whole(tmp_path, capsys):
+    out = tmp_path / "run"
+    old = _old_run(out)
+    (out / "tensorboard").mkdir()
+    (out / "notes.txt").write_text("the user's own file")  # not a run file: left where it is
+    (out / "previous-run-1").mkdir()  # taken: the next number is used
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(tiny_config(out, train={"iterations": 4})))
+    argv = ["train", "--config", str(path), "--quiet", "--overwrite"]
+    assert main([*argv, "--resume"]) == 2  # a fresh run or a resumed one, not both
+    assert "give one of them (--overwrite or --resume)" in capsys.readouterr().err
+    assert main(argv) == 0
+    moved = out / "previous-run-2"
+    assert {p.name: p.read_bytes() for p in moved.iterdir() if p.is_file()} == old
+    assert (moved / "tensorboard").is_dir() and (out / "notes.txt").is_file()
+    assert load_checkpoint(out / "last.pt")["position"]["iteration"] == 4  # the new run
+    assert json.loads((out / "run.json").read_text())["name"] == "tiny"
+
+
+def test_resuming_the_folders_own_run_is_not_a_fresh_run(tmp_path):
+    cfg = load_config(tiny_config(tmp_path / "run", train={"iterations": 4}))
+    train(cfg, progress=False, verbose=False)
+    longer = load_config(tiny_config(tmp_path / "run", train={"iterations": 8}))
+    assert (
+        train(longer, resume=True, progress=False, verbose=False).history.iloc[-1]["iteration"] == 8
+    )
+    with pytest.raises(RunFolderTaken):  # another run's last.pt into this folder: not its own
+        other = tmp_path / "elsewhere.pt"
+        other.write_bytes((tmp_path / "run" / "last.pt").read_bytes())
+        train(longer, resume=other, progress=False, verbose=False)
+
+
+def test_deleting_the_lock_file_lets_no_second_run_in(tmp_path):
+    """The folder itself is locked (flock on its open descriptor): the lock file can go."""
+    out = tmp_path / "run"
+    with run_folder(out):
+        (out / LOCK_NAME).unlink()  # a careless `rm .dmlbook-train.lock` while run A trains
+        with pytest.raises(RunFolderBusy, match="another dmlbook train is running in"):
+            with run_folder(out):
+                pass
+    with run_folder(out):  # released with the run
+        pass

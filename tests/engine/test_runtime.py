@@ -43,6 +43,24 @@ def test_graceful_interrupt_restores_the_handler_it_found(previous, sig):
     assert exit_status(signal.SIGHUP) == 129 and exit_status(None) == 0
 
 
+def test_a_further_signal_waits_while_the_final_checkpoint_is_written(capsys):
+    """Issue 45: a second SIGTERM during the final checkpoint must not cut it (and the line
+    after it) short; the run still stops, with the signal of the first one."""
+    with graceful_interrupt() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop["requested"] and stop["signal"] == signal.SIGTERM
+        stop["saving"] = True  # what the trainer sets before its final checkpoint
+        os.kill(os.getpid(), signal.SIGTERM)  # no KeyboardInterrupt now
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop["signal"] == signal.SIGTERM
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "SIGTERM: stopping after this iteration (send it again to stop at once).",
+        "SIGTERM: the position is being saved; the run stops once it is written.",
+        "Ctrl-C: the position is being saved; the run stops once it is written.",
+    ]
+
+
 def test_resuming_checks_only_what_changes_the_learning(tmp_path):
     base = tiny_config(tmp_path / "run")
     saved = load_config(base).to_dict()

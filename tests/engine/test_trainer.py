@@ -221,6 +221,47 @@ def test_sigterm_saves_the_exact_position_exits_143_and_prints_the_resume_comman
     _resume_and_compare(tmp_path, path, done, argv=shlex.split(command)[1:])
 
 
+_SECOND_SIGTERM_WHILE_SAVING = """
+import os, signal, sys
+from dmlbook.engine import trainer
+real_checkpoint, real_step = trainer._Run.checkpoint, trainer._Run.after_step
+
+def after_step(self, loss):
+    real_step(self, loss)
+    if self.trainer.pos.iteration == 6:
+        os.kill(os.getpid(), signal.SIGTERM)  # the first: stop after this iteration
+
+def checkpoint(self, interrupted=False):
+    if interrupted:
+        os.kill(os.getpid(), signal.SIGTERM)  # the second, during the final checkpoint
+    real_checkpoint(self, interrupted)
+
+trainer._Run.after_step, trainer._Run.checkpoint = after_step, checkpoint
+from dmlbook.cli import main
+sys.exit(main(["train", "--config", sys.argv[1], "--quiet"]))
+"""
+
+
+def test_a_second_sigterm_during_the_final_checkpoint_lets_it_finish(tmp_path):
+    """Issue 45: it used to kill the process (the default handler was back) before the
+    "stopped" line, leaving the previous last.pt; now the position of the stop is saved."""
+    cfg = tiny(tmp_path, train={"iterations": 100, "epoch_iters": 4})
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", _SECOND_SIGTERM_WHILE_SAVING, str(path)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 143, proc.stderr
+    assert "SIGTERM: the position is being saved; the run stops once it is written." in proc.stdout
+    assert (
+        f"stopped at iteration 6 of 100: the exact position is saved in {tmp_path / 'run' / 'last.pt'}"
+        in proc.stdout
+    )
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["position"]["iteration"] == 6
+
+
 def test_resume_refuses_a_changed_config(tmp_path):
     with pytest.raises(NothingToResume, match=r"nothing to resume from: the run folder .*run "
                        r"holds no last.pt .* drop --resume \(in Python: resume=False\)"):  # fmt: skip

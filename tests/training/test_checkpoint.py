@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import errno
 import json
+import resource
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,26 @@ def test_csv_and_json_run_files(tmp_path):
     text = (tmp_path / "run.json").read_text()
     assert json.loads(text) == {"out_dir": "runs/x", "complete": True}
     assert text.startswith('{\n  "out_dir"')  # indented, paths as strings
+
+
+def test_a_file_size_limit_is_one_oserror_and_keeps_the_old_file(tmp_path):
+    """EFBIG (``ulimit -f``, or FAT32's 4 GiB) as torch.save meets it: a RuntimeError of its zip
+    writer caused by ``OSError(EFBIG)``. Checked for real under a 1 MiB limit on this process
+    (Python ignores SIGXFSZ, so the write fails with EFBIG instead of killing it)."""
+    target = save_checkpoint(tmp_path / "last.pt", {"model": {"w": torch.zeros(4)}})
+    old = target.read_bytes()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, hard))
+    try:
+        with pytest.raises(OSError) as caught:
+            save_checkpoint(target, {"model": {"w": torch.zeros(1 << 20)}})  # 4 MiB
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert caught.value.errno == errno.EFBIG
+    assert str(caught.value) == (
+        f"last.pt is larger than the file system of {tmp_path} or this process's file-size "
+        "limit allows (File too large); last.pt keeps its previous version (nothing is lost "
+        "before it). Raise the limit (ulimit -f unlimited) or move the run folder "
+        "(train.out_dir) to a file system that takes large files (FAT32 stops at 4 GiB)."
+    )
+    assert target.read_bytes() == old and list(tmp_path.iterdir()) == [target]
