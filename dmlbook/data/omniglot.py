@@ -156,8 +156,9 @@ def _restore(path: object) -> str:
 def _compact_bytes() -> tuple[bytes, str]:
     """The shipped file's bytes, checked against :data:`SHA256`, and its path (for messages).
 
-    Hashing the 0.5 MB takes about a millisecond; a file truncated, emptied or changed by a
-    single bit is refused in one line here instead of failing inside :mod:`numpy`'s reader.
+    Hashing the 0.5 MB takes 1.4 ms (measured on a busy 2-core machine, where reading the arrays
+    takes 55 ms); a file truncated, emptied or changed by a single bit is refused in one line
+    here instead of failing inside :mod:`numpy`'s reader.
     """
     with resources.as_file(_compact_file()) as path:
         if not path.is_file():

@@ -131,7 +131,8 @@ def cache_path(
 
 
 def _content_digest(images: np.ndarray) -> str:
-    """sha256 of the images' bytes (about 10 ms for the default 6,000 images of 32 x 32)."""
+    """sha256 of the images' bytes (25 ms for the 9 MB of a default split, 3,000 images of 32 x
+    32, measured on a busy 2-core machine; generating them takes seconds)."""
     return hashlib.sha256(np.ascontiguousarray(images).data).hexdigest()
 
 
