@@ -159,7 +159,7 @@ def _read_cache(path: Path, key: str, shape: tuple[int, ...]) -> np.ndarray | No
         return images
     except Exception as err:  # any unreadable file is regenerated
         warnings.warn(
-            f"Ignoring unreadable cache file {path} ({type(err).__name__}: {err}); regenerating it.",
+            f"Ignoring the cache file {path} ({type(err).__name__}: {err}); regenerating it.",
             stacklevel=3,
         )
         return None
