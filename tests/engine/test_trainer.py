@@ -245,7 +245,7 @@ sys.exit(main(["train", "--config", sys.argv[1], "--quiet"]))
 def test_a_second_sigterm_during_the_final_checkpoint_lets_it_finish(tmp_path):
     """Issue 45: it used to kill the process (the default handler was back) before the
     "stopped" line, leaving the previous last.pt; now the position of the stop is saved."""
-    cfg = tiny(tmp_path, train={"iterations": 100, "epoch_iters": 4})
+    cfg = tiny(tmp_path, train={"iterations": 100, "epoch_iters": 8, "eval_at_start": False})
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(cfg))
     env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1")
