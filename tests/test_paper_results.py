@@ -315,7 +315,10 @@ def test_statements_in_words_against_their_rows(results):
         ("v1 performs much better than v0", "much"),
         ("freezing the batch-normalization (BN) layers truly can greatly improve", "greatly"),
         ("achieves a little worse results", "a little"),
-        ("the performance on the SOP benefits from large batch-sizes significantly", "significantly"),
+        (
+            "the performance on the SOP benefits from large batch-sizes significantly",
+            "significantly",
+        ),
         ("has a consistently big improvement", "big"),
         ("MS loss (v2) performs better than MS loss (v1)", ""),
         ("Bigger muchness", ""),  # words, not substrings
