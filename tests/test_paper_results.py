@@ -355,3 +355,25 @@ def test_a_statement_needs_exactly_one_row(results):
     )
     with pytest.raises(KeyError, match="'Table 2\\|NOPE' on CUB-200-2011 R@1: 0 values"):
         pr.check_statements(results, bad)
+
+
+def test_one_setting_three_spreads_in_xuan_and_pless_appendix(results):
+    """e^cos, P^con, T^con on In-Shop appears in appendix Tables 1-3 with the same means; the
+    spreads, typed from the seed: Tables 1 and 2 print 0.3, 0.2, 0.4, 0.3 at lr 0.5-4.0, Table 3
+    0.1, 0.3, 0.2, 0.4 (Chapter 13's erratum: at least one column is misprinted)."""
+    x = results[(results.paper == "xuan2020") & (results.dataset == "In-Shop")]
+    bases = {
+        "Appendix Table 1": "direction e^cos, P^con, T^con",
+        "Appendix Table 2": "pair weight P^con, direction e^cos, T^con",
+        "Appendix Table 3": "triplet weight T^con, pair weight P^con",
+    }
+    spreads = {
+        table: [
+            float(x[(x.table == table) & (x.method == f"{base}, lr {lr}")]["std"].iloc[0])
+            for lr in ("0.5", "1.0", "2.0", "4.0")
+        ]
+        for table, base in bases.items()
+    }
+    assert spreads["Appendix Table 1"] == spreads["Appendix Table 2"] == [0.3, 0.2, 0.4, 0.3]
+    assert spreads["Appendix Table 3"] == [0.1, 0.3, 0.2, 0.4]
+    assert spreads["Appendix Table 3"][1:] == spreads["Appendix Table 1"][:-1]  # shifted one row
