@@ -24,6 +24,7 @@ sets this book's own measurements (``bench/results``) beside the papers'. The ap
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -300,7 +301,9 @@ def check_statements(df: pd.DataFrame, statements: pd.DataFrame | None = None) -
                 "against": s.against.split("|", 1)[1],
                 "value": a,
                 "against value": b,
+                "difference": round(a - b, 2),
                 "says": s.says,
+                "magnitude": magnitude_words(s.statement),
                 "computed": verdict(a, b),
                 "holds": verdict(a, b) == s.says,
             }
@@ -308,12 +311,39 @@ def check_statements(df: pd.DataFrame, statements: pd.DataFrame | None = None) -
     return pd.DataFrame(out)
 
 
+#: Words by which a statement says *how far* one row is from another; the verdict tests only the
+#: direction, so :func:`magnitudes` sets each beside the differences it covers.
+MAGNITUDE = re.compile(
+    r"\b(much|greatly|significantly|significant|slightly|a little|big|substantial|some)\b",
+    re.IGNORECASE,
+)
+
+
+def magnitude_words(statement: str) -> str:
+    """The words of magnitude in ``statement``, lower case, joined by ", " ("" if none)."""
+    return ", ".join(m.group(0).lower() for m in MAGNITUDE.finditer(statement))
+
+
+def magnitudes(checked: pd.DataFrame) -> pd.DataFrame:
+    """Each statement with a word of magnitude, beside the differences (points) it covers.
+
+    ``checked`` is :func:`check_statements`' table. Returns one row per statement and data set:
+    the word(s), the number of compared pairs and the smallest and largest difference. The
+    papers define none of the words, so the table is for the reader to judge, not a verdict.
+    """
+    rows = checked[checked.magnitude != ""]
+    keys = ["paper", "where", "statement", "dataset", "magnitude"]
+    out = rows.groupby(keys, sort=False).difference.agg(["count", "min", "max"]).reset_index()
+    return out.rename(columns={"count": "pairs", "min": "smallest", "max": "largest"})
+
+
 def measured_beside(df: pd.DataFrame, ablation_csv: Path) -> pd.DataFrame:
     """Wang et al.'s Table 2 beside this book's re-run on ``synthetic`` (Chapter 10's ablation).
 
     ``ablation_csv`` is ``bench/results/ms_ablation.csv`` (recalls as fractions, several seeds);
-    the book's column is the mean over seeds in percent. Every other table of the papers is
-    "planned": its data sets need a GPU run (``dmlbook.engine``, Chapter 14's configs).
+    the book's column is the mean over seeds in percent. The other small-scale re-runs are read
+    in their chapters (:data:`SMALL_SCALE`); the papers' own conditions need a GPU run
+    (``dmlbook.engine``, Chapter 14's configs).
     """
     ours = pd.read_csv(ablation_csv, comment="#")
     ours = ours[ours.study == "table2"]
@@ -328,17 +358,36 @@ def measured_beside(df: pd.DataFrame, ablation_csv: Path) -> pd.DataFrame:
     return joined.rename(columns={m: f"{m} paper" for m in metrics})
 
 
+#: The tables (or figures) this book re-runs at small scale, never under the paper's conditions
+#: (CPU data sets, small networks from scratch), and where: ``(paper, table) -> what``.
+SMALL_SCALE = {
+    ("wang2019_ms", "Table 2"): "every row on synthetic, 5 seeds (bench/results/ms_ablation.csv; 10.7)",
+    ("liu_gpw", "Table II"): "its three rows on Omniglot, 3 seeds (15.6)",
+    ("liu_gpw", "Table III"): "pair-based p,q = 0,0, v0 against v1, on synthetic (11.6)",
+    ("liu_gpw", "Table IV"): "MS > N-pair, Pair-E > MS, Triplet-E > MS on Omniglot (15.5)",
+    ("liu_gpw", "Fig. 5"): "MS v1, MS v2 and the pair-based loss on synthetic (11.6)",
+    ("dro", "Table 1"): "DRO-TopK-PN > MS on Omniglot (15.5)",
+    ("dro", "Table 2"): "DRO-KL-G at the four gamma against LS and MS on Omniglot (12.7)",
+    ("dro", "Table 4"): "In-Shop's half of Table 2's design: run as Table 2 on Omniglot (12.7)",
+    ("xuan2020", "Table 2"): "the four directions on Omniglot (13.7)",
+    ("xuan2020", "Table 3"): "the pair weights with e^cos, three with e^euc, on Omniglot (13.7)",
+    ("xuan2020", "Table 4"): "T^cos, T^cir and the selections with P^con on Omniglot (13.7)",
+    ("xuan2020", "Table 5"): "the best combination > MS on Omniglot (15.5)",
+}  # fmt: skip
+
+
 def planned(df: pd.DataFrame) -> pd.DataFrame:
     """How many printed numbers per paper and table, and what this book has measured of them.
 
-    Only Wang et al.'s Table 2 has a counterpart measured here; for the other tables the book's
-    configs cover the losses it implements (not the methods the papers quote), none run yet.
+    A table of :data:`SMALL_SCALE` has a small-scale counterpart in a chapter (its rows or
+    orderings, on a CPU data set: a check of the claim's shape, not of the number); every other
+    table needs a GPU run on the benchmark (``configs/``, Chapter 14), and none has run.
     """
     counts = df.groupby(["paper", "table"], sort=False).size().rename("numbers").reset_index()
-    measured = (counts.paper == "wang2019_ms") & (counts.table == "Table 2")
-    counts["this book"] = np.where(
-        measured,
-        "measured on synthetic (bench/results/ms_ablation.csv, Chapter 10)",
-        "not measured: needs a GPU run on the benchmark (configs/, Chapter 14)",
-    )
+    counts["this book"] = [
+        "small scale: " + SMALL_SCALE[key]
+        if key in SMALL_SCALE
+        else "not measured: needs a GPU run on the benchmark (configs/, Chapter 14)"
+        for key in zip(counts.paper, counts.table, strict=True)
+    ]
     return counts

@@ -18,6 +18,7 @@ import base64
 import importlib.util
 import io
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -286,3 +287,16 @@ def test_no_chapter_title_carries_maths():
     intro = (ROOT / "book" / "intro.md").read_text().splitlines()
     titled += [f"intro.md: {line}" for line in intro if line.startswith("# ") and "$" in line]
     assert titled == [], "keep maths out of '# ' titles (section headings are fine)"
+
+
+def test_no_chapter_cell_holds_a_control_character():
+    """A control character in a cell (``"\\beta"`` typed in a Python string becomes a backspace and
+    "eta") renders as nothing or as garbage; tab, newline and carriage return are text."""
+    control = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+    found = [
+        f"{path.name}, cell {i}: {cell.source[max(m.start() - 20, 0) : m.end() + 5]!r}"
+        for path in book_tool.chapters()
+        for i, cell in enumerate(nbformat.read(path, as_version=4).cells)
+        for m in control.finditer(cell.source)
+    ]
+    assert found == []

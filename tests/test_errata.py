@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -170,6 +171,27 @@ def test_the_page_lists_every_erratum_with_its_chapter():
         assert e.section, f"{e.chapter}: erratum {e.where} lies under no heading"
         assert f"]({stem}.ipynb#{heading_slug(e.section)}))" in page
     assert page.count("### ") == len(found) and f"{len(found)} errata in" in page
+
+
+#: Errata whose proof cites a section of their chapter other than the one they stand in, and why.
+PROVED_ELSEWHERE = {
+    ("12_dro.ipynb", "supplement Eq. 27 (the factor of Eq. 9)"): "read in 12.6, whose recovery it "
+    "concerns; the SymPy check is 12.5's",
+}
+
+
+def test_each_erratum_stands_in_the_section_its_proof_cites():
+    """The page links an erratum to the section it stands in (the last heading above it): where
+    its proof cites a section of the same chapter ("13.5 The weights as maps ..."), that must be
+    the one, or a heading placed after the proof sends the reader to the wrong section."""
+    wrong = []
+    for e in collect(book_tool.chapters()):
+        number = e.chapter[:2].lstrip("0")
+        cited = set(re.findall(rf'"({number}\.\d+) [^"]+"', e.proof))
+        here = e.section.split(" ", 1)[0]
+        if cited and here not in cited and (e.chapter, e.where) not in PROVED_ELSEWHERE:
+            wrong.append(f"{e.chapter} {e.where}: stands in {here}, proof cites {sorted(cited)}")
+    assert not wrong, wrong
 
 
 def test_the_build_writes_the_page_and_lists_it_after_the_chapters(tmp_path):

@@ -122,7 +122,7 @@ FAMILIES: tuple[LossFamily, ...] = (
         _grid(neg_margin=(1.0, 0.8, 1.2)), ("neg_margin",), "plus",
     ),
     LossFamily(
-        "triplet (semi-hard)", "triplet", "Wang et al. 2019, Eq. 5",
+        "triplet (semi-hard)", "triplet", "Wang et al. 2019, Eq. 5; mining: Schroff et al. 2015",
         _grid(margin=(0.1, 0.05, 0.2), mining=("semihard",)), ("margin",),
     ),
     LossFamily("lifted", "lifted", "Wang et al. 2019, Eq. 6", _grid(margin=(1.0, 0.5)), ("margin",)),
