@@ -22,7 +22,7 @@ JOBS   ?= 2
 export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: help install book check-book test test-unit test-book refresh lab lint format bench verify-backbones clean \
-	coursework grade gpu-check
+	coursework grade gpu-check map
 
 help:
 	@echo "make book     install (if needed), execute every chapter into build/book/ and render HTML"
@@ -31,6 +31,7 @@ help:
 	@echo "make lab      JupyterLab on the book"
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"
 	@echo "make lint     ruff check and format check"
+	@echo "make map     regenerate MAP.md's chapter and module tables (tests/test_map.py checks them)"
 	@echo "make bench    CPU benchmarks, results under bench/results/"
 	@echo "make gpu-check  on a GPU machine: the prepared GPU measurements (8 min), build/gpu-check/"
 	@echo "make verify-backbones  ResNet/BN-Inception against torchvision and the port (downloads them)"
@@ -87,6 +88,11 @@ lab: $(STAMP)
 	@if [ "$$(id -u)" = 0 ]; then echo "running as root: starting JupyterLab with --allow-root"; fi
 	JUPYTER_CONFIG_PATH="$(LAB_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 		$(BIN)/jupyter lab book $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+
+# MAP.md's chapter -> module and module -> test tables, regenerated from the sources (standard
+# library only: no install needed); tests/test_map.py fails while they are stale.
+map:
+	$(PYTHON) tools/map_tables.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
