@@ -49,7 +49,7 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 		if $(BIN)/python -c "import urllib.request as u; u.urlopen('$(TORCH_INDEX)/', timeout=10)" 2>/dev/null; \
 		then index="--extra-index-url $(TORCH_INDEX)"; echo "torch from $(TORCH_INDEX)"; \
 		else echo "warning: $(TORCH_INDEX) cannot be reached: torch comes from pip's configured sources" \
-			"(plain PyPI: the CUDA build; see README, Install)"; fi; \
+			"(plain PyPI: the CUDA build; see docs/research.md, Install)"; fi; \
 	fi; \
 	echo "installing dmlbook and its dependencies into $(VENV) (first run: a few minutes) ..."; \
 	$(BIN)/python tools/heartbeat.py pip install --disable-pip-version-check --progress-bar off \
