@@ -21,12 +21,13 @@ JOBS   ?= 2
 # Idle OpenMP threads sleep instead of spinning (two test workers share two cores).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: help install book check-book test test-unit test-book refresh lab lint format bench verify-backbones clean \
+.PHONY: help install book check-book test test-quick test-unit test-book refresh lab lint format bench verify-backbones clean \
 	coursework grade gpu-check map
 
 help:
 	@echo "make book     install (if needed), execute every chapter into build/book/ and render HTML"
 	@echo "make test     install (if needed), run the unit tests and every chapter under nbval"
+	@echo "make test-quick  the inner loop: unit tests without the chapters, the browser and slow tests"
 	@echo "make check-book  open the rendered book offline in headless Chromium (maths, no network)"
 	@echo "make lab      JupyterLab on the book"
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"
@@ -71,6 +72,11 @@ check-book: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(PYTEST_NOTEBOOKS) tests book
+
+# The inner loop (docs/maintainers.md): the unit tests without the chapters, the browser and the
+# tests marked slow (pyproject.toml's markers). `make test` stays the full gate.
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile -m "not slow" tests
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests

@@ -20,6 +20,7 @@ run's default utilisation stated in ``docs/research.md`` (``dmlbook.engine.dry_r
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import resource
@@ -223,3 +224,17 @@ def test_research_page_states_the_dry_runs_default_utilization():
     match = re.search(r"`--utilization`, default ([\d.]+)", text)
     assert match, "docs/research.md: state the dry run's default utilisation"
     assert float(match[1]) == DEFAULT_UTILIZATION
+
+
+def test_readme_states_the_python_the_package_needs_and_the_chapters_were_run_with():
+    import tomllib
+
+    text = " ".join(README.read_text().split())
+    needs = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert f"Python {needs.replace('>=', '>= ')}" in text
+    versions = {
+        json.loads(p.read_text())["metadata"]["language_info"]["version"].rsplit(".", 1)[0]
+        for p in (ROOT / "book").glob("[0-9][0-9]_*.ipynb")
+    }
+    match = re.search(r"the one that executed the chapters, (3\.\d+) here", text)
+    assert match and versions == {match[1]}, versions
