@@ -1,16 +1,16 @@
 """Every file path and every dotted ``dmlbook.`` name the prose mentions exists.
 
-The prose: the package's docstrings, the chapters' markdown cells and ``book/intro.md``, the
-README, CONTRIBUTING.md, MAP.md, the pages under ``docs/`` and the benchmark results
-(``bench/results/**/*.md``). In it:
+The prose: the docstrings of the package (and of ``tools/``, ``bench/`` and ``tests/``), the
+chapters' markdown cells and ``book/intro.md``, the README, CONTRIBUTING.md, MAP.md, the pages
+under ``docs/`` and the benchmark results (``bench/results/**/*.md``). In it:
 
 - a path that starts at a folder or file of the repository (``dmlbook/``, ``tests/``, ``book/``,
   ``bench/``, ``tools/``, ``configs/``, ``coursework/``, ``docs/``, ``.ci/``, ``README.md`` ...)
   must exist; a path with ``*`` must match something; one with a placeholder (``<name>``) is a
   pattern and only its fixed start is checked;
-- a markdown link to a local file must reach it from the page that holds it (``docs/x.md``'s
-  links are relative to ``docs/``, a chapter's to ``book/``);
-- a dotted name ``dmlbook.a.b`` must import and resolve attribute by attribute.
+- a markdown link to a local file must reach it from the page that holds it (a page of
+  ``docs/`` links relative to ``docs/``, a chapter relative to ``book/``);
+- a dotted name (``dmlbook.losses.get_loss``) must import and resolve attribute by attribute.
 
 A failure names the place (file, and the docstring's object or the chapter's cell) and the
 dangling name. Paths that name what a build or a run creates, or the layout inside the wheel,
@@ -81,8 +81,8 @@ def passages(path: Path) -> list[tuple[str, str]]:
     return [(rel, path.read_text())]
 
 
-def package_sources() -> list[Path]:
-    return sorted(p for p in (ROOT / "dmlbook").rglob("*.py") if "__pycache__" not in p.parts)
+def python_sources(folder: str) -> list[Path]:
+    return sorted(p for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def path_exists(token: str) -> bool:
@@ -138,13 +138,16 @@ def dangling_in(document: Path) -> list[str]:
     return found
 
 
+DOCSTRINGS = ("dmlbook", "tools", "bench", "tests")
+
+
 @pytest.mark.parametrize(
     "document",
-    documents() + [pytest.param(None, id="package docstrings")],
-    ids=lambda d: d.relative_to(ROOT).as_posix() if d else None,
+    documents() + [pytest.param(f, id=f"{f}/ docstrings") for f in DOCSTRINGS],
+    ids=lambda d: d.relative_to(ROOT).as_posix() if isinstance(d, Path) else None,
 )
 def test_every_path_and_dotted_name_resolves(document):
-    sources = [document] if document else package_sources()
+    sources = python_sources(document) if isinstance(document, str) else [document]
     dangling = [entry for path in sources for entry in dangling_in(path)]
     assert dangling == [], "names that point nowhere:\n" + "\n".join(dangling)
 
