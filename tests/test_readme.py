@@ -94,6 +94,7 @@ def test_the_pages_have_code_to_run():
     assert len(blocks("python")) >= 2 and len(shell_lines()) >= 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "code",
     [code for code in blocks("python") if code != example()[0]],  # the example: the test below
@@ -108,7 +109,14 @@ def test_python_block_runs(code, tmp_path):
     assert proc.stdout.strip(), "a README example prints what it shows"
 
 
-@pytest.mark.parametrize("line", shell_lines())
+#: Shell lines that build a model or train (seconds to a minute of CPU): marked slow.
+SLOW_LINE = re.compile(r"^dmlbook train\b")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [pytest.param(x, marks=pytest.mark.slow) if SLOW_LINE.search(x) else x for x in shell_lines()],
+)
 def test_shell_line_runs_or_says_why_not(line, tmp_path):
     reasons = [why for pattern, why in NOT_RUN.items() if re.search(pattern, line)]
     if reasons:
@@ -133,6 +141,7 @@ def stated() -> tuple[float, float]:
     return float(match[1]), float(match[2])
 
 
+@pytest.mark.slow
 def test_readme_example_prints_its_table_and_learns():
     code, expected = example()
     seconds, tolerance = stated()

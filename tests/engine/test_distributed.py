@@ -112,6 +112,7 @@ def two_ranks(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", sorted(LOSSES))
 def test_two_processes_take_the_step_of_one(two_ranks, loss, one_thread):
     one = _one_step(None)[loss]

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))  # configs other helpers add are covered
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_every_shipped_config_passes_the_dry_run(path):
     report = dry_run(path)  # raises DoesNotFit if the config cannot fit one H100
@@ -99,6 +100,7 @@ def test_gpu_specs_are_dense_datasheet_numbers():
         gpu_spec("v100")
 
 
+@pytest.mark.slow
 def test_a_config_that_cannot_fit_fails_with_the_fix():
     cfg = load_config("ms_sop_bninception", ["train.bf16=false"])  # batch 1000 in float32
     with pytest.raises(DoesNotFit) as err:
