@@ -42,6 +42,7 @@ def test_every_shipped_config_passes_the_dry_run(path):
     assert report.activation_bytes > 0 and report.memory_gib > CUDA_OVERHEAD_GIB
 
 
+@pytest.mark.slow
 def test_resnet50_matches_torchvision_figures():
     report = dry_run("gs_cars_resnet50")
     # torchvision's resnet50: 25,557,032 parameters, of which fc = 2048 x 1000 + 1000; this
@@ -52,6 +53,7 @@ def test_resnet50_matches_torchvision_figures():
     assert report.optimizer_bytes == 0  # SGD without momentum keeps no state
 
 
+@pytest.mark.slow
 def test_adam_state_is_two_float32_moments():
     report = dry_run("ms_cub_bninception")
     trainable = report.parameters  # every parameter of the MS model is trained

@@ -206,6 +206,7 @@ def test_kill_9_mid_epoch_then_resume(tmp_path):
     _resume_and_compare(tmp_path, path, done)
 
 
+@pytest.mark.slow
 def test_sigterm_saves_the_exact_position_exits_143_and_prints_the_resume_command(tmp_path):
     """What SLURM, Kubernetes and torchrun send to stop or preempt a job: like a Ctrl-C."""
     proc, path = _train_in_a_subprocess(tmp_path, iterations=100_000)
