@@ -111,7 +111,8 @@ def resolve(dotted: str, name: str | None, depth: int = 0, root: Path = ROOT) ->
     }
 
 
-def modules_used(source: str, root: Path = ROOT) -> set[str]:
+@cache
+def modules_used(source: str, root: Path = ROOT) -> frozenset[str]:
     """Package modules that Python ``source`` imports names from (or uses through an alias)."""
     used: set[str] = set()
     aliases: dict[str, str] = {}
@@ -129,7 +130,7 @@ def modules_used(source: str, root: Path = ROOT) -> set[str]:
     for alias, dotted in aliases.items():
         for attr in re.findall(rf"\b{re.escape(alias)}\.(\w+)", source):
             used |= resolve(dotted, attr, root=root)
-    return used
+    return frozenset(used)
 
 
 def chapter_stems(root: Path = ROOT) -> list[str]:
