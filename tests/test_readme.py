@@ -247,3 +247,26 @@ def test_readme_states_the_python_the_package_needs_and_the_chapters_were_run_wi
     }
     match = re.search(r"the one that executed the chapters, (3\.\d+) here", text)
     assert match and versions == {match[1]}, versions
+
+
+def test_readme_states_the_shipped_data_sets_and_the_explorer_chapters(monkeypatch):
+    from dmlbook.data import available_datasets, load_dataset
+    from dmlbook.data.locations import cache_folder
+
+    text = " ".join(README.read_text().split())
+    train, test = load_dataset("digits", "train"), load_dataset("digits", "test")
+    assert f"scikit-learn's {len(train) + len(test):,} handwritten digits (8 x 8)" in text
+    assert train.input_shape == (64,)
+    assert (train.classes.tolist(), test.classes.tolist()) == ([0, 1, 2, 3, 4], [5, 6, 7, 8, 9])
+    assert "train on classes 0-4, test on 5-9" in text
+    assert {"omniglot", "digits", "synthetic", "omniglot_full"} <= set(available_datasets())
+    monkeypatch.delenv("DMLBOOK_CACHE", raising=False)
+    assert "`$DMLBOOK_CACHE` (default `~/.cache/dmlbook`)" in text
+    assert cache_folder() == Path.home() / ".cache" / "dmlbook"
+    explorer = sorted(
+        int(p.name[:2])
+        for p in (ROOT / "book").glob("[0-9][0-9]_*.ipynb")
+        if "weight_explorer(" in p.read_text()
+    )
+    assert f"Chapters {explorer[0]} and {explorer[1]} hold the **weight explorer**" in text
+    assert len(explorer) == 2, explorer
