@@ -270,3 +270,9 @@ def test_readme_states_the_shipped_data_sets_and_the_explorer_chapters(monkeypat
     )
     assert f"Chapters {explorer[0]} and {explorer[1]} hold the **weight explorer**" in text
     assert len(explorer) == 2, explorer
+
+
+def test_readme_counts_the_assignments():
+    assignments = sorted(p.name for p in (ROOT / "coursework").glob("a[0-9]_*") if p.is_dir())
+    word = WORDS.split()[len(assignments)].capitalize()
+    assert f"{word} autograded assignments" in README.read_text(), assignments
