@@ -262,9 +262,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"MAP.md: the {name} table is stale; run `{COMMAND}`")
         return 1 if names else 0
     changed = write()
-    print(
-        f"MAP.md: rewrote the {' and '.join(changed)} table(s)" if changed else "MAP.md: up to date"
-    )
+    tables = " and ".join(changed) + (" tables" if len(changed) > 1 else " table")
+    print(f"MAP.md: rewrote the {tables}" if changed else "MAP.md: up to date")
     return 0
 
 
