@@ -21,16 +21,18 @@ JOBS   ?= 2
 # Idle OpenMP threads sleep instead of spinning (two test workers share two cores).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: help install book check-book test test-unit test-book refresh lab lint format bench verify-backbones clean \
-	coursework grade gpu-check
+.PHONY: help install book check-book test test-quick test-unit test-book refresh lab lint format bench verify-backbones clean \
+	coursework grade gpu-check map
 
 help:
 	@echo "make book     install (if needed), execute every chapter into build/book/ and render HTML"
 	@echo "make test     install (if needed), run the unit tests and every chapter under nbval"
+	@echo "make test-quick  the inner loop: unit tests without the chapters, the browser and slow tests"
 	@echo "make check-book  open the rendered book offline in headless Chromium (maths, no network)"
 	@echo "make lab      JupyterLab on the book"
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"
 	@echo "make lint     ruff check and format check"
+	@echo "make map     regenerate MAP.md's chapter and module tables (tests/test_map.py checks them)"
 	@echo "make bench    CPU benchmarks, results under bench/results/"
 	@echo "make gpu-check  on a GPU machine: the prepared GPU measurements (8 min), build/gpu-check/"
 	@echo "make verify-backbones  ResNet/BN-Inception against torchvision and the port (downloads them)"
@@ -48,7 +50,7 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 		if $(BIN)/python -c "import urllib.request as u; u.urlopen('$(TORCH_INDEX)/', timeout=10)" 2>/dev/null; \
 		then index="--extra-index-url $(TORCH_INDEX)"; echo "torch from $(TORCH_INDEX)"; \
 		else echo "warning: $(TORCH_INDEX) cannot be reached: torch comes from pip's configured sources" \
-			"(plain PyPI: the CUDA build; see README, Install)"; fi; \
+			"(plain PyPI: the CUDA build; see docs/research.md, Install)"; fi; \
 	fi; \
 	echo "installing dmlbook and its dependencies into $(VENV) (first run: a few minutes) ..."; \
 	$(BIN)/python tools/heartbeat.py pip install --disable-pip-version-check --progress-bar off \
@@ -71,6 +73,11 @@ check-book: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(PYTEST_NOTEBOOKS) tests book
 
+# The inner loop (docs/maintainers.md): the unit tests without the chapters, the browser and the
+# tests marked slow (pyproject.toml's markers). `make test` stays the full gate.
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile -m "not slow" tests
+
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile tests
 
@@ -87,6 +94,11 @@ lab: $(STAMP)
 	@if [ "$$(id -u)" = 0 ]; then echo "running as root: starting JupyterLab with --allow-root"; fi
 	JUPYTER_CONFIG_PATH="$(LAB_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 		$(BIN)/jupyter lab book $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+
+# MAP.md's chapter -> module and module -> test tables, regenerated from the sources (standard
+# library only: no install needed); tests/test_map.py fails while they are stale.
+map:
+	$(PYTHON) tools/map_tables.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

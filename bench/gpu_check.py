@@ -43,7 +43,7 @@ most about 60 s, and is part of the test suite (``tests/bench/test_gpu_check.py`
 script cannot rot between the rare days a GPU is lent.
 
 Results of a real run are committed under ``bench/results/gpu_check_<device>.md`` (and the raw
-``.jsonl``) with the device named; see the README's Benchmarks section.
+``.jsonl``) with the device named; see docs/benchmarks.md.
 """
 
 from __future__ import annotations

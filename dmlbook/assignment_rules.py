@@ -13,7 +13,7 @@ function would pass every comparison. Two checks enforce such a rule:
   ``modules`` raises ``RuleBroken``: every test of a question calls the student's function
   through it, so a question answered by calling the book scores nothing.
 * ``forbidden_imports(sources, *modules)``: the forbidden modules that cells import or name
-  (``import``, ``from ... import``, ``dmlbook.evaluate.x``), for answers that are not functions
+  (``import``, ``from ... import``, ``dmlbook.evaluate.<name>``), for answers that are not functions
   (a cell of an experiment); the tests pass the kernel's input history, ``In``. It reads each
   cell through ``parse_cell`` (magics removed), which the coursework tools also use
   (with doctest prompts removed) to list what the tests import.

@@ -72,6 +72,7 @@ def rendered_text(html: Path) -> str:
     )
 
 
+@pytest.mark.slow
 def test_answers_only_in_the_instructor_edition(edition):
     name, html = edition
     page = (html / "01_demo.html").read_text()
@@ -85,6 +86,7 @@ def test_answers_only_in_the_instructor_edition(edition):
         assert "instructor edition" in (html / "intro.html").read_text()
 
 
+@pytest.mark.slow
 def test_no_launch_buttons_where_the_build_meant_none(edition):
     """Built without a launch target, no page opens anyone's notebooks (Jupyter Book's default
     repository, its own project, once filled the gap), and the link check agrees."""

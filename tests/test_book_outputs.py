@@ -134,6 +134,7 @@ with torch.no_grad():
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.backends.mkl.is_available(), reason="torch built without MKL")
 def test_the_kernels_math_setting_changes_float32_results(one_thread):
     """The nbval run is a real cross-setting check: its setting moves float32 numbers here."""

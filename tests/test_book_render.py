@@ -30,6 +30,9 @@ import yaml
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# Minutes of CPU, a browser or an install: left out of `make test-quick`.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 book_check = importlib.import_module("book_check")

@@ -81,6 +81,7 @@ def test_failing_chapter_is_kept_with_its_error_for_the_readers_build(tmp_path):
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6:\n    pass"
 
 
+@pytest.mark.slow
 def test_budget_is_kernel_cpu_time_enforced_by_refresh_and_a_warning_otherwise(tmp_path):
     src = tmp_path / "04_slow.ipynb"
     nbformat.write(notebook(BURN), src)
@@ -95,6 +96,7 @@ def test_budget_is_kernel_cpu_time_enforced_by_refresh_and_a_warning_otherwise(t
     assert (tmp_path / "b.ipynb").exists()
 
 
+@pytest.mark.slow
 def test_build_renders_a_book_whose_chapter_is_over_budget(tmp_path, capsys, monkeypatch):
     src_book = tmp_path / "book"
     src_book.mkdir()

@@ -47,6 +47,7 @@ def run(argv, capsys):
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 def test_datasets_lists_builtin_and_missing_benchmarks(capsys, monkeypatch, tmp_path):
     monkeypatch.delenv("DMLBOOK_DATA", raising=False)
     monkeypatch.setenv("DMLBOOK_CACHE", str(tmp_path / "cache"))

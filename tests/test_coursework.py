@@ -33,6 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import coursework as cw  # noqa: E402  (tools/ is not a package)
 
+# Minutes of CPU, a browser or an install: left out of `make test-quick`.
+pytestmark = pytest.mark.slow
+
 NAMES = cw.assignments()
 BUDGET_CPU_SECONDS = 60.0
 

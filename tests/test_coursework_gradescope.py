@@ -6,7 +6,7 @@ environment whose requirements are dmlbook's wheel (in the zip), the CPU build o
 SciPy and otter-grader, each pinned to the version installed here, with their dependencies; every
 module the assignments' tests and solutions import is covered. The full proof, ``setup.sh`` and
 ``run_autograder`` run in Gradescope's layout (``python tools/coursework.py gradescope NAME``,
-several minutes of package installation), is measured in the README, not run by the suite.
+several minutes of package installation), is measured in docs/teaching.md, not run by the suite.
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ import coursework_sandbox as sandbox  # noqa: E402
 
 import coursework as cw  # noqa: E402  (tools/ is not a package)
 
+# Minutes of CPU, a browser or an install: left out of `make test-quick`.
+pytestmark = pytest.mark.slow
+
 SECRET = "quokka-hidden-test"
 TEST_FILE = f"""OK_FORMAT = True
 test = {{'name': 'q1', 'points': [1, 2], 'suites': [{{'cases': [

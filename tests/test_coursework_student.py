@@ -22,6 +22,9 @@ import coursework_student as kit  # noqa: E402  (tools/ is not a package)
 
 import coursework as cw  # noqa: E402
 
+# Minutes of CPU, a browser or an install: left out of `make test-quick`.
+pytestmark = pytest.mark.slow
+
 MASTERS = [cw.master(name) for name in cw.assignments()]
 
 

@@ -20,6 +20,7 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
     return default_batch()
 
 
+@pytest.mark.slow
 def test_the_widget_redraws_for_another_loss_and_another_value(batch):
     box = weight_explorer("multi_similarity", batch=batch, beta=10.0)
     chooser, knobs, summary = box.children[:3]

@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 from book_check import find_browser  # noqa: E402
 
+# Minutes of CPU, a browser or an install: left out of `make test-quick`.
+pytestmark = pytest.mark.slow
+
 CHAPTER = "10_multi_similarity.ipynb"
 EXPLORER_CALL = 'weight_explorer("multi_similarity")'
 TIMEOUT_MS = 180_000  # the first cell run imports torch in a fresh kernel on a busy machine

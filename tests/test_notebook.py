@@ -66,6 +66,7 @@ def test_check_close_refuses_a_tolerance_or_value_it_cannot_use():
         check_close({"LS": 1.0}, {"MS": 1.0}, 0.1)
 
 
+@pytest.mark.slow
 def test_importing_dmlbook_first_makes_idle_threads_sleep_and_setup_picks_threads():
     """OMP_WAIT_POLICY must be set before torch loads its OpenMP runtime (read once, at load)."""
     import os

@@ -47,6 +47,7 @@ def brute_force(train, test, answers, metric="cosine"):
     return errors, predictions, near_tie
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     shape=st.tuples(st.integers(1, 3), st.integers(1, 6), st.integers(1, 6), st.integers(1, 5)),

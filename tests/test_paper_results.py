@@ -99,6 +99,7 @@ def test_spot_values(results, paper, table, dataset, method, dim, batch, metric,
     assert list(row.value) == [value]
 
 
+@pytest.mark.slow
 def test_the_wheel_ships_the_data(tmp_path):
     """A non-editable install has the papers' tables and the Omniglot copy (package data).
 

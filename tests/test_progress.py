@@ -1,5 +1,5 @@
 """Tests of dmlbook.progress: the caller's ``progress`` wins; ``None`` defers to ``TQDM_DISABLE``,
-read when the loop starts (the table of cases is tests/test_train.py's, beside ``fit``)."""
+read when the loop starts (the table of cases is below)."""
 
 from __future__ import annotations
 

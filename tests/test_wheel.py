@@ -31,6 +31,9 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+# Minutes of CPU, a browser or an install: left out of `make test-quick`.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 NOT_IN_A_CLONE = (".git", ".venv", "build", "__pycache__", "*.egg-info", "_build", ".hypothesis")
 

@@ -23,7 +23,7 @@ the link's target with its own permissions.
     with ``O_NOFOLLOW``; both map the open file, never a path opened again.
 
 Used by :mod:`dmlbook.data.image_cache` (the decoded-image cache) and
-:mod:`dmlbook.data.synthetic_cache`; tested in ``tests/data/test_atomic.py``.
+:mod:`dmlbook.data.synthetic` (its cache of rendered images); tested in ``tests/data/test_atomic.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where data sets and caches live: the one place that reads ``DMLBOOK_DATA`` and ``DMLBOOK_CACHE``.
 
 ``DMLBOOK_DATA`` names the folder that holds the benchmark data sets (``CUB_200_2011/``,
-``Stanford_Online_Products/``, ...; the README's "Research use"); ``DMLBOOK_CACHE`` the folder for
+``Stanford_Online_Products/``, ...; docs/research.md); ``DMLBOOK_CACHE`` the folder for
 decoded caches (``~/.cache/dmlbook`` when unset). The CLI's ``--data``, ``load_dataset(...,
 root=...)``, ``prepare(..., data_dir)`` and ``DMLBOOK_PROFILE=full`` all come here, so the
 variables mean the same everywhere (blank counts as unset, ``~`` is expanded).

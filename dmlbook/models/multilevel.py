@@ -1,7 +1,7 @@
 """Liu et al.'s multi-level embedding head (Fig. 3, "v2"): FC layers after inception 3, 4 and 5.
 
 Chapter: ``book/11_liu_weighting.ipynb``, "At benchmark scale". Tests: ``tests/models/test_multilevel.py``.
-Configs: ``model.head: multilevel`` (``configs/liu_*_v2.yaml``, :func:`dmlbook.engine.build_model`).
+Configs: ``model.head: multilevel`` (``configs/liu_*_v2.yaml``, :func:`dmlbook.engine.build.build_model`).
 
 Liu et al. (Sec. IV-A, Fig. 3) add three fully connected layers to BN-Inception, after the
 ``inception3``, ``inception4`` and ``inception5`` stages, and concatenate their outputs: with FC

@@ -14,7 +14,7 @@ Chapters swap the loss (and sometimes the model or data) and call :func:`fit` un
 differences in the returned tables come from the loss alone. The optimiser comes from the one
 factory, :func:`dmlbook.training.optim.make_optimizer`.
 
-Tests: ``tests/training/test_fit.py``.
+Tests: ``tests/training/test_in_memory.py``.
 """
 
 from __future__ import annotations

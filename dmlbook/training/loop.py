@@ -17,7 +17,7 @@ Both training paths run it: :func:`dmlbook.training.fit` (the chapters, in-memor
 and :meth:`Trainer.restore` save and reload the model, loss, optimiser, position and history, so
 that a resumed run continues exactly where it stopped.
 
-Tests: ``tests/training/test_loop.py`` (and through fit and train, ``tests/training/test_fit.py``
+Tests: ``tests/training/test_loop.py`` (and through fit and train, ``tests/training/test_in_memory.py``
 and ``tests/engine/test_trainer.py``). Chapter 14 shows the loop.
 """
 

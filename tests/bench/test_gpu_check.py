@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# Minutes of CPU, a browser or an install: left out of `make test-quick`.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu_check.py"
 

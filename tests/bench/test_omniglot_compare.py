@@ -38,6 +38,7 @@ def rows(out: Path) -> pd.DataFrame:
     return pd.read_csv(out / "runs.csv", comment="#")
 
 
+@pytest.mark.slow
 def test_every_phase_writes_its_rows(first):
     table = rows(first)
     counts = table.groupby("phase").size().to_dict()
@@ -67,6 +68,7 @@ def test_every_phase_writes_its_rows(first):
     assert "## final" in (first / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_second_call_resumes_with_nothing_left(script, first, capsys):
     before = len(rows(first))
     assert script.main([*SUBSET, "--out-dir", str(first)]) == 0
@@ -74,6 +76,7 @@ def test_a_second_call_resumes_with_nothing_left(script, first, capsys):
     assert "0 run(s) finished in this invocation" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_tuned_settings_come_from_another_file_and_a_spent_budget_stops(
     script, first, tmp_path, capsys
 ):

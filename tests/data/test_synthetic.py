@@ -190,6 +190,7 @@ def test_concurrent_loads_share_one_valid_cache_file(cache_dir):
 # ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_default_configuration_is_hard_but_above_chance():
     ds = load_dataset("synthetic", "test", cache=False)
     assert ds.inputs.shape == (3000, 3, 32, 32)

@@ -112,6 +112,7 @@ def two_ranks(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", sorted(LOSSES))
 def test_two_processes_take_the_step_of_one(two_ranks, loss, one_thread):
     one = _one_step(None)[loss]
@@ -126,12 +127,14 @@ def test_two_processes_take_the_step_of_one(two_ranks, loss, one_thread):
     assert any(g.abs().max() > 1e-4 for g in one["grads"])
 
 
+@pytest.mark.slow
 def test_gather_rows_restores_the_order(two_ranks):
     expected = torch.arange(14.0).reshape(7, 2)
     for rank in range(WORLD):
         assert torch.equal(torch.load(two_ranks / f"rows{rank}.pt"), expected)
 
 
+@pytest.mark.slow
 def test_checkpoint_of_two_ranks_resumes_on_one(two_ranks, tmp_path, one_thread):
     run = two_ranks / "run"
     saved = load_checkpoint(run / "last.pt")

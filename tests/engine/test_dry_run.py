@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))  # configs other helpers add are covered
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_every_shipped_config_passes_the_dry_run(path):
     report = dry_run(path)  # raises DoesNotFit if the config cannot fit one H100
@@ -41,6 +42,7 @@ def test_every_shipped_config_passes_the_dry_run(path):
     assert report.activation_bytes > 0 and report.memory_gib > CUDA_OVERHEAD_GIB
 
 
+@pytest.mark.slow
 def test_resnet50_matches_torchvision_figures():
     report = dry_run("gs_cars_resnet50")
     # torchvision's resnet50: 25,557,032 parameters, of which fc = 2048 x 1000 + 1000; this
@@ -51,6 +53,7 @@ def test_resnet50_matches_torchvision_figures():
     assert report.optimizer_bytes == 0  # SGD without momentum keeps no state
 
 
+@pytest.mark.slow
 def test_adam_state_is_two_float32_moments():
     report = dry_run("ms_cub_bninception")
     trainable = report.parameters  # every parameter of the MS model is trained
@@ -99,6 +102,7 @@ def test_gpu_specs_are_dense_datasheet_numbers():
         gpu_spec("v100")
 
 
+@pytest.mark.slow
 def test_a_config_that_cannot_fit_fails_with_the_fix():
     cfg = load_config("ms_sop_bninception", ["train.bf16=false"])  # batch 1000 in float32
     with pytest.raises(DoesNotFit) as err:

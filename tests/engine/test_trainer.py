@@ -192,6 +192,7 @@ def _resume_and_compare(tmp_path: Path, path: Path, done: int, argv: list[str] |
     assert np.array_equal(hist["R@1"].to_numpy(), ref.history["R@1"].to_numpy())
 
 
+@pytest.mark.slow
 def test_kill_9_mid_epoch_then_resume(tmp_path):
     proc, path = _train_in_a_subprocess(tmp_path, iterations=100_000)
     os.kill(proc.pid, signal.SIGKILL)  # no chance to clean up or save anything
@@ -205,6 +206,7 @@ def test_kill_9_mid_epoch_then_resume(tmp_path):
     _resume_and_compare(tmp_path, path, done)
 
 
+@pytest.mark.slow
 def test_sigterm_saves_the_exact_position_exits_143_and_prints_the_resume_command(tmp_path):
     """What SLURM, Kubernetes and torchrun send to stop or preempt a job: like a Ctrl-C."""
     proc, path = _train_in_a_subprocess(tmp_path, iterations=100_000)
@@ -351,6 +353,7 @@ def test_bf16_autocast_channels_last_compile_and_tensorboard(tmp_path, monkeypat
     assert json.loads((result.out_dir / "run.json").read_text())["tensorboard"]
 
 
+@pytest.mark.slow
 def test_real_torch_compile_trains_like_eager_and_checkpoints_plain_keys(tmp_path):
     """torch.compile (Inductor, compiled here with the CPU's C++ compiler; about 30 s) gives the
     eager run's losses and a checkpoint without the compiled wrapper's ``_orig_mod.`` prefix."""

@@ -346,6 +346,7 @@ class LargestTensor(TorchDispatchMode):
         return out
 
 
+@pytest.mark.slow
 def test_large_input_is_processed_in_chunks():
     n, d, chunk = 20_000, 64, 512
     gen = torch.Generator().manual_seed(3)

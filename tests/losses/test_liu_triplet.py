@@ -111,6 +111,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
+@pytest.mark.slow
 def test_b1000_runs_in_bounded_memory():
     """Peak resident memory of a fresh process doing both losses at B = 1000 stays < 1.5 GB."""
     out = subprocess.run([sys.executable, "-c", _B1000], capture_output=True, text=True, check=True)

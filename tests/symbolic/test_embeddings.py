@@ -19,6 +19,7 @@ def test_normalization_jacobian_closed_form_d3():
     assert sy.prove_equal(J, closed, where=sy.nonzero_rows(x))
 
 
+@pytest.mark.slow
 def test_embedding_gradient_chain_B3_d2():
     """d/dx of sum_ij g_ij S_ij(x) == (I - z z^T)/|x| sum_j (g_ij + g_ji) z_j, B=3, d=2."""
     X, G = sy.embedding_symbols(3, 2), sy.weight_symbols(3)
