@@ -6,6 +6,7 @@
   (:func:`check_batch` validates them without forming ``S``);
   :func:`check_similarity` is the prologue of every pure function of ``S``;
   :func:`resolve_masks` combines the label masks with a miner's masks (which only narrow them);
+  :func:`pair_sets` is both at once, with ``S`` in the dtype the loss computes in;
   :func:`check_choice`, :func:`check_positive`, :func:`check_nonnegative` check hyper-parameters.
 * **Forms.** :func:`dissimilarity` reads ``S`` as ``-S``, ``D = sqrt(2 - 2 S)`` or ``D^2``
   (:data:`FORMS`), with :func:`safe_distance`'s finite gradient at ``S = 1``.
@@ -43,6 +44,7 @@ __all__ = [
     "masked_mean",
     "masked_softmax",
     "pair_masks",
+    "pair_sets",
     "prepare_batch",
     "reduce",
     "resolve_masks",
@@ -105,6 +107,7 @@ def _fast_ok(x: torch.Tensor, labels: torch.Tensor, square: bool, finite: bool =
         and labels.ndim == 1
         and labels.shape[0] == x.shape[0]
         and not torch.is_floating_point(labels)
+        and labels.dtype != torch.bool  # bool labels: as_labels refuses them
         and (not finite or math.isfinite(float(x.detach().sum())))  # a Python float: half the calls
     )
 
@@ -213,6 +216,20 @@ def resolve_masks(
     if neg_mask is not None:
         neg.logical_and_(neg_mask.to(neg.device))
     return pos, neg
+
+
+def pair_sets(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The prologue of every loss on ``S``: ``(S, pos, neg)``, the similarities in the dtype the
+    loss computes in (:func:`compute_dtype`: float32 for half precision, else ``S`` itself) and
+    the positive and negative pair masks (:func:`check_similarity`, then :func:`resolve_masks`)."""
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    return S.to(compute_dtype(S)), pos, neg
 
 
 def _label_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

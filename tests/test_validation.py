@@ -70,7 +70,7 @@ def test_a_batch_with_nothing_to_learn_warns_once():
 
 def test_hyper_parameters_are_checked_by_name():
     with pytest.raises(
-        ValueError, match=r"margin is a cosine similarity and must lie in \(-1, 1\)"
+        ValueError, match=r"margin must be a finite number in \(-1, 1\) \(a cosine similarity\)"
     ):
         get_loss("contrastive", margin=-1.0)
     with pytest.raises(ValueError, match=r"margin must be a number, got 'a' \(str\)"):

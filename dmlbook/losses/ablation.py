@@ -39,10 +39,10 @@ from typing import Any
 import torch
 
 from ..mining.multi_similarity import check_epsilon, ms_mining_masks
-from .base import PairLoss
+from .base import NonNegative, PairLoss, Real, Scale, declared
 from .binomial import binlifted_loss, binomial_deviance_loss
 from .lifted import lifted_star_loss
-from .multi_similarity import MSHyperParameters, MSMiningLoss, MultiSimilarityLoss
+from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
 
 __all__ = [
     "TABLE_2",
@@ -189,13 +189,14 @@ class MinedPairLoss(PairLoss):
         return f"{self.name}: {hp}, mining={self.mining}{mined}"
 
 
+@declared
 def ablation_loss(
     name: str,
     *,
-    alpha: float = MSHyperParameters.alpha,
-    beta: float = MSHyperParameters.beta,
-    margin: float = MSHyperParameters.margin,
-    epsilon: float = MSHyperParameters.epsilon,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
+    margin: Real = 0.5,
+    epsilon: NonNegative = 0.1,
 ) -> PairLoss:
     """The loss of one row of Wang et al. 2019, Table 2, configured.
 
@@ -224,8 +225,6 @@ def ablation_loss(
     MinedPairLoss(Binomial_m: alpha=2.0, beta=50.0, margin=0.5, mining=True, epsilon=0.1)
     """
     v = table_2_variant(name)
-    hp = MSHyperParameters(alpha, beta, margin, epsilon)
-    alpha, beta, margin, epsilon = hp.alpha, hp.beta, hp.margin, hp.epsilon
     base = v.name.removesuffix("_m")
     if base == "MS":
         return MultiSimilarityLoss(alpha, beta, margin, epsilon, mining=True)

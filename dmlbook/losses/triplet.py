@@ -33,7 +33,7 @@ the triplets with :func:`triplet_sums`, which never holds the (B, B, B) tensor.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass
+from typing import Literal
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -41,24 +41,14 @@ from torch.utils.checkpoint import checkpoint
 from .. import mining as miners
 from ..pair_lists import positive_lists
 from ..pairs import softplus
-from .base import (
-    FORMS,
-    HyperParameters,
-    PairLoss,
-    check_choice,
-    check_similarity,
-    dissimilarity,
-    resolve_masks,
-)
+from .base import Form, NonNegative, PairLoss, Scale, declared, dissimilarity, pair_sets
 
 __all__ = [
     "COSINE_TRIPLET_MINING",
-    "CosineTripletHyperParameters",
     "CosineTripletLoss",
     "TRIPLET_BLOCK",
     "TRIPLET_MINING",
     "TRIPLET_REDUCTIONS",
-    "TripletHyperParameters",
     "TripletLoss",
     "cosine_triplet_loss",
     "triplet_loss",
@@ -128,40 +118,14 @@ def triplet_sums(
 # ----------------------------------------------------------------------------- the hinge
 
 
-@dataclass(frozen=True)
-class TripletHyperParameters(HyperParameters):
-    """The triplet loss: margin (a module needs >= 0), form, the module's miner, reduction."""
-
-    module_reductions = ("mean", "mean_nonzero", "sum")
-
-    margin: float = 0.1
-    _: KW_ONLY
-    form: str = "similarity"
-    mining: str = "all"
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        check_choice(self.form, FORMS, "form")
-        check_choice(self.reduction, TRIPLET_REDUCTIONS, "reduction")
-
-    def check_module(self) -> None:
-        check_choice(self.mining, TRIPLET_MINING, "mining")
-        super().check_module()
-        if not float(self.margin) >= 0.0:
-            raise ValueError(f"margin must be >= 0, got {self.margin}.")
-        self._set("margin", float(self.margin))
-
-
-_T = TripletHyperParameters
-
-
+@declared
 def triplet_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = _T.margin,
+    margin: NonNegative = 0.1,
     *,
-    form: str = _T.form,
-    reduction: str = _T.reduction,
+    form: Form = "similarity",
+    reduction: Literal["mean", "mean_nonzero", "sum", "none"] = "mean",
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
     triplet_mask: torch.Tensor | None = None,
@@ -203,10 +167,8 @@ def triplet_loss(
     violated triplet counts equally, as Wang et al. note below Eq. 5. The sums go through
     :func:`triplet_sums` (``O(B^2)`` memory, its docstring says why).
     """
-    _T(margin, form=form, reduction=reduction)
-    y = check_similarity(S, labels)
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     B = S.shape[0]
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
     if triplet_mask is not None and (
         triplet_mask.shape != (B, B, B) or triplet_mask.dtype != torch.bool
     ):
@@ -248,7 +210,11 @@ class TripletLoss(PairLoss):
     """
 
     loss_function = staticmethod(triplet_loss)
-    hyper = TripletHyperParameters
+    module_reductions = ("mean", "mean_nonzero", "sum")
+
+    @staticmethod
+    def module_options(*, mining: Literal["all", "batch_hard", "semihard"] = "all") -> None:
+        """The module's built-in miner (:data:`TRIPLET_MINING`)."""
 
     def mine(
         self,
@@ -273,31 +239,14 @@ class TripletLoss(PairLoss):
 # ----------------------------------------------------------------------------- cosine / NCA
 
 
-@dataclass(frozen=True)
-class CosineTripletHyperParameters(HyperParameters):
-    """Xuan & Pless, Eq. 4: the scale ``tau`` (> 0), the triplets (``mining``), the reduction."""
-
-    tau: float = 16.0
-    _: KW_ONLY
-    mining: str = "ephn"
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._positive("tau")
-        check_choice(self.mining, COSINE_TRIPLET_MINING, "mining")
-        check_choice(self.reduction, ("mean", "sum"), "reduction")
-
-
-_K = CosineTripletHyperParameters
-
-
+@declared
 def cosine_triplet_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    tau: float = _K.tau,
+    tau: Scale = 16.0,
     *,
-    mining: str = _K.mining,
-    reduction: str = _K.reduction,
+    mining: Literal["ephn", "all"] = "ephn",
+    reduction: Literal["mean", "sum"] = "mean",
     pos_mask: torch.Tensor | None = None,
     neg_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -324,12 +273,9 @@ def cosine_triplet_loss(
     Tensor
         A scalar; 0 with gradient 0 without any triplet.
     """
-    _K(tau, mining=mining, reduction=reduction)
-    y = check_similarity(S, labels)
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     if mining == "ephn":
-        pos, neg = miners.easy_positive_masks(S, y, pos_mask=pos_mask, neg_mask=neg_mask)
-    else:
-        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        pos, neg = miners.easy_positive_masks(S, labels, pos_mask=pos, neg_mask=neg)
 
     def nca(s_ap, s_an, valid):  # Eq. 4 on the valid triplets, and how many there are
         return torch.where(valid, softplus(tau * (s_an - s_ap)), 0.0), valid
@@ -344,4 +290,3 @@ class CosineTripletLoss(PairLoss):
     """Module form of :func:`cosine_triplet_loss` (``get_loss("cosine_triplet", tau=16)``)."""
 
     loss_function = staticmethod(cosine_triplet_loss)
-    hyper = CosineTripletHyperParameters
