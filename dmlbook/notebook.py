@@ -122,7 +122,8 @@ def show_source(obj: Callable | type, docstring: str = "summary") -> None:
             f"show_source needs a function or class defined in a source file, not {obj!r}"
         ) from err
     lines = source.splitlines()
-    body = ast.parse(source).body[0].body
+    node = ast.parse(source).body[0]
+    body = node.body
     first = body[0] if body else None
     if (
         docstring != "full"
@@ -134,7 +135,45 @@ def show_source(obj: Callable | type, docstring: str = "summary") -> None:
         summary = first.value.value.strip().splitlines()[0] if first.value.value.strip() else ""
         keep = [f'{indent}"""{summary}"""'] if docstring == "summary" and summary else []
         lines = lines[: first.lineno - 1] + keep + lines[first.end_lineno :]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and body:
+        header = lines[node.lineno - 1 : body[0].lineno - 1]
+        lines[node.lineno - 1 : body[0].lineno - 1] = _packed(header)
     print("\n".join(lines))
+
+
+def _packed(header: list[str], width: int = 100) -> list[str]:
+    """A signature written one parameter a line, packed into as few lines of ``width`` as the
+    parameters fill (the same code: a listing shows the computation, not the layout)."""
+    text = " ".join(line.strip() for line in header)
+    if len(header) < 2 or "#" in text:
+        return header
+    indent = header[0][: len(header[0]) - len(header[0].lstrip())]
+    start = text.index("(")
+    depth, quote, end, parts, last = 0, "", start, [], start + 1
+    for i, c in enumerate(text[start:], start):  # the top-level commas of the parameter list
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "\"'":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                end = i
+                break
+        elif c == "," and depth == 1:
+            parts.append(text[last:i].strip())
+            last = i + 1
+    parts = [p for p in [*parts, text[last:end].strip()] if p]
+    out, line = [], indent + text[: start + 1]
+    for k, part in enumerate(parts):
+        piece = part + ("," if k < len(parts) - 1 else text[end:])
+        if len(line) + len(piece) + 1 > width and line.strip():
+            out.append(line.rstrip())
+            line = indent + " " * 8
+        line += piece + " "
+    return [*out, line.rstrip()]
 
 
 def check_close(

@@ -38,6 +38,7 @@ __all__ = [
     "check_nonnegative",
     "check_positive",
     "check_similarity",
+    "check_triplet_mask",
     "compute_dtype",
     "dissimilarity",
     "masked_logsumexp",
@@ -230,6 +231,17 @@ def pair_sets(
     y = check_similarity(S, labels)
     pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
     return S.to(compute_dtype(S)), pos, neg
+
+
+def check_triplet_mask(triplet_mask: torch.Tensor | None, B: int) -> None:
+    """Raise ``ValueError`` unless ``triplet_mask`` is ``None`` or a (B, B, B) bool tensor."""
+    if triplet_mask is not None and (
+        triplet_mask.shape != (B, B, B) or triplet_mask.dtype != torch.bool
+    ):
+        raise ValueError(
+            f"triplet_mask must be a bool tensor of shape {(B, B, B)} (T[a, p, n]), "
+            f"got dtype {triplet_mask.dtype} and shape {tuple(triplet_mask.shape)}."
+        )
 
 
 def _label_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

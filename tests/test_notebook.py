@@ -17,10 +17,15 @@ def shown(capsys, obj, **kwargs) -> str:
 
 def test_show_source_keeps_the_code_and_a_one_line_docstring(capsys):
     text = shown(capsys, contrastive_loss)
-    assert text.startswith("def contrastive_loss(")
+    assert text.startswith("@declared\ndef contrastive_loss(")
     assert '"""Mean of Wang et al. 2019, Eq. 4' in text
     assert "----------" not in text and "return reduce(per_pair" in text
     ast.parse(text)  # still valid Python
+    # the signature packed into lines of at most 100 characters, the same parameters
+    assert text.splitlines()[1] == (
+        "def contrastive_loss(S: torch.Tensor, labels: torch.Tensor, margin: Cosine = 0.5, *,"
+    )
+    assert all(len(line) <= 100 for line in text.splitlines())
 
 
 def test_show_source_docstring_choices(capsys):

@@ -354,9 +354,8 @@ def dro_loss(
     same optimum (the constraint matrix is an interval matrix, totally unimodular).
     """
     base_loss = dict(base=base, margin=margin, threshold=threshold, alpha=alpha, beta=beta)
-    topk = uncertainty in ("topk", "topk_pn")  # zero losses change neither value nor gradient
-    l, cand, pos, neg = dro_candidates(S, labels, pos_mask, neg_mask, drop_zero and not topk,
-                                       **base_loss)  # fmt: skip
+    drop = drop_zero and uncertainty not in ("topk", "topk_pn")  # top-K: no need, zeros add 0
+    l, cand, pos, neg = dro_candidates(S, labels, pos_mask, neg_mask, drop, **base_loss)
     if uncertainty == "topk":
         return _topk_sum(l, pos | neg, K) / K
     if uncertainty == "topk_pn":

@@ -40,7 +40,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .. import mining as miners
 from ..pair_lists import positive_lists
-from ..pairs import softplus
+from ..pairs import check_triplet_mask, softplus
 from .base import Form, NonNegative, PairLoss, Scale, declared, dissimilarity, pair_sets
 
 __all__ = [
@@ -168,14 +168,7 @@ def triplet_loss(
     :func:`triplet_sums` (``O(B^2)`` memory, its docstring says why).
     """
     S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
-    B = S.shape[0]
-    if triplet_mask is not None and (
-        triplet_mask.shape != (B, B, B) or triplet_mask.dtype != torch.bool
-    ):
-        raise ValueError(
-            f"triplet_mask must be a bool tensor of shape {(B, B, B)} (T[a, p, n]), "
-            f"got dtype {triplet_mask.dtype} and shape {tuple(triplet_mask.shape)}."
-        )
+    check_triplet_mask(triplet_mask, S.shape[0])
     d = dissimilarity(S, form)
     if reduction == "none":  # the (B, B, B) tensor of every triplet, as asked
         valid = pos[:, :, None] & neg[:, None, :]
