@@ -11,7 +11,9 @@ import ast
 import inspect
 import math
 import os
+import sys
 import textwrap
+import typing
 import warnings
 from collections.abc import Callable, Mapping
 
@@ -22,7 +24,14 @@ from .openmp import POLICY_TOO_LATE
 from .profile import Profile, current_profile
 from .reproducibility import seed_everything
 
-__all__ = ["available_cpus", "chapter_threads", "check_close", "setup", "show_source"]
+__all__ = [
+    "available_cpus",
+    "chapter_threads",
+    "check_close",
+    "setup",
+    "show_signature",
+    "show_source",
+]
 
 
 def available_cpus() -> int:
@@ -139,6 +148,37 @@ def show_source(obj: Callable | type, docstring: str = "summary") -> None:
         header = lines[node.lineno - 1 : body[0].lineno - 1]
         lines[node.lineno - 1 : body[0].lineno - 1] = _packed(header)
     print("\n".join(lines))
+
+
+def show_signature(obj: Callable | type) -> None:
+    """Print ``name(parameters)`` of a function or loss class as its source declares them:
+    ``margin: Real = 0.5``, the name of a declared range (:mod:`dmlbook.validation`), not its
+    expansion ``Annotated[float, number in [-1e+06, 1e+06]]``."""
+    signature = inspect.signature(obj, eval_str=True)
+    names = {}
+    for module in (sys.modules[obj.__module__], sys.modules["dmlbook.validation"]):
+        for name, value in vars(module).items():
+            if typing.get_origin(value) in (typing.Annotated, typing.Literal):
+                names.setdefault(value, name)
+
+    class Written(str):
+        def __repr__(self) -> str:
+            return str(self)
+
+    params = [
+        p
+        if p.annotation is p.empty
+        else p.replace(annotation=Written(names.get(p.annotation) or inspect.formatannotation(
+            p.annotation)))
+        for p in signature.parameters.values()
+    ]  # fmt: skip
+    empty = inspect.Signature.empty
+    out = signature.return_annotation
+    shown = signature.replace(
+        parameters=params,
+        return_annotation=empty if out in (empty, None) else Written(inspect.formatannotation(out)),
+    )
+    print(f"{obj.__name__}{shown}")
 
 
 def _packed(header: list[str], width: int = 100) -> list[str]:

@@ -7,7 +7,7 @@ import ast
 import pytest
 
 from dmlbook.losses import TripletLoss, contrastive_loss
-from dmlbook.notebook import check_close, show_source
+from dmlbook.notebook import check_close, show_signature, show_source
 
 
 def shown(capsys, obj, **kwargs) -> str:
@@ -107,3 +107,13 @@ def test_chapter_threads_is_at_most_the_cpus_available():
     assert chapter_threads(10_000) == len(os.sched_getaffinity(0))
     with pytest.raises(ValueError, match="threads must be a positive int"):
         chapter_threads(0)
+
+
+def test_show_signature_names_the_declared_ranges(capsys):
+    assert show_signature(TripletLoss) is None
+    text = capsys.readouterr().out.strip()
+    assert text.startswith("TripletLoss(margin: NonNegative = 0.1, *, form: Form = 'similarity',")
+    assert "mining: Literal['all', 'batch_hard', 'semihard'] = 'all')" in text
+    assert "Annotated" not in text  # the range's name, not its expansion
+    show_signature(contrastive_loss)
+    assert "margin: Cosine = 0.5" in capsys.readouterr().out
