@@ -34,6 +34,7 @@ __all__ = [
     "check_batch",
     "REDUCTIONS",
     "Form",
+    "Mask",
     "check_choice",
     "check_nonnegative",
     "check_positive",
@@ -54,6 +55,8 @@ __all__ = [
 ]
 
 Form = Literal["similarity", "distance", "squared_distance"]
+#: An optional bool mask of pairs (B, B) or triplets (B, B, B) from a miner; ``None``: all.
+Mask = torch.Tensor | None
 #: The three ways a pair-based loss can read a pair: cosine similarity ``S`` (Wang et al. 2019),
 #: Euclidean distance ``D`` and squared distance ``D^2`` of unit vectors (Liu et al., Sec. III).
 FORMS: tuple[str, ...] = ("similarity", "distance", "squared_distance")

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from ..mining.multi_similarity import check_epsilon, ms_mining_masks
-from .base import NonNegative, PairLoss, Real, Scale, declared
+from .base import Mask, NonNegative, PairLoss, Real, Scale, declared
 from .binomial import binlifted_loss, binomial_deviance_loss
 from .lifted import lifted_star_loss
 from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
@@ -159,12 +159,8 @@ class MinedPairLoss(PairLoss):
         self.name = name or getattr(loss_fn, "__name__", "loss")
 
     def mine(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        pos_mask: torch.Tensor | None,
-        neg_mask: torch.Tensor | None,
-    ) -> dict[str, torch.Tensor | None]:
+        self, S: torch.Tensor, labels: torch.Tensor, pos_mask: Mask, neg_mask: Mask
+    ) -> dict[str, Mask]:
         """MS mining (Eq. 11-12) of the candidates, when ``mining``."""
         if self.mining:
             pos_mask, neg_mask = ms_mining_masks(
@@ -173,12 +169,7 @@ class MinedPairLoss(PairLoss):
         return {"pos_mask": pos_mask, "neg_mask": neg_mask}
 
     def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
+        self, S: torch.Tensor, labels: torch.Tensor, *, pos_mask: Mask = None, neg_mask: Mask = None
     ) -> torch.Tensor:
         """``loss_fn`` with its hyper-parameters, on the mined pairs."""
         return self.loss_fn(S, labels, **self.hparams, **self.mine(S, labels, pos_mask, neg_mask))

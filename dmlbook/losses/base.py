@@ -25,6 +25,7 @@ from ..pairs import (
     FORMS,
     REDUCTIONS,
     Form,
+    Mask,
     check_choice,
     check_positive,
     check_similarity,
@@ -54,6 +55,7 @@ __all__ = [
     "REDUCTIONS",
     "Count",
     "Form",
+    "Mask",
     "NonNegative",
     "Number",
     "PairLoss",
@@ -155,8 +157,8 @@ class PairLoss(nn.Module):
         embeddings: torch.Tensor,
         labels: torch.Tensor,
         *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
+        pos_mask: Mask = None,
+        neg_mask: Mask = None,
     ) -> torch.Tensor:
         S, y = prepare_batch(embeddings, labels)
         masks = {}
@@ -167,22 +169,13 @@ class PairLoss(nn.Module):
         return self.loss_on_similarity(S, y, **masks)
 
     def mine(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        pos_mask: torch.Tensor | None,
-        neg_mask: torch.Tensor | None,
-    ) -> dict[str, torch.Tensor | None]:
+        self, S: torch.Tensor, labels: torch.Tensor, pos_mask: Mask, neg_mask: Mask
+    ) -> dict[str, Mask]:
         """The masks the loss function sees: the given ones (a built-in miner narrows them)."""
         return {"pos_mask": pos_mask, "neg_mask": neg_mask}
 
     def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
+        self, S: torch.Tensor, labels: torch.Tensor, *, pos_mask: Mask = None, neg_mask: Mask = None
     ) -> torch.Tensor:
         """The loss of a similarity matrix: :attr:`loss_function` with this module's settings."""
         if self.loss_function is None:

@@ -31,7 +31,17 @@ from __future__ import annotations
 import torch
 
 from ..pairs import masked_softmax, softplus
-from .base import PairLoss, Real, Reduction, Scale, declared, masked_logsumexp, pair_sets, reduce
+from .base import (
+    Mask,
+    PairLoss,
+    Real,
+    Reduction,
+    Scale,
+    declared,
+    masked_logsumexp,
+    pair_sets,
+    reduce,
+)
 
 __all__ = [
     "binomial_deviance_loss",
@@ -54,8 +64,8 @@ def binomial_deviance_loss(
     margin: Real = 0.5,
     *,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Binomial deviance loss, Wang et al. 2019, Eq. 9.
 
@@ -108,8 +118,8 @@ def binlifted_loss(
     margin: Real = 0.5,
     *,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """BinLifted: the loss whose negative-pair weight is Wang et al. 2019, supplement Eq. 10.
 
@@ -166,8 +176,8 @@ def binomial_weights(
     beta: Scale = 50.0,
     margin: Real = 0.5,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The GPW weights of Eq. 9 as Wang et al. 2019 print them, Eq. 10.
 
@@ -197,8 +207,8 @@ def binlifted_weights(
     beta: Scale = 50.0,
     margin: Real = 0.5,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BinLifted's weights, Wang et al. 2019, supplement Eq. 10, and their positive analogue.
 

@@ -21,7 +21,17 @@ from __future__ import annotations
 import torch
 
 from ..pairs import softplus
-from .base import PairLoss, Real, Reduction, Scale, declared, masked_logsumexp, pair_sets, reduce
+from .base import (
+    Mask,
+    PairLoss,
+    Real,
+    Reduction,
+    Scale,
+    declared,
+    masked_logsumexp,
+    pair_sets,
+    reduce,
+)
 
 __all__ = ["CircleLoss", "circle_loss"]
 
@@ -35,8 +45,8 @@ def circle_loss(
     *,
     detach_weights: bool = True,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Circle loss of a batch (Sun et al. 2020, pair-wise form; Xuan & Pless, Table 1).
 

@@ -32,6 +32,7 @@ from typing import Annotated, Literal
 import torch
 
 from .base import (
+    Mask,
     NonNegative,
     Number,
     PairLoss,
@@ -67,8 +68,8 @@ def contrastive_loss(
     labels: torch.Tensor,
     margin: Cosine = 0.5,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Mean of Wang et al. 2019, Eq. 4 over the batch's ordered pairs ``i != j``.
 
@@ -127,8 +128,8 @@ def contrastive_distance_loss(
     *,
     variant: Literal["hinge", "squared_hinge", "squared_distance"] = "hinge",
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Contrastive loss on Euclidean distances of unit vectors (Liu et al., Eq. 11, 35, 36).
 

@@ -56,7 +56,7 @@ from typing import Literal, get_args
 import torch
 
 from ..pairs import pair_sets, softplus
-from .base import Count, PairLoss, Real, Scale, declared
+from .base import Count, Mask, PairLoss, Real, Scale, declared
 
 __all__ = [
     "BASE_LOSSES",
@@ -169,8 +169,8 @@ def base_loss_slope(
 def dro_candidates(
     S: torch.Tensor,
     labels: torch.Tensor,
-    pos_mask: torch.Tensor | None,
-    neg_mask: torch.Tensor | None,
+    pos_mask: Mask,
+    neg_mask: Mask,
     drop_zero: bool,
     **base_loss: object,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -255,8 +255,8 @@ def dro_weights(
     beta: Scale = 50.0,
     *,
     drop_zero: bool = True,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The optimal distribution ``p*`` of Eq. 1 as a (B, B) matrix (detached; 0 off candidates).
 
@@ -313,8 +313,8 @@ def dro_loss(
     beta: Scale = 50.0,
     *,
     drop_zero: bool = True,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The robust loss ``F`` of Eq. 1 for one uncertainty set (a scalar).
 

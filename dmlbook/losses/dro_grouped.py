@@ -42,7 +42,7 @@ from typing import Annotated
 import torch
 
 from ..pairs import pair_sets, reduce
-from .base import Number, PairLoss, Real, Reduction, Scale, declared
+from .base import Mask, Number, PairLoss, Real, Reduction, Scale, declared
 from .dro import Base, dro_candidates, pair_losses
 
 #: Pairs drawn per step by :func:`dro_kl_sampled_loss`.
@@ -77,8 +77,8 @@ def dro_kl_sampled_loss(
     beta: Scale = 50.0,
     *,
     drop_zero: bool = True,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """DRO-KL with pairs sampled from ``p*`` (Sec. 3.2): mean loss of ``num_samples`` draws.
 
@@ -129,11 +129,7 @@ class DROSampledLoss(PairLoss):
         return self.__dict__["_generator"]
 
     def mine(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        pos_mask: torch.Tensor | None,
-        neg_mask: torch.Tensor | None,
+        self, S: torch.Tensor, labels: torch.Tensor, pos_mask: Mask, neg_mask: Mask
     ) -> dict[str, object]:
         """No miner: the masks as given, and the module's generator for the draws."""
         return {"pos_mask": pos_mask, "neg_mask": neg_mask, "generator": self.generator}
@@ -175,8 +171,8 @@ def dro_kl_grouped_loss(
     pseudo_loss: Real = 0.0,
     drop_zero: bool = True,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """DRO-KL-G, the closed form of Eq. 7 (or Eq. 23 with ``pseudo_pairs``).
 
@@ -225,8 +221,8 @@ def dro_kl_grouped_weights(
     pseudo_pairs: bool = False,
     pseudo_loss: Real = 0.0,
     drop_zero: bool = True,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """``p*`` of Eq. 7 (supplement Eq. 19, or Eq. 25 with pseudo pairs), a detached (B, B) matrix.
 
@@ -255,8 +251,8 @@ def hap2s_e_loss(
     gamma: Scale = 0.1,
     *,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """HAP2S with exponential weights (supplement Eq. 30-32; Yu et al. 2018).
 

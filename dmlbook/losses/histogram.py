@@ -29,7 +29,7 @@ from typing import Annotated
 
 import torch
 
-from .base import Number, PairLoss, declared, pair_sets
+from .base import Mask, Number, PairLoss, declared, pair_sets
 
 __all__ = ["HistogramLoss", "histogram_loss", "histograms"]
 
@@ -54,8 +54,8 @@ def histograms(
     labels: torch.Tensor,
     R: Nodes = 101,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The histograms ``h^+`` and ``h^-`` of Wang et al.'s supplement, Eq. 4-5.
 
@@ -100,8 +100,8 @@ def histogram_loss(
     labels: torch.Tensor,
     R: Nodes = 101,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Histogram loss, Wang et al. 2019, supplement Eq. 3 (Ustinova & Lempitsky 2016).
 

@@ -37,6 +37,7 @@ import torch
 from ..pairs import masked_softmax
 from .base import (
     Form,
+    Mask,
     PairLoss,
     Real,
     Reduction,
@@ -67,8 +68,8 @@ def lifted_loss(
     *,
     form: Form = "similarity",
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Lifted structure loss per anchor, Wang et al. 2019, Eq. 6 (and its distance form).
 
@@ -120,8 +121,8 @@ def lifted_weights(
     labels: torch.Tensor,
     margin: Real = 1.0,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The GPW weights of Eq. 6 as Wang et al. 2019 print them, Eq. 7-8 (similarity form).
 
@@ -154,8 +155,8 @@ def lifted_structure_loss(
     squared_hinge: bool = True,
     joint_negatives: bool = True,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The original, pairwise lifted structure loss (Song et al.; Liu et al., Eq. 14).
 
@@ -227,8 +228,8 @@ def lifted_star_loss(
     beta: Scale = 50.0,
     *,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """LiftedStruct*, Wang et al. 2019, Eq. 16.
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import NonNegative, PairLoss, Reduction, declared, dissimilarity, pair_sets, reduce
+from .base import Mask, NonNegative, PairLoss, Reduction, declared, dissimilarity, pair_sets, reduce
 from .liu_weighting import Normalization, Weighting, liu_weights, log_weights
 from .triplet import triplet_sums
 
@@ -45,8 +45,8 @@ def triplet_weights(
     weighting: Weighting = "power",
     exponent: NonNegative = 5.0,
     normalization: Normalization = "anchor",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The detached triplet weights ``w_ijk`` of Eq. 25, 28, 31, 34, shape (B, B, B).
 
@@ -85,8 +85,8 @@ def triplet_weighted_loss(
     exponent: NonNegative = 5.0,
     normalization: Normalization = "anchor",
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Liu et al.'s triplet-based weighting loss, Eq. 21, with any weighting of Eq. 25-34.
 
@@ -129,8 +129,8 @@ def triplet_power_loss(
     p: NonNegative = 5.0,
     normalization: Normalization = "anchor",
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Triplet-P: Eq. 21 with ``w_ijk = (D_ij - D_ik + m)^p`` (Eq. 28, 34)."""
     return triplet_weighted_loss(
@@ -148,8 +148,8 @@ def triplet_exponential_loss(
     alpha: NonNegative = 40.0,
     normalization: Normalization = "anchor",
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Triplet-E: Eq. 21 with ``w_ijk = e^{alpha (D_ij - D_ik + m)}`` (Eq. 31, 34)."""
     return triplet_weighted_loss(

@@ -58,6 +58,7 @@ import torch
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
 from ..pairs import masked_softmax
 from .base import (
+    Mask,
     NonNegative,
     PairLoss,
     Reduction,
@@ -153,8 +154,8 @@ def pair_weights(
     neg_exponent: NonNegative = 1.0,
     normalization: Normalization = "anchor",
     epsilon: NonNegative | None = None,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The detached pair weights ``w+`` and ``w-`` of Eq. 24-27, 29-30, 32-33.
 
@@ -188,8 +189,8 @@ def pair_weighted_loss(
     normalization: Normalization = "anchor",
     epsilon: NonNegative | None = None,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Liu et al.'s pair-based weighting loss, Eq. 18, with any weighting of Eq. 24-33.
 
@@ -220,8 +221,8 @@ def pair_power_loss(
     normalization: Normalization = "anchor",
     epsilon: NonNegative | None = None,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Pair-P: Eq. 18 with the power weights ``(D - m1)^p``, ``(m2 - D)^q`` (Eq. 26-27, 32-33)."""
     return pair_weighted_loss(
@@ -243,8 +244,8 @@ def pair_exponential_loss(
     normalization: Normalization = "anchor",
     epsilon: NonNegative | None = None,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Pair-E: Eq. 18 with ``e^{alpha (D - m1)}``, ``e^{beta (m2 - D)}`` (Eq. 29-30, 32-33)."""
     return pair_weighted_loss(
@@ -293,8 +294,8 @@ def ms_distance_loss(
     version: Literal["v1", "v2"] = "v2",
     epsilon: NonNegative | None = 0.1,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """MS v1 or v2 on distances (Liu et al., the MS loss above Eq. 39, and Fig. 5).
 
@@ -340,8 +341,8 @@ def ms_distance_weights(
     *,
     version: Literal["v1", "v2"] = "v2",
     epsilon: NonNegative | None = 0.1,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 39's weights ``w+``, ``w-`` (with the "+1" for v1, without for v2), shape (B, B).
 

@@ -77,6 +77,7 @@ import torch
 from ..mining.multi_similarity import ms_mining_masks
 from ..pairs import masked_softmax
 from .base import (
+    Mask,
     NonNegative,
     Number,
     PairLoss,
@@ -113,8 +114,8 @@ def ms_weights(
     beta: Scale = 50.0,
     margin: Real = 0.5,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """MS pair weighting with *Similarity-S* and *Similarity-N*, Wang et al. 2019, Eq. 13-14.
 
@@ -245,8 +246,8 @@ def multi_similarity_loss(
     *,
     mining: bool = True,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The Multi-Similarity loss, Wang et al. 2019, Eq. 15 (with the mining of Eq. 11-12).
 
@@ -308,8 +309,8 @@ def ms_mining_loss(
     *,
     mining: bool = True,
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The "MS mining" row of Wang et al. 2019, Table 2: mined pairs, each with the same weight.
 

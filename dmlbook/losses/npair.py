@@ -33,6 +33,7 @@ from ..pairs import check_batch, softplus
 from ..similarity import cosine_similarity
 from .base import (
     Form,
+    Mask,
     PairLoss,
     Reduction,
     declared,
@@ -59,8 +60,8 @@ def npair_loss(
     form: Form = "similarity",
     sampling: Literal["npair", "all"] = "npair",
     reduction: Reduction = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """N-pair loss, Liu et al. Eq. 13, averaged over its positive pairs.
 
@@ -133,8 +134,8 @@ class NPairLoss(PairLoss):
         embeddings: torch.Tensor,
         labels: torch.Tensor,
         *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
+        pos_mask: Mask = None,
+        neg_mask: Mask = None,
     ) -> torch.Tensor:
         """The loss of a batch; with the N-pair sampling, only the ``C x C`` block of ``S``.
 

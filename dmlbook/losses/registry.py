@@ -42,11 +42,7 @@ def _key(name: str) -> str:
 
 
 def register_loss(
-    name: str,
-    factory: LossFactory,
-    *,
-    aliases: tuple[str, ...] = (),
-    overwrite: bool = False,
+    name: str, factory: LossFactory, *, aliases: tuple[str, ...] = (), overwrite: bool = False
 ) -> None:
     """Make ``factory`` available as ``get_loss(name, ...)``.
 

@@ -41,7 +41,7 @@ from torch.utils.checkpoint import checkpoint
 from .. import mining as miners
 from ..pair_lists import positive_lists
 from ..pairs import check_triplet_mask, softplus
-from .base import Form, NonNegative, PairLoss, Scale, declared, dissimilarity, pair_sets
+from .base import Form, Mask, NonNegative, PairLoss, Scale, declared, dissimilarity, pair_sets
 
 __all__ = [
     "COSINE_TRIPLET_MINING",
@@ -72,7 +72,7 @@ def triplet_sums(
     x: torch.Tensor,
     pos: torch.Tensor,
     neg: torch.Tensor,
-    triplet_mask: torch.Tensor | None = None,
+    triplet_mask: Mask = None,
     row_data: tuple[torch.Tensor, ...] = (),
 ) -> tuple[torch.Tensor, ...]:
     """Per anchor ``a``, sums over its valid triplets ``(a, p, n)`` of ``term(x_ap, x_an, valid)``.
@@ -126,9 +126,9 @@ def triplet_loss(
     *,
     form: Form = "similarity",
     reduction: Literal["mean", "mean_nonzero", "sum", "none"] = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
-    triplet_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
+    triplet_mask: Mask = None,
 ) -> torch.Tensor:
     """Triplet loss over the batch's triplets (Wang et al. 2019, Eq. 5; Liu et al., Eq. 12, 37).
 
@@ -210,12 +210,8 @@ class TripletLoss(PairLoss):
         """The module's built-in miner (:data:`TRIPLET_MINING`)."""
 
     def mine(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        pos_mask: torch.Tensor | None,
-        neg_mask: torch.Tensor | None,
-    ) -> dict[str, torch.Tensor | None]:
+        self, S: torch.Tensor, labels: torch.Tensor, pos_mask: Mask, neg_mask: Mask
+    ) -> dict[str, Mask]:
         """The built-in miner: batch-hard pair masks, or the semi-hard triplet mask."""
         if self.mining == "batch_hard":
             pos_mask, neg_mask = miners.batch_hard_masks(
@@ -240,8 +236,8 @@ def cosine_triplet_loss(
     *,
     mining: Literal["ephn", "all"] = "ephn",
     reduction: Literal["mean", "sum"] = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Cosine / NCA triplet loss (Xuan & Pless, Eq. 4), averaged (or summed) over triplets.
 
