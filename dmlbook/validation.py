@@ -6,6 +6,7 @@ so that a bad call fails at the boundary instead of deep inside torch.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import math
@@ -249,6 +250,9 @@ Count = Annotated[int, Number(1, 2**31 - 1, "a count", integer=True)]
 #: The reductions of a pure loss function (a module: ``"mean"`` and ``"sum"``).
 Reduction = Literal["mean", "sum", "none"]
 
+#: True while a :func:`declared` function runs: the declared functions it calls check nothing.
+_TRUSTED = contextvars.ContextVar("dmlbook_trusted_hyper_parameters", default=False)
+
 _WORDS = {float: "a number", int: "an integer", bool: "True or False", str: "a string"}
 
 
@@ -316,11 +320,13 @@ def declared(
 ) -> Any:
     """Decorate a loss function so that its signature is the declaration of its hyper-parameters.
 
-    Each call checks the hyper-parameters passed (:func:`check_argument` of the annotation) and
-    then ``rules``, functions of all the hyper-parameters by name that raise for a combination
-    (``K`` even for DRO-TopK-PN). ``function.check(**values)`` runs the same checks once and
-    returns every value normalised (what a module does at construction); ``function.__wrapped__``
-    computes without them (what the module calls).
+    A call checks the hyper-parameters passed (:func:`check_argument` of the annotation) and then
+    ``rules``, functions of all the hyper-parameters by name that raise for a combination (``K``
+    even for DRO-TopK-PN); the declared functions it calls in turn (``pair_power_loss`` calls
+    ``pair_weighted_loss``) trust what it checked and check nothing again. ``function.check(
+    **values)`` runs the same checks once and returns every value normalised (what a module
+    does at construction); ``function.trusted(...)`` computes without them (what the module
+    calls).
     """
     if function is None:
         return functools.partial(declared, rules=rules)
@@ -328,20 +334,29 @@ def declared(
     params = hyper_parameters(function)
 
     def check(**values: Any) -> dict[str, Any]:
-        full = {name: p.default for name, p in params.items()} | values
         out = {n: check_argument(n, v, params[n].annotation) if n in params else v
-               for n, v in full.items()}  # fmt: skip
+               for n, v in values.items()}  # fmt: skip
+        out = {name: p.default for name, p in params.items()} | out  # defaults: declared valid
         for rule in rules:
             rule(**{name: out[name] for name in inspect.signature(rule).parameters})
         return out
 
+    def trusted(*args: Any, **kwargs: Any) -> Any:
+        token = _TRUSTED.set(True)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _TRUSTED.reset(token)
+
     @functools.wraps(function)
     def checked(*args: Any, **kwargs: Any) -> Any:
+        if _TRUSTED.get():  # called by a declared function, which checked its values
+            return function(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         given = {n: v for n, v in bound.arguments.items() if n in params}
         if given or rules:
             bound.arguments.update({n: v for n, v in check(**given).items() if n in given})
-        return function(*bound.args, **bound.kwargs)
+        return trusted(*bound.args, **bound.kwargs)
 
-    checked.check = check
+    checked.check, checked.trusted = check, trusted
     return checked

@@ -162,3 +162,39 @@ def test_dro_margins_that_are_nan_or_infinite_are_refused(name, param):
     for value in (float("nan"), float("inf"), -float("inf")):
         with pytest.raises(ValueError, match=rf"loss '{name}': {param} must be a finite number"):
             get_loss(name, **{param: value})
+
+
+def test_a_declared_function_checks_once_and_trusts_the_calls_it_makes(monkeypatch):
+    """Issue 37: each family's checks run once. pair_power_loss calls pair_weighted_loss, which
+    calls pair_weights, all three declared: one call checks its arguments once; a module checks
+    at construction and its forward checks nothing."""
+    import dmlbook.validation as validation
+    from dmlbook.losses import pair_power_loss
+    from dmlbook.similarity import cosine_similarity
+
+    calls = []
+    real = validation.check_argument
+    monkeypatch.setattr(validation, "check_argument", lambda *a: calls.append(a[0]) or real(*a))
+    S = cosine_similarity(X.double())
+    pair_power_loss(S, Y, 0.0, 0.8, p=2.0)
+    assert sorted(calls) == ["neg_margin", "p", "pos_margin"]  # each once, no default
+    calls.clear()
+    module = get_loss("pair_p", p=2.0)
+    assert "p" in calls
+    calls.clear()
+    module(X, Y)
+    assert calls == []
+
+
+def test_every_declared_default_is_in_its_own_range():
+    """A call trusts the defaults it declares; each is checked here, against its annotation."""
+    import dmlbook.losses as losses
+    from dmlbook.validation import hyper_parameters
+
+    declared = [f for f in map(losses.__dict__.get, losses.__all__) if hasattr(f, "trusted")]
+    assert len(declared) > 25
+    for f in declared:
+        defaults = {
+            n: p.default for n, p in hyper_parameters(f).items() if p.default is not p.empty
+        }
+        assert f.check(**defaults) == {**defaults, **f.check()}, f.__name__
