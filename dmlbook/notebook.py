@@ -13,6 +13,7 @@ import math
 import os
 import sys
 import textwrap
+import types
 import typing
 import warnings
 from collections.abc import Callable, Mapping
@@ -158,7 +159,7 @@ def show_signature(obj: Callable | type) -> None:
     names = {}
     for module in (sys.modules[obj.__module__], sys.modules["dmlbook.validation"]):
         for name, value in vars(module).items():
-            if typing.get_origin(value) in (typing.Annotated, typing.Literal):
+            if typing.get_origin(value) in (typing.Annotated, typing.Literal, types.UnionType):
                 names.setdefault(value, name)
 
     class Written(str):

@@ -116,4 +116,5 @@ def test_show_signature_names_the_declared_ranges(capsys):
     assert "mining: Literal['all', 'batch_hard', 'semihard'] = 'all')" in text
     assert "Annotated" not in text  # the range's name, not its expansion
     show_signature(contrastive_loss)
-    assert "margin: Cosine = 0.5" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "margin: Cosine = 0.5" in out and "pos_mask: Mask = None" in out
