@@ -214,7 +214,8 @@ class Number:
 
     def __repr__(self) -> str:
         ends = "()" if self.open else "[]"
-        return f"{'integer' if self.integer else 'number'} in {ends[0]}{self.low:g}, {self.high:g}{ends[1]}"
+        kind = "integer" if self.integer else "number"
+        return f"{kind} in {ends[0]}{self.low:g}, {self.high:g}{ends[1]}"
 
     def check(self, value: Any, name: str) -> float | int:
         kind = "an integer" if self.integer else "a number"

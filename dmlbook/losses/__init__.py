@@ -5,8 +5,8 @@ chapters print is the code that trains: autograd differentiates it), the paper's
 ``w_ij = dL/dS_ij`` as a separately named function where the paper prints them (the tests and
 chapters hold them equal to autograd: the General Pair Weighting view made concrete), its
 hyper-parameters, declared by the function's signature (literal defaults and ranges,
-:func:`dmlbook.validation.declared`), and its thin ``nn.Module`` built from that signature; each opens with where its chapter section, its proof and its tests
-are. Which pairs a loss sees is decided once, by the miners of :mod:`dmlbook.mining`.
+:func:`dmlbook.validation.declared`), and its thin ``nn.Module`` built from that signature;
+each opens with where its chapter section, its proof and its tests are. Which pairs a loss sees is decided once, by the miners of :mod:`dmlbook.mining`.
 
 Which module holds which loss, with its equations, its weights function, its proof, its
 reference loop, its tests and its chapter section: the loss table of ``MAP.md`` (a test keeps
