@@ -11,7 +11,10 @@ import ast
 import inspect
 import math
 import os
+import sys
 import textwrap
+import types
+import typing
 import warnings
 from collections.abc import Callable, Mapping
 
@@ -22,7 +25,14 @@ from .openmp import POLICY_TOO_LATE
 from .profile import Profile, current_profile
 from .reproducibility import seed_everything
 
-__all__ = ["available_cpus", "chapter_threads", "check_close", "setup", "show_source"]
+__all__ = [
+    "available_cpus",
+    "chapter_threads",
+    "check_close",
+    "setup",
+    "show_signature",
+    "show_source",
+]
 
 
 def available_cpus() -> int:
@@ -122,7 +132,8 @@ def show_source(obj: Callable | type, docstring: str = "summary") -> None:
             f"show_source needs a function or class defined in a source file, not {obj!r}"
         ) from err
     lines = source.splitlines()
-    body = ast.parse(source).body[0].body
+    node = ast.parse(source).body[0]
+    body = node.body
     first = body[0] if body else None
     if (
         docstring != "full"
@@ -134,7 +145,76 @@ def show_source(obj: Callable | type, docstring: str = "summary") -> None:
         summary = first.value.value.strip().splitlines()[0] if first.value.value.strip() else ""
         keep = [f'{indent}"""{summary}"""'] if docstring == "summary" and summary else []
         lines = lines[: first.lineno - 1] + keep + lines[first.end_lineno :]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and body:
+        header = lines[node.lineno - 1 : body[0].lineno - 1]
+        lines[node.lineno - 1 : body[0].lineno - 1] = _packed(header)
     print("\n".join(lines))
+
+
+def show_signature(obj: Callable | type) -> None:
+    """Print ``name(parameters)`` of a function or loss class as its source declares them:
+    ``margin: Real = 0.5``, the name of a declared range (:mod:`dmlbook.validation`), not its
+    expansion ``Annotated[float, number in [-1e+06, 1e+06]]``."""
+    signature = inspect.signature(obj, eval_str=True)
+    names = {}
+    for module in (sys.modules[obj.__module__], sys.modules["dmlbook.validation"]):
+        for name, value in vars(module).items():
+            if typing.get_origin(value) in (typing.Annotated, typing.Literal, types.UnionType):
+                names.setdefault(value, name)
+
+    class Written(str):
+        def __repr__(self) -> str:
+            return str(self)
+
+    params = [
+        p
+        if p.annotation is p.empty
+        else p.replace(annotation=Written(names.get(p.annotation) or inspect.formatannotation(
+            p.annotation)))
+        for p in signature.parameters.values()
+    ]  # fmt: skip
+    empty = inspect.Signature.empty
+    out = signature.return_annotation
+    shown = signature.replace(
+        parameters=params,
+        return_annotation=empty if out in (empty, None) else Written(inspect.formatannotation(out)),
+    )
+    print(f"{obj.__name__}{shown}")
+
+
+def _packed(header: list[str], width: int = 100) -> list[str]:
+    """A signature written one parameter a line, packed into as few lines of ``width`` as the
+    parameters fill (the same code: a listing shows the computation, not the layout)."""
+    text = " ".join(line.strip() for line in header)
+    if len(header) < 2 or "#" in text:
+        return header
+    indent = header[0][: len(header[0]) - len(header[0].lstrip())]
+    start = text.index("(")
+    depth, quote, end, parts, last = 0, "", start, [], start + 1
+    for i, c in enumerate(text[start:], start):  # the top-level commas of the parameter list
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "\"'":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                end = i
+                break
+        elif c == "," and depth == 1:
+            parts.append(text[last:i].strip())
+            last = i + 1
+    parts = [p for p in [*parts, text[last:end].strip()] if p]
+    out, line = [], indent + text[: start + 1]
+    for k, part in enumerate(parts):
+        piece = part + ("," if k < len(parts) - 1 else text[end:])
+        if len(line) + len(piece) + 1 > width and line.strip():
+            out.append(line.rstrip())
+            line = indent + " " * 8
+        line += piece + " "
+    return [*out, line.rstrip()]
 
 
 def check_close(

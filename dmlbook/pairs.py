@@ -6,6 +6,7 @@
   (:func:`check_batch` validates them without forming ``S``);
   :func:`check_similarity` is the prologue of every pure function of ``S``;
   :func:`resolve_masks` combines the label masks with a miner's masks (which only narrow them);
+  :func:`pair_sets` is both at once, with ``S`` in the dtype the loss computes in;
   :func:`check_choice`, :func:`check_positive`, :func:`check_nonnegative` check hyper-parameters.
 * **Forms.** :func:`dissimilarity` reads ``S`` as ``-S``, ``D = sqrt(2 - 2 S)`` or ``D^2``
   (:data:`FORMS`), with :func:`safe_distance`'s finite gradient at ``S = 1``.
@@ -33,16 +34,19 @@ __all__ = [
     "check_batch",
     "REDUCTIONS",
     "Form",
+    "Mask",
     "check_choice",
     "check_nonnegative",
     "check_positive",
     "check_similarity",
+    "check_triplet_mask",
     "compute_dtype",
     "dissimilarity",
     "masked_logsumexp",
     "masked_mean",
     "masked_softmax",
     "pair_masks",
+    "pair_sets",
     "prepare_batch",
     "reduce",
     "resolve_masks",
@@ -51,6 +55,8 @@ __all__ = [
 ]
 
 Form = Literal["similarity", "distance", "squared_distance"]
+#: An optional bool mask of pairs (B, B) or triplets (B, B, B) from a miner; ``None``: all.
+Mask = torch.Tensor | None
 #: The three ways a pair-based loss can read a pair: cosine similarity ``S`` (Wang et al. 2019),
 #: Euclidean distance ``D`` and squared distance ``D^2`` of unit vectors (Liu et al., Sec. III).
 FORMS: tuple[str, ...] = ("similarity", "distance", "squared_distance")
@@ -105,6 +111,7 @@ def _fast_ok(x: torch.Tensor, labels: torch.Tensor, square: bool, finite: bool =
         and labels.ndim == 1
         and labels.shape[0] == x.shape[0]
         and not torch.is_floating_point(labels)
+        and labels.dtype != torch.bool  # bool labels: as_labels refuses them
         and (not finite or math.isfinite(float(x.detach().sum())))  # a Python float: half the calls
     )
 
@@ -213,6 +220,31 @@ def resolve_masks(
     if neg_mask is not None:
         neg.logical_and_(neg_mask.to(neg.device))
     return pos, neg
+
+
+def pair_sets(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    pos_mask: torch.Tensor | None = None,
+    neg_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The prologue of every loss on ``S``: ``(S, pos, neg)``, the similarities in the dtype the
+    loss computes in (:func:`compute_dtype`: float32 for half precision, else ``S`` itself) and
+    the positive and negative pair masks (:func:`check_similarity`, then :func:`resolve_masks`)."""
+    y = check_similarity(S, labels)
+    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    return S.to(compute_dtype(S)), pos, neg
+
+
+def check_triplet_mask(triplet_mask: torch.Tensor | None, B: int) -> None:
+    """Raise ``ValueError`` unless ``triplet_mask`` is ``None`` or a (B, B, B) bool tensor."""
+    if triplet_mask is not None and (
+        triplet_mask.shape != (B, B, B) or triplet_mask.dtype != torch.bool
+    ):
+        raise ValueError(
+            f"triplet_mask must be a bool tensor of shape {(B, B, B)} (T[a, p, n]), "
+            f"got dtype {triplet_mask.dtype} and shape {tuple(triplet_mask.shape)}."
+        )
 
 
 def _label_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

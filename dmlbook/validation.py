@@ -6,18 +6,35 @@ so that a bad call fails at the boundary instead of deep inside torch.
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import inspect
 import math
+import types
+import typing
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import torch
 
 __all__ = [
+    "Count",
+    "NonNegative",
     "NothingToLearnWarning",
+    "Number",
+    "Real",
+    "Reduction",
+    "Scale",
     "as_embeddings",
     "as_labels",
+    "check_argument",
     "check_loss_batch",
     "check_same_length",
+    "declared",
+    "hyper_parameters",
 ]
 
 
@@ -177,3 +194,170 @@ def check_loss_batch(x: torch.Tensor, labels: torch.Tensor, name: str = "embeddi
             NothingToLearnWarning,
             stacklevel=3,
         )
+
+
+# ----------------------------------------------------------------------------- hyper-parameters
+
+
+@dataclass(frozen=True)
+class Number:
+    """The range of a numeric hyper-parameter, written in its annotation (bounds included):
+    ``alpha: Annotated[float, Number(1e-6, 1e6, "a scale")]``. Python and numpy numbers (and
+    one-element real tensors) are accepted, ``bool`` is refused; an ``integer`` one must be an
+    integer. The bounds keep every product of the losses finite in float32."""
+
+    low: float
+    high: float
+    meaning: str = ""
+    integer: bool = False
+    open: bool = False  # bounds excluded
+
+    def __repr__(self) -> str:
+        ends = "()" if self.open else "[]"
+        kind = "integer" if self.integer else "number"
+        return f"{kind} in {ends[0]}{self.low:g}, {self.high:g}{ends[1]}"
+
+    def check(self, value: Any, name: str) -> float | int:
+        kind = "an integer" if self.integer else "a number"
+        if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+            value = value.item()
+        if (
+            isinstance(value, bool | np.bool_)
+            or not isinstance(value, int | float | np.integer | np.floating)
+            or (self.integer and not isinstance(value, int | np.integer))
+        ):
+            raise TypeError(f"{name} must be {kind}, got {value!r} ({type(value).__name__}).")
+        v = int(value) if self.integer else float(value)
+        inside = self.low < v < self.high if self.open else self.low <= v <= self.high
+        if not inside:  # NaN fails too
+            what = f" ({self.meaning})" if self.meaning else ""
+            brackets = "()" if self.open else "[]"
+            raise ValueError(
+                f"{name} must be {'a finite number' if not self.integer else kind} in "
+                f"{brackets[0]}{self.low:g}, {self.high:g}{brackets[1]}{what}, got {value!r}."
+            )
+        return v
+
+
+#: A scale or temperature (``alpha``, ``beta``, ``gamma``, ``tau``): beyond 1e6 (or below
+#: 1e-6) a product with a similarity or its reciprocal leaves float32.
+Scale = Annotated[float, Number(1e-6, 1e6, "a scale or temperature")]
+#: A margin or threshold on similarities or distances, of either sign.
+Real = Annotated[float, Number(-1e6, 1e6, "a margin or threshold")]
+#: A margin, mining margin or exponent that must not be negative.
+NonNegative = Annotated[float, Number(0.0, 1e6, "a margin or exponent >= 0")]
+#: A number of pairs or draws.
+Count = Annotated[int, Number(1, 2**31 - 1, "a count", integer=True)]
+#: The reductions of a pure loss function (a module: ``"mean"`` and ``"sum"``).
+Reduction = Literal["mean", "sum", "none"]
+
+#: True while a :func:`declared` function runs: the declared functions it calls check nothing.
+_TRUSTED = contextvars.ContextVar("dmlbook_trusted_hyper_parameters", default=False)
+
+_WORDS = {float: "a number", int: "an integer", bool: "True or False", str: "a string"}
+
+
+def _options(annotation: Any) -> tuple[Any, ...] | None:
+    """The alternatives of a declared annotation (``X | None`` gives two), or ``None`` when it
+    declares no hyper-parameter (a tensor, a generator)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = typing.get_args(annotation)
+    else:
+        args = (annotation,)
+    declared_ = all(
+        a is type(None) or a in _WORDS or typing.get_origin(a) in (Annotated, Literal) for a in args
+    )
+    return args if declared_ else None
+
+
+def check_argument(name: str, value: Any, annotation: Any) -> Any:
+    """``value`` checked against its declared annotation and normalised (``numpy.int64(3)`` ->
+    ``3``); ``TypeError`` or ``ValueError`` naming ``name`` (the exception's ``parameter``)."""
+    try:
+        return _check(name, value, _options(annotation) or (object,))
+    except (TypeError, ValueError) as err:
+        err.parameter = name
+        raise
+
+
+def _check(name: str, value: Any, options: tuple[Any, ...]) -> Any:
+    if value is None and type(None) in options:
+        return None
+    (option,) = [a for a in options if a is not type(None)]
+    origin = typing.get_origin(option)
+    if origin is Annotated:
+        return typing.get_args(option)[1].check(value, name)
+    if origin is Literal:
+        allowed = typing.get_args(option)
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a string, got {value!r} ({type(value).__name__}).")
+        if value not in allowed:
+            raise ValueError(
+                f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}."
+            )
+        return value
+    if option is bool:
+        if not isinstance(value, bool | np.bool_):
+            raise TypeError(f"{name} must be True or False, got {value!r}.")
+        return bool(value)
+    if option in (int, float):
+        return Number(-math.inf, math.inf, integer=option is int).check(value, name)
+    if option is str and not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got {value!r} ({type(value).__name__}).")
+    return value
+
+
+@functools.cache
+def hyper_parameters(function: Callable[..., Any]) -> dict[str, inspect.Parameter]:
+    """The hyper-parameters a loss function declares: its parameters whose annotation is a
+    declared type (a :class:`Number` range, a ``Literal``, ``bool``, ``float``, ``int``, ``str``,
+    or one of them ``| None``; not ``S``, the labels, the masks), with their defaults."""
+    params = inspect.signature(function, eval_str=True).parameters.values()
+    return {p.name: p for p in params if _options(p.annotation) is not None}
+
+
+def declared(
+    function: Callable[..., Any] | None = None, *, rules: tuple[Callable[..., None], ...] = ()
+) -> Any:
+    """Decorate a loss function so that its signature is the declaration of its hyper-parameters.
+
+    A call checks the hyper-parameters passed (:func:`check_argument` of the annotation) and then
+    ``rules``, functions of all the hyper-parameters by name that raise for a combination (``K``
+    even for DRO-TopK-PN); the declared functions it calls in turn (``pair_power_loss`` calls
+    ``pair_weighted_loss``) trust what it checked and check nothing again. ``function.check(
+    **values)`` runs the same checks once and returns every value normalised (what a module
+    does at construction); ``function.trusted(...)`` computes without them (what the module
+    calls).
+    """
+    if function is None:
+        return functools.partial(declared, rules=rules)
+    signature = inspect.signature(function)
+    params = hyper_parameters(function)
+
+    def check(**values: Any) -> dict[str, Any]:
+        out = {n: check_argument(n, v, params[n].annotation) if n in params else v
+               for n, v in values.items()}  # fmt: skip
+        out = {name: p.default for name, p in params.items()} | out  # defaults: declared valid
+        for rule in rules:
+            rule(**{name: out[name] for name in inspect.signature(rule).parameters})
+        return out
+
+    def trusted(*args: Any, **kwargs: Any) -> Any:
+        token = _TRUSTED.set(True)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _TRUSTED.reset(token)
+
+    @functools.wraps(function)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if _TRUSTED.get():  # called by a declared function, which checked its values
+            return function(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        given = {n: v for n, v in bound.arguments.items() if n in params}
+        if given or rules:
+            bound.arguments.update({n: v for n, v in check(**given).items() if n in given})
+        return trusted(*bound.args, **bound.kwargs)
+
+    checked.check, checked.trusted = check, trusted
+    return checked

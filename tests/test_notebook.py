@@ -7,7 +7,7 @@ import ast
 import pytest
 
 from dmlbook.losses import TripletLoss, contrastive_loss
-from dmlbook.notebook import check_close, show_source
+from dmlbook.notebook import check_close, show_signature, show_source
 
 
 def shown(capsys, obj, **kwargs) -> str:
@@ -17,10 +17,15 @@ def shown(capsys, obj, **kwargs) -> str:
 
 def test_show_source_keeps_the_code_and_a_one_line_docstring(capsys):
     text = shown(capsys, contrastive_loss)
-    assert text.startswith("def contrastive_loss(")
+    assert text.startswith("@declared\ndef contrastive_loss(")
     assert '"""Mean of Wang et al. 2019, Eq. 4' in text
     assert "----------" not in text and "return reduce(per_pair" in text
     ast.parse(text)  # still valid Python
+    # the signature packed into lines of at most 100 characters, the same parameters
+    assert text.splitlines()[1] == (
+        "def contrastive_loss(S: torch.Tensor, labels: torch.Tensor, margin: Cosine = 0.5, *,"
+    )
+    assert all(len(line) <= 100 for line in text.splitlines())
 
 
 def test_show_source_docstring_choices(capsys):
@@ -103,3 +108,14 @@ def test_chapter_threads_is_at_most_the_cpus_available():
     assert chapter_threads(10_000) == len(os.sched_getaffinity(0))
     with pytest.raises(ValueError, match="threads must be a positive int"):
         chapter_threads(0)
+
+
+def test_show_signature_names_the_declared_ranges(capsys):
+    assert show_signature(TripletLoss) is None
+    text = capsys.readouterr().out.strip()
+    assert text.startswith("TripletLoss(margin: NonNegative = 0.1, *, form: Form = 'similarity',")
+    assert "mining: Literal['all', 'batch_hard', 'semihard'] = 'all')" in text
+    assert "Annotated" not in text  # the range's name, not its expansion
+    show_signature(contrastive_loss)
+    out = capsys.readouterr().out
+    assert "margin: Cosine = 0.5" in out and "pos_mask: Mask = None" in out

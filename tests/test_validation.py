@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -70,7 +71,7 @@ def test_a_batch_with_nothing_to_learn_warns_once():
 
 def test_hyper_parameters_are_checked_by_name():
     with pytest.raises(
-        ValueError, match=r"margin is a cosine similarity and must lie in \(-1, 1\)"
+        ValueError, match=r"margin must be a finite number in \(-1, 1\) \(a cosine similarity\)"
     ):
         get_loss("contrastive", margin=-1.0)
     with pytest.raises(ValueError, match=r"margin must be a number, got 'a' \(str\)"):
@@ -102,3 +103,98 @@ def test_gradient_surgery_sig_ms_with_a_large_beta_is_finite_or_a_clear_error():
         grads.append(xd.grad.double())
     assert torch.isfinite(grads[0]).all()
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- declared ranges
+
+
+def test_a_declared_range_accepts_python_and_numpy_numbers_and_refuses_bools():
+    from dmlbook.losses import histogram_loss, histograms
+    from dmlbook.similarity import cosine_similarity
+    from dmlbook.validation import Number, Scale, check_argument
+
+    S = cosine_similarity(X.double())
+    h_pos, _ = histograms(S, Y, R=np.int64(101))  # a numpy integer is an integer
+    assert h_pos.shape == (101,)
+    assert (
+        get_loss("histogram", R=np.int32(11)).R == 11
+        and type(get_loss("histogram", R=np.int64(11)).R) is int
+    )
+    assert check_argument("alpha", np.float32(2.0), Scale) == 2.0
+    for bad, kind in (
+        (True, TypeError),
+        (np.bool_(True), TypeError),
+        (2.5, TypeError),
+        (1, ValueError),
+    ):
+        with pytest.raises(kind, match=r"^R must be an integer"):
+            histogram_loss(S, Y, R=bad)
+    with pytest.raises(
+        ValueError, match=r"alpha must be a finite number in \[1e-06, 1e\+06\]"
+    ) as err:
+        check_argument("alpha", float("nan"), Scale)
+    assert err.value.parameter == "alpha"
+    assert repr(Number(-1.0, 1.0, open=True)) == "number in (-1, 1)"
+
+
+def test_finite_values_that_overflow_the_loss_are_refused_by_their_range():
+    """Issue 45: multi_similarity(alpha=1e308) gave loss 0.0 and a NaN gradient; a subnormal
+    alpha gave inf (1 / alpha). Both are outside alpha's declared range, and say so."""
+    for alpha in (1e308, 5e-324):
+        with pytest.raises(ValueError, match=r"alpha must be a finite number in \[1e-06, 1e\+06\]"):
+            get_loss("multi_similarity", alpha=alpha)
+    x = X.double().requires_grad_(True)
+    value = get_loss("multi_similarity", alpha=1e6, beta=1e-6)(x, Y)  # the ends of the range
+    value.backward()
+    assert torch.isfinite(value) and torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("name", ["dro_kl_g", "dro_kl_sampled", "dro", "hap2s_e"])
+@pytest.mark.parametrize("param", ["margin", "threshold"])
+def test_dro_margins_that_are_nan_or_infinite_are_refused(name, param):
+    """Issue 45: dro_kl_g and dro_kl_sampled with margin=nan returned a finite 0.0 (a config
+    with ``margin: .nan`` trained 10 iterations at loss 0.0)."""
+    from dmlbook.losses import loss_parameters
+
+    assert param in loss_parameters(name) or (name, param) == ("hap2s_e", "threshold")
+    if param not in loss_parameters(name):
+        return  # hap2s_e has a margin only
+    for value in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ValueError, match=rf"loss '{name}': {param} must be a finite number"):
+            get_loss(name, **{param: value})
+
+
+def test_a_declared_function_checks_once_and_trusts_the_calls_it_makes(monkeypatch):
+    """Issue 37: each family's checks run once. pair_power_loss calls pair_weighted_loss, which
+    calls pair_weights, all three declared: one call checks its arguments once; a module checks
+    at construction and its forward checks nothing."""
+    import dmlbook.validation as validation
+    from dmlbook.losses import pair_power_loss
+    from dmlbook.similarity import cosine_similarity
+
+    calls = []
+    real = validation.check_argument
+    monkeypatch.setattr(validation, "check_argument", lambda *a: calls.append(a[0]) or real(*a))
+    S = cosine_similarity(X.double())
+    pair_power_loss(S, Y, 0.0, 0.8, p=2.0)
+    assert sorted(calls) == ["neg_margin", "p", "pos_margin"]  # each once, no default
+    calls.clear()
+    module = get_loss("pair_p", p=2.0)
+    assert "p" in calls
+    calls.clear()
+    module(X, Y)
+    assert calls == []
+
+
+def test_every_declared_default_is_in_its_own_range():
+    """A call trusts the defaults it declares; each is checked here, against its annotation."""
+    import dmlbook.losses as losses
+    from dmlbook.validation import hyper_parameters
+
+    declared = [f for f in map(losses.__dict__.get, losses.__all__) if hasattr(f, "trusted")]
+    assert len(declared) > 25
+    for f in declared:
+        defaults = {
+            n: p.default for n, p in hyper_parameters(f).items() if p.default is not p.empty
+        }
+        assert f.check(**defaults) == {**defaults, **f.check()}, f.__name__

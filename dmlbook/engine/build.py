@@ -47,8 +47,9 @@ def build_loss(cfg: Config) -> nn.Module:
     """``dmlbook.losses.get_loss(cfg.loss.name, **cfg.loss.params)``."""
     try:
         return get_loss(cfg.loss.name, **cfg.loss.params)
-    except ValueError as err:
-        raise ConfigError(f"loss: {err}") from err
+    except ValueError as err:  # a hyper-parameter's check names it: its config path
+        where = f"loss.params.{err.parameter}" if getattr(err, "parameter", None) else "loss"
+        raise ConfigError(f"{where}: {err}") from err
 
 
 def build_optimizer(cfg: Config, model: EmbeddingModel, loss: nn.Module) -> torch.optim.Optimizer:

@@ -4,9 +4,9 @@ Each module below holds one family: its equation written as readable PyTorch (th
 chapters print is the code that trains: autograd differentiates it), the paper's printed weights
 ``w_ij = dL/dS_ij`` as a separately named function where the paper prints them (the tests and
 chapters hold them equal to autograd: the General Pair Weighting view made concrete), its
-declared hyper-parameters (a frozen dataclass, :class:`~dmlbook.losses.base.HyperParameters`)
-and its thin ``nn.Module``; each opens with where its chapter section, its proof and its tests
-are. Which pairs a loss sees is decided once, by the miners of :mod:`dmlbook.mining`.
+hyper-parameters, declared by the function's signature (literal defaults and ranges,
+:func:`dmlbook.validation.declared`), and its thin ``nn.Module`` built from that signature;
+each opens with where its chapter section, its proof and its tests are. Which pairs a loss sees is decided once, by the miners of :mod:`dmlbook.mining`.
 
 Which module holds which loss, with its equations, its weights function, its proof, its
 reference loop, its tests and its chapter section: the loss table of ``MAP.md`` (a test keeps
@@ -20,7 +20,7 @@ The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet
 """
 
 from .ablation import TABLE_2, MinedPairLoss, ablation_loss, table_2_names
-from .base import HyperParameters, PairLoss, prepare_batch, resolve_masks
+from .base import PairLoss, pair_sets, prepare_batch, resolve_masks
 from .binomial import (
     BinLiftedLoss,
     BinomialDevianceLoss,
@@ -89,8 +89,8 @@ from .registry import available_losses, describe_loss, get_loss, loss_parameters
 from .triplet import CosineTripletLoss, TripletLoss, cosine_triplet_loss, triplet_loss
 
 __all__ = [
-    "HyperParameters",
     "PairLoss",
+    "pair_sets",
     "prepare_batch",
     "resolve_masks",
     "ContrastiveLoss",

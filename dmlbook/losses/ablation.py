@@ -39,10 +39,10 @@ from typing import Any
 import torch
 
 from ..mining.multi_similarity import check_epsilon, ms_mining_masks
-from .base import PairLoss
+from .base import Mask, NonNegative, PairLoss, Real, Scale, declared
 from .binomial import binlifted_loss, binomial_deviance_loss
 from .lifted import lifted_star_loss
-from .multi_similarity import MSHyperParameters, MSMiningLoss, MultiSimilarityLoss
+from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
 
 __all__ = [
     "TABLE_2",
@@ -159,12 +159,8 @@ class MinedPairLoss(PairLoss):
         self.name = name or getattr(loss_fn, "__name__", "loss")
 
     def mine(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        pos_mask: torch.Tensor | None,
-        neg_mask: torch.Tensor | None,
-    ) -> dict[str, torch.Tensor | None]:
+        self, S: torch.Tensor, labels: torch.Tensor, pos_mask: Mask, neg_mask: Mask
+    ) -> dict[str, Mask]:
         """MS mining (Eq. 11-12) of the candidates, when ``mining``."""
         if self.mining:
             pos_mask, neg_mask = ms_mining_masks(
@@ -173,12 +169,7 @@ class MinedPairLoss(PairLoss):
         return {"pos_mask": pos_mask, "neg_mask": neg_mask}
 
     def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
+        self, S: torch.Tensor, labels: torch.Tensor, *, pos_mask: Mask = None, neg_mask: Mask = None
     ) -> torch.Tensor:
         """``loss_fn`` with its hyper-parameters, on the mined pairs."""
         return self.loss_fn(S, labels, **self.hparams, **self.mine(S, labels, pos_mask, neg_mask))
@@ -189,13 +180,14 @@ class MinedPairLoss(PairLoss):
         return f"{self.name}: {hp}, mining={self.mining}{mined}"
 
 
+@declared
 def ablation_loss(
     name: str,
     *,
-    alpha: float = MSHyperParameters.alpha,
-    beta: float = MSHyperParameters.beta,
-    margin: float = MSHyperParameters.margin,
-    epsilon: float = MSHyperParameters.epsilon,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
+    margin: Real = 0.5,
+    epsilon: NonNegative = 0.1,
 ) -> PairLoss:
     """The loss of one row of Wang et al. 2019, Table 2, configured.
 
@@ -224,8 +216,6 @@ def ablation_loss(
     MinedPairLoss(Binomial_m: alpha=2.0, beta=50.0, margin=0.5, mining=True, epsilon=0.1)
     """
     v = table_2_variant(name)
-    hp = MSHyperParameters(alpha, beta, margin, epsilon)
-    alpha, beta, margin, epsilon = hp.alpha, hp.beta, hp.margin, hp.epsilon
     base = v.name.removesuffix("_m")
     if base == "MS":
         return MultiSimilarityLoss(alpha, beta, margin, epsilon, mining=True)

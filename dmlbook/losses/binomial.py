@@ -28,23 +28,22 @@ construction and for the positive side, which the paper describes only as "analo
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
-
 import torch
 
-from ..pairs import REDUCTIONS, masked_softmax, softplus
+from ..pairs import masked_softmax, softplus
 from .base import (
-    HyperParameters,
+    Mask,
     PairLoss,
-    check_choice,
-    check_similarity,
+    Real,
+    Reduction,
+    Scale,
+    declared,
     masked_logsumexp,
+    pair_sets,
     reduce,
-    resolve_masks,
 )
 
 __all__ = [
-    "BinomialHyperParameters",
     "binomial_deviance_loss",
     "binomial_weights",
     "BinomialDevianceLoss",
@@ -54,42 +53,19 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class BinomialHyperParameters(HyperParameters):
-    """Binomial deviance and BinLifted: ``alpha``, ``beta`` (> 0), ``margin`` (``lambda``).
-
-    Defaults follow the scale Wang et al. use for their MS loss (``alpha = 2``, ``beta = 50``);
-    Eq. 9 fixes no values.
-    """
-
-    alpha: float = 2.0
-    beta: float = 50.0
-    margin: float = 0.5
-    _: KW_ONLY
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._positive("alpha", "beta")
-        check_choice(self.reduction, REDUCTIONS, "reduction")
-
-    def check_module(self) -> None:
-        super().check_module()
-        self._set("margin", float(self.margin))
-
-
-_H = BinomialHyperParameters
-
-
+# Defaults: the scale Wang et al. use for their MS loss (alpha = 2, beta = 50, lambda = 0.5);
+# Eq. 9 fixes no values. BinLifted and the weights functions declare the same ones.
+@declared
 def binomial_deviance_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = _H.alpha,
-    beta: float = _H.beta,
-    margin: float = _H.margin,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
+    margin: Real = 0.5,
     *,
-    reduction: str = _H.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Binomial deviance loss, Wang et al. 2019, Eq. 9.
 
@@ -98,8 +74,7 @@ def binomial_deviance_loss(
     S : Tensor of shape (B, B)
     labels : Tensor of shape (B,)
     alpha, beta : float
-        Slopes of the positive and negative softplus (> 0), see
-        :class:`BinomialHyperParameters`.
+        Slopes of the positive and negative softplus (> 0).
     margin : float
         ``lambda``, the similarity at which a pair's softplus bends.
     reduction : {"mean", "sum", "none"}
@@ -120,30 +95,31 @@ def binomial_deviance_loss(
     -----
     ``log(1 + e^x)`` is :func:`dmlbook.pairs.softplus`, linear above ``x = 20`` in float32 and
     above ``x = 40`` in float64, so nothing overflows for ``beta = 50`` and any ``S`` in
-    [-1, 1], and float64 values and gradients are exact to rounding.
+    [-1, 1], and float64 values and gradients are exact to rounding. Half precision is computed
+    in float32 (:func:`dmlbook.pairs.pair_sets`): ``alpha (lambda - S)`` passes float16's 65,504
+    long before the loss does.
     """
-    hp = _H(alpha, beta, margin, reduction=reduction)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     zero = torch.zeros_like(S)
-    pos_sum = torch.where(pos, softplus(hp.alpha * (margin - S)), zero).sum(dim=1)
-    neg_sum = torch.where(neg, softplus(hp.beta * (S - margin)), zero).sum(dim=1)
+    pos_sum = torch.where(pos, softplus(alpha * (margin - S)), zero).sum(dim=1)
+    neg_sum = torch.where(neg, softplus(beta * (S - margin)), zero).sum(dim=1)
     n_pos = pos.sum(dim=1).clamp_min(1).to(S.dtype)
     n_neg = neg.sum(dim=1).clamp_min(1).to(S.dtype)
     per = pos_sum / n_pos + neg_sum / n_neg
     return reduce(per, reduction, pos.any(dim=1) | neg.any(dim=1))
 
 
+@declared
 def binlifted_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = _H.alpha,
-    beta: float = _H.beta,
-    margin: float = _H.margin,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
+    margin: Real = 0.5,
     *,
-    reduction: str = _H.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """BinLifted: the loss whose negative-pair weight is Wang et al. 2019, supplement Eq. 10.
 
@@ -182,10 +158,7 @@ def binlifted_loss(
     log-sum-exp), a choice of dmlbook. Note that, unlike Eq. 9, supplement Eq. 10 has no
     ``1/N_i`` and no ``beta`` factor on the binomial part.
     """
-    hp = _H(alpha, beta, margin, reduction=reduction)
-    alpha, beta = hp.alpha, hp.beta
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     zero = torch.zeros_like(S)
     neg_soft = torch.where(neg, softplus(beta * (S - margin)), zero).sum(dim=1)
     pos_soft = torch.where(pos, softplus(alpha * (margin - S)), zero).sum(dim=1)
@@ -195,15 +168,16 @@ def binlifted_loss(
     return reduce(per, reduction, has_pos | has_neg)
 
 
+@declared
 def binomial_weights(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = _H.alpha,
-    beta: float = _H.beta,
-    margin: float = _H.margin,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
+    margin: Real = 0.5,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The GPW weights of Eq. 9 as Wang et al. 2019 print them, Eq. 10.
 
@@ -217,26 +191,24 @@ def binomial_weights(
     -------
     w_pos, w_neg : Tensor of shape (B, B)
     """
-    hp = _H(alpha, beta, margin)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    s = S.detach()
+    S, pos, neg = pair_sets(S.detach(), labels, pos_mask, neg_mask)
     n_pos = pos.sum(dim=1, keepdim=True).clamp_min(1)
     n_neg = neg.sum(dim=1, keepdim=True).clamp_min(1)
-    w_pos = hp.alpha * torch.sigmoid(hp.alpha * (hp.margin - s)) / n_pos
-    w_neg = hp.beta * torch.sigmoid(hp.beta * (s - hp.margin)) / n_neg
+    w_pos = alpha * torch.sigmoid(alpha * (margin - S)) / n_pos
+    w_neg = beta * torch.sigmoid(beta * (S - margin)) / n_neg
     return torch.where(pos, w_pos, 0.0), torch.where(neg, w_neg, 0.0)
 
 
+@declared
 def binlifted_weights(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = _H.alpha,
-    beta: float = _H.beta,
-    margin: float = _H.margin,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
+    margin: Real = 0.5,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BinLifted's weights, Wang et al. 2019, supplement Eq. 10, and their positive analogue.
 
@@ -250,12 +222,9 @@ def binlifted_weights(
     -------
     w_pos, w_neg : Tensor of shape (B, B)
     """
-    hp = _H(alpha, beta, margin)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    s = S.detach()
-    w_pos = (torch.sigmoid(hp.alpha * (hp.margin - s)) + masked_softmax(-hp.alpha * s, pos)) / 2
-    w_neg = (torch.sigmoid(hp.beta * (s - hp.margin)) + masked_softmax(hp.beta * s, neg)) / 2
+    S, pos, neg = pair_sets(S.detach(), labels, pos_mask, neg_mask)
+    w_pos = (torch.sigmoid(alpha * (margin - S)) + masked_softmax(-alpha * S, pos)) / 2
+    w_neg = (torch.sigmoid(beta * (S - margin)) + masked_softmax(beta * S, neg)) / 2
     return torch.where(pos, w_pos, 0.0), torch.where(neg, w_neg, 0.0)
 
 
@@ -263,7 +232,6 @@ class BinomialDevianceLoss(PairLoss):
     """Module form of :func:`binomial_deviance_loss` (Wang et al. 2019, Eq. 9)."""
 
     loss_function = staticmethod(binomial_deviance_loss)
-    hyper = BinomialHyperParameters
 
 
 class BinLiftedLoss(BinomialDevianceLoss):

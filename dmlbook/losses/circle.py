@@ -18,56 +18,35 @@ chapter's 13.3.
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
-
 import torch
 
-from ..pairs import REDUCTIONS, softplus
+from ..pairs import softplus
 from .base import (
-    HyperParameters,
+    Mask,
     PairLoss,
-    check_choice,
-    check_similarity,
+    Real,
+    Reduction,
+    Scale,
+    declared,
     masked_logsumexp,
+    pair_sets,
     reduce,
-    resolve_masks,
 )
 
-__all__ = ["CircleHyperParameters", "CircleLoss", "circle_loss"]
+__all__ = ["CircleLoss", "circle_loss"]
 
 
-@dataclass(frozen=True)
-class CircleHyperParameters(HyperParameters):
-    """Circle loss: scale ``gamma`` (> 0) and relaxation margin ``m``; Sun et al.'s fine-grained
-    retrieval setting is ``gamma = 80``, ``m = 0.4``."""
-
-    gamma: float = 80.0
-    margin: float = 0.4
-    _: KW_ONLY
-    detach_weights: bool = True
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._positive("gamma")
-        check_choice(self.reduction, REDUCTIONS, "reduction")
-        if not isinstance(self.detach_weights, bool):
-            raise ValueError(f"detach_weights must be True or False, got {self.detach_weights!r}.")
-        self._set("margin", float(self.margin))
-
-
-_C = CircleHyperParameters
-
-
+@declared
 def circle_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    gamma: float = _C.gamma,
-    margin: float = _C.margin,
+    gamma: Scale = 80.0,
+    margin: Real = 0.4,
     *,
-    detach_weights: bool = _C.detach_weights,
-    reduction: str = _C.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    detach_weights: bool = True,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Circle loss of a batch (Sun et al. 2020, pair-wise form; Xuan & Pless, Table 1).
 
@@ -76,7 +55,8 @@ def circle_loss(
     S : Tensor of shape (B, B)
     labels : Tensor of shape (B,)
     gamma, margin : float
-        Scale and relaxation ``m`` (module docstring).
+        Scale and relaxation ``m`` (module docstring); Sun et al.'s fine-grained retrieval
+        setting is ``gamma = 80``, ``m = 0.4``.
     detach_weights : bool
         Treat ``a_p``, ``a_n`` as constants in the gradient (Sun et al.'s code) or not.
     reduction : {"mean", "sum", "none"}
@@ -89,9 +69,7 @@ def circle_loss(
     Tensor
         A scalar (or (B,) for ``"none"``); 0 with gradient 0 when no anchor has both pairs.
     """
-    _C(gamma, margin, detach_weights=detach_weights, reduction=reduction)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     a_p = (1 + margin - S).clamp_min(0)
     a_n = (S + margin).clamp_min(0)
     if detach_weights:
@@ -107,4 +85,3 @@ class CircleLoss(PairLoss):
     """Module form of :func:`circle_loss` (``get_loss("circle", gamma=80, margin=0.4)``)."""
 
     loss_function = staticmethod(circle_loss)
-    hyper = CircleHyperParameters

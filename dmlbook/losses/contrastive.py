@@ -27,30 +27,32 @@ On unit vectors ``D = sqrt(2 - 2 S)``, so every variant is still a function of `
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from typing import Annotated, Literal
 
 import torch
 
-from ..pairs import REDUCTIONS
 from .base import (
-    HyperParameters,
+    Mask,
+    NonNegative,
+    Number,
     PairLoss,
-    check_choice,
-    check_similarity,
+    Reduction,
+    declared,
     dissimilarity,
+    pair_sets,
     reduce,
-    resolve_masks,
 )
 
 __all__ = [
-    "ContrastiveHyperParameters",
-    "ContrastiveDistanceHyperParameters",
     "contrastive_loss",
     "ContrastiveLoss",
     "contrastive_distance_loss",
     "ContrastiveDistanceLoss",
     "CONTRASTIVE_VARIANTS",
 ]
+
+#: A margin that is a cosine similarity: at 1 no negative is ever penalised, at -1 all always.
+Cosine = Annotated[float, Number(-1.0, 1.0, "a cosine similarity", open=True)]
 
 #: Distance variants of the contrastive loss, by Liu et al.'s equation number.
 CONTRASTIVE_VARIANTS: dict[str, str] = {
@@ -60,52 +62,14 @@ CONTRASTIVE_VARIANTS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class ContrastiveHyperParameters(HyperParameters):
-    """Wang et al.'s Eq. 4: the margin ``lambda``, a cosine similarity (a module needs [-1, 1])."""
-
-    margin: float = 0.5
-
-    def check_module(self) -> None:
-        if not -1.0 < self.margin < 1.0:  # at 1 no negative is ever penalised, at -1 all always
-            raise ValueError(
-                f"margin is a cosine similarity and must lie in (-1, 1), got {self.margin}."
-            )
-        self._set("margin", float(self.margin))
-
-
-@dataclass(frozen=True)
-class ContrastiveDistanceHyperParameters(HyperParameters):
-    """Liu et al.'s Eq. 11, 35, 36: margins ``m1 < m2`` on distances, the variant, the reduction."""
-
-    pos_margin: float = 0.0
-    neg_margin: float = 1.0
-    _: KW_ONLY
-    variant: str = "hinge"
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        check_choice(self.variant, tuple(CONTRASTIVE_VARIANTS), "variant")
-        check_choice(self.reduction, REDUCTIONS, "reduction")
-
-    def check_module(self) -> None:
-        super().check_module()
-        if not 0.0 <= self.pos_margin < self.neg_margin:
-            raise ValueError(
-                "margins are distances and need 0 <= pos_margin < neg_margin, "
-                f"got pos_margin={self.pos_margin}, neg_margin={self.neg_margin}."
-            )
-        self._set("pos_margin", float(self.pos_margin))
-        self._set("neg_margin", float(self.neg_margin))
-
-
+@declared
 def contrastive_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = ContrastiveHyperParameters.margin,
+    margin: Cosine = 0.5,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Mean of Wang et al. 2019, Eq. 4 over the batch's ordered pairs ``i != j``.
 
@@ -115,7 +79,7 @@ def contrastive_loss(
         Cosine similarity matrix of the batch.
     labels : Tensor of shape (B,)
     margin : float
-        ``lambda`` of Eq. 4: negative pairs with ``S_ij <= margin`` contribute nothing.
+        ``lambda`` of Eq. 4, in (-1, 1): negative pairs with ``S_ij <= margin`` contribute nothing.
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Pairs kept by a miner; they narrow the label masks.
 
@@ -130,9 +94,7 @@ def contrastive_loss(
     negative pair with ``S_ij > margin`` (``n`` the number of kept pairs): equal weights on the
     selected pairs, as Wang et al. note below Eq. 4.
     """
-    ContrastiveHyperParameters(margin)
-    labels = check_similarity(S, labels)
-    pos, neg = resolve_masks(labels, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     per_pair = torch.where(pos, -S, torch.zeros_like(S)) + torch.where(
         neg, torch.relu(S - margin), torch.zeros_like(S)
     )
@@ -146,19 +108,28 @@ class ContrastiveLoss(PairLoss):
     """
 
     loss_function = staticmethod(contrastive_loss)
-    hyper = ContrastiveHyperParameters
 
 
+def ordered_margins(pos_margin: float, neg_margin: float) -> None:
+    """Liu et al.'s margins are distances with ``m1 < m2``."""
+    if not pos_margin < neg_margin:
+        raise ValueError(
+            "margins are distances and need 0 <= pos_margin < neg_margin, "
+            f"got pos_margin={pos_margin}, neg_margin={neg_margin}."
+        )
+
+
+@declared(rules=(ordered_margins,))
 def contrastive_distance_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    pos_margin: float = ContrastiveDistanceHyperParameters.pos_margin,
-    neg_margin: float = ContrastiveDistanceHyperParameters.neg_margin,
+    pos_margin: NonNegative = 0.0,
+    neg_margin: NonNegative = 1.0,
     *,
-    variant: str = ContrastiveDistanceHyperParameters.variant,
-    reduction: str = ContrastiveDistanceHyperParameters.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    variant: Literal["hinge", "squared_hinge", "squared_distance"] = "hinge",
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Contrastive loss on Euclidean distances of unit vectors (Liu et al., Eq. 11, 35, 36).
 
@@ -200,9 +171,7 @@ def contrastive_distance_loss(
     adds the two means (``AvgNonZeroReducer``); ``reduction="none"`` gives what is needed to
     reproduce that (see ``tests/losses/test_pml_crosscheck.py``).
     """
-    ContrastiveDistanceHyperParameters(pos_margin, neg_margin, variant=variant, reduction=reduction)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     d = dissimilarity(S, "squared_distance" if variant == "squared_distance" else "distance")
     pos_term = torch.relu(d - pos_margin)
     neg_term = torch.relu(neg_margin - d)
@@ -226,4 +195,3 @@ class ContrastiveDistanceLoss(PairLoss):
     """
 
     loss_function = staticmethod(contrastive_distance_loss)
-    hyper = ContrastiveDistanceHyperParameters

@@ -51,24 +51,16 @@ loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro.py``,
 from __future__ import annotations
 
 import math
-from dataclasses import KW_ONLY, dataclass
+from typing import Literal, get_args
 
 import torch
 
-from ..pairs import (
-    check_choice,
-    check_positive,
-    check_similarity,
-    compute_dtype,
-    resolve_masks,
-    softplus,
-)
-from .base import HyperParameters, PairLoss
+from ..pairs import pair_sets, softplus
+from .base import Count, Mask, PairLoss, Real, Scale, declared
 
 __all__ = [
     "BASE_LOSSES",
     "UNCERTAINTY_SETS",
-    "DROHyperParameters",
     "DROLoss",
     "base_loss_slope",
     "chi2_weights",
@@ -79,63 +71,39 @@ __all__ = [
 ]
 
 #: The uncertainty sets of Eq. 1 this module implements.
-UNCERTAINTY_SETS = ("uniform", "simplex", "topk", "topk_pn", "kl", "chi2")
+Uncertainty = Literal["uniform", "simplex", "topk", "topk_pn", "kl", "chi2"]
+UNCERTAINTY_SETS = get_args(Uncertainty)
 
 #: The base losses of the paper's tables: ``"margin"`` (subscript M), ``"binomial"`` (B).
-BASE_LOSSES = ("margin", "binomial")
+Base = Literal["margin", "binomial"]
+BASE_LOSSES = get_args(Base)
 
 
-@dataclass(frozen=True)
-class DROHyperParameters(HyperParameters):
-    """Hyper-parameters of the DRO family, with the paper's defaults.
-
-    ``K = 160`` is ``2 B`` at the paper's ``B = 80`` (Sec. 4.2.2; Table 1 tunes it in
-    {160, 200, 240, 280}); ``gamma = 0.1`` is the value of the runtime study (Sec. 4.2.4);
-    ``margin = 0.2`` and ``threshold = 0.5`` are Table 2's ``m`` and ``lambda``; ``alpha = 2``,
-    ``beta = 50`` follow Wang et al. (the paper does not print the binomial slopes); ``rho = 1``
-    is dmlbook's choice (Sec. 3.1 fixes no radius).
-    """
-
-    uncertainty: str = "topk"
-    base: str = "margin"
-    K: int = 160
-    gamma: float = 0.1
-    rho: float = 1.0
-    margin: float = 0.2
-    threshold: float = 0.5
-    alpha: float = 2.0
-    beta: float = 50.0
-    _: KW_ONLY
-    drop_zero: bool = True
-
-    def check(self) -> None:
-        check_choice(self.uncertainty, UNCERTAINTY_SETS, "uncertainty")
-        check_choice(self.base, BASE_LOSSES, "base")
-        if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 1:
-            raise ValueError(f"K must be a positive int (pairs kept by top-K), got {self.K!r}.")
-        if self.uncertainty == "topk_pn" and self.K % 2:
-            raise ValueError(
-                f"DRO-TopK-PN keeps K/2 positive and K/2 negative pairs, so K must be even; "
-                f"got K={self.K}."
-            )
-        self._positive("gamma", "rho", "alpha", "beta")
-        self._set("margin", float(self.margin))
-        self._set("threshold", float(self.threshold))
-        self._set("drop_zero", bool(self.drop_zero))
+# Defaults (the paper's): K = 160 is 2 B at the paper's B = 80 (Sec. 4.2.2; Table 1 tunes it in
+# {160, 200, 240, 280}); gamma = 0.1 is the value of the runtime study (Sec. 4.2.4); margin =
+# 0.2 and threshold = 0.5 are Table 2's m and lambda; alpha = 2, beta = 50 follow Wang et al.
+# (the paper does not print the binomial slopes); rho = 1 is dmlbook's choice (Sec. 3.1 fixes
+# no radius). dmlbook.losses.dro_grouped declares the same ones.
 
 
-_H = DROHyperParameters
+def even_k_for_topk_pn(uncertainty: str, K: int) -> None:
+    """DRO-TopK-PN keeps ``K/2`` positive and ``K/2`` negative pairs."""
+    if uncertainty == "topk_pn" and K % 2:
+        raise ValueError(
+            f"DRO-TopK-PN keeps K/2 positive and K/2 negative pairs, so K must be even; got K={K}."
+        )
 
 
+@declared
 def pair_losses(
     S: torch.Tensor,
     pos: torch.Tensor,
     neg: torch.Tensor,
-    base: str = _H.base,
-    margin: float = _H.margin,
-    threshold: float = _H.threshold,
-    alpha: float = _H.alpha,
-    beta: float = _H.beta,
+    base: Base = "margin",
+    margin: Real = 0.2,
+    threshold: Real = 0.5,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
 ) -> torch.Tensor:
     """The (B, B) matrix of per-pair losses ``l_ij``; 0 (with gradient 0) off ``pos | neg``.
 
@@ -160,25 +128,25 @@ def pair_losses(
     -------
     Tensor of shape (B, B)
     """
-    check_choice(base, BASE_LOSSES, "base")
     pair = pos | neg
     if base == "margin":  # one hinge for both signs: y (lambda - S) with y = +1 / -1
         t = threshold - S
         return torch.where(pair, torch.relu(margin + torch.where(pos, t, -t)), 0.0)
-    lp = softplus(check_positive(alpha, "alpha") * (threshold - S))
-    ln = softplus(check_positive(beta, "beta") * (S - threshold))
+    lp = softplus(alpha * (threshold - S))
+    ln = softplus(beta * (S - threshold))
     return torch.where(pos, lp, torch.where(neg, ln, 0.0))
 
 
+@declared
 def base_loss_slope(
     S: torch.Tensor,
     pos: torch.Tensor,
     neg: torch.Tensor,
-    base: str = _H.base,
-    margin: float = _H.margin,
-    threshold: float = _H.threshold,
-    alpha: float = _H.alpha,
-    beta: float = _H.beta,
+    base: Base = "margin",
+    margin: Real = 0.2,
+    threshold: Real = 0.5,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
 ) -> torch.Tensor:
     """``dl_ij / dS_ij`` in closed form (no autograd): what Lemma 1 multiplies by ``p*_ij``.
 
@@ -187,7 +155,6 @@ def base_loss_slope(
     on a negative one. Zero off ``pos | neg``. The tests compare autograd of every DRO loss with
     ``p* * base_loss_slope`` (``tests/losses/test_dro.py``).
     """
-    check_choice(base, BASE_LOSSES, "base")
     zero = torch.zeros_like(S)
     if base == "margin":
         t = threshold - S  # the same rounding as pair_losses
@@ -202,20 +169,20 @@ def base_loss_slope(
 def dro_candidates(
     S: torch.Tensor,
     labels: torch.Tensor,
-    hp: DROHyperParameters,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask,
+    neg_mask: Mask,
+    drop_zero: bool,
+    **base_loss: object,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(l, candidates, pos, neg)``: per-pair losses, the pairs ``p`` lives on, the label masks.
 
-    ``pos`` and ``neg`` are the (narrowed) label masks, not intersected with the candidates.
-    ``l`` is 0 off ``pos | neg``, so with ``drop_zero`` the candidates are just ``l > 0``.
+    ``base_loss`` are :func:`pair_losses`' settings. ``pos`` and ``neg`` are the (narrowed)
+    label masks, not intersected with the candidates. ``l`` is 0 off ``pos | neg``, so with
+    ``drop_zero`` the candidates are just ``l > 0``. Half precision is computed in float32.
     """
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    x = S.to(compute_dtype(S))  # half precision: computed in float32
-    l = pair_losses(x, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
-    cand = l.detach() > 0 if hp.drop_zero else pos | neg
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
+    l = pair_losses(S, pos, neg, **base_loss)
+    cand = l.detach() > 0 if drop_zero else pos | neg
     return l, cand, pos, neg
 
 
@@ -273,22 +240,23 @@ def chi2_weights(losses: torch.Tensor, rho: float) -> torch.Tensor:
     return p.to(losses.dtype)
 
 
+@declared(rules=(even_k_for_topk_pn,))
 def dro_weights(
     S: torch.Tensor,
     labels: torch.Tensor,
-    uncertainty: str = _H.uncertainty,
-    base: str = _H.base,
-    K: int = _H.K,
-    gamma: float = _H.gamma,
-    rho: float = _H.rho,
-    margin: float = _H.margin,
-    threshold: float = _H.threshold,
-    alpha: float = _H.alpha,
-    beta: float = _H.beta,
+    uncertainty: Uncertainty = "topk",
+    base: Base = "margin",
+    K: Count = 160,
+    gamma: Scale = 0.1,
+    rho: Scale = 1.0,
+    margin: Real = 0.2,
+    threshold: Real = 0.5,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
     *,
-    drop_zero: bool = _H.drop_zero,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    drop_zero: bool = True,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The optimal distribution ``p*`` of Eq. 1 as a (B, B) matrix (detached; 0 off candidates).
 
@@ -299,53 +267,54 @@ def dro_weights(
     candidates every candidate gets ``1/K`` (the set ``sum p <= 1``, see :func:`dro_loss`).
     Parameters as :func:`dro_loss`.
     """
-    hp = _H(uncertainty, base, K, gamma, rho, margin, threshold, alpha, beta, drop_zero=drop_zero)
-    l, cand, pos, neg = dro_candidates(S, labels, hp, pos_mask, neg_mask)
+    base_loss = dict(base=base, margin=margin, threshold=threshold, alpha=alpha, beta=beta)
+    l, cand, pos, neg = dro_candidates(S, labels, pos_mask, neg_mask, drop_zero, **base_loss)
     l = l.detach()
     p = torch.zeros_like(l)
     if not bool(cand.any()):
         return p
-    if hp.uncertainty == "kl":
-        z = torch.where(cand, l / hp.gamma, torch.full_like(l, -math.inf))
+    if uncertainty == "kl":
+        z = torch.where(cand, l / gamma, torch.full_like(l, -math.inf))
         return torch.softmax(z.reshape(-1), 0).reshape(l.shape)
-    if hp.uncertainty == "chi2":
-        p[cand] = chi2_weights(l[cand], hp.rho)
+    if uncertainty == "chi2":
+        p[cand] = chi2_weights(l[cand], rho)
         return p
-    if hp.uncertainty == "uniform":
+    if uncertainty == "uniform":
         return cand.to(l.dtype) / cand.sum()
-    if hp.uncertainty == "simplex":
+    if uncertainty == "simplex":
         top = l[cand].max()
         ties = cand & (l == top)
         return ties.to(l.dtype) / ties.sum()
-    if hp.uncertainty == "topk":
-        groups = [(cand, hp.K)]
+    if uncertainty == "topk":
+        groups = [(cand, K)]
     else:
-        groups = [(pos & cand, hp.K // 2), (neg & cand, hp.K // 2)]
+        groups = [(pos & cand, K // 2), (neg & cand, K // 2)]
     flat = p.reshape(-1)
     for group, k in groups:
         k = min(k, int(group.sum()))
         if k:
             idx = torch.where(group, l, torch.full_like(l, -math.inf)).reshape(-1).topk(k).indices
-            flat[idx] = 1.0 / hp.K
+            flat[idx] = 1.0 / K
     return p
 
 
+@declared(rules=(even_k_for_topk_pn,))
 def dro_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    uncertainty: str = _H.uncertainty,
-    base: str = _H.base,
-    K: int = _H.K,
-    gamma: float = _H.gamma,
-    rho: float = _H.rho,
-    margin: float = _H.margin,
-    threshold: float = _H.threshold,
-    alpha: float = _H.alpha,
-    beta: float = _H.beta,
+    uncertainty: Uncertainty = "topk",
+    base: Base = "margin",
+    K: Count = 160,
+    gamma: Scale = 0.1,
+    rho: Scale = 1.0,
+    margin: Real = 0.2,
+    threshold: Real = 0.5,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
     *,
-    drop_zero: bool = _H.drop_zero,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    drop_zero: bool = True,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The robust loss ``F`` of Eq. 1 for one uncertainty set (a scalar).
 
@@ -384,29 +353,25 @@ def dro_loss(
     the value here (``1/K`` times the printed one). Its LP relaxation over ``[0, 1/K]`` has the
     same optimum (the constraint matrix is an interval matrix, totally unimodular).
     """
-    hp = _H(uncertainty, base, K, gamma, rho, margin, threshold, alpha, beta, drop_zero=drop_zero)
-    if hp.uncertainty in ("topk", "topk_pn"):  # zero losses change neither value nor gradient
-        y = check_similarity(S, labels)
-        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-        x = S.to(compute_dtype(S))  # half precision: computed in float32
-        l = pair_losses(x, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
-        if hp.uncertainty == "topk":
-            return _topk_sum(l, pos | neg, hp.K) / hp.K
-        return (_topk_sum(l, pos, hp.K // 2) + _topk_sum(l, neg, hp.K // 2)) / hp.K
-    l, cand, pos, neg = dro_candidates(S, labels, hp, pos_mask, neg_mask)
-    zero = (S * 0).sum()
+    base_loss = dict(base=base, margin=margin, threshold=threshold, alpha=alpha, beta=beta)
+    drop = drop_zero and uncertainty not in ("topk", "topk_pn")  # top-K: no need, zeros add 0
+    l, cand, pos, neg = dro_candidates(S, labels, pos_mask, neg_mask, drop, **base_loss)
+    if uncertainty == "topk":
+        return _topk_sum(l, pos | neg, K) / K
+    if uncertainty == "topk_pn":
+        return (_topk_sum(l, pos, K // 2) + _topk_sum(l, neg, K // 2)) / K
     n = int(cand.sum())
     if n == 0:
-        return zero
-    if hp.uncertainty == "kl":
-        z = torch.where(cand, l / hp.gamma, torch.full_like(l, -math.inf)).reshape(-1)
-        return hp.gamma * (torch.logsumexp(z, 0) - math.log(n))
-    if hp.uncertainty == "uniform":
+        return (S * 0).sum()
+    if uncertainty == "kl":
+        z = torch.where(cand, l / gamma, torch.full_like(l, -math.inf)).reshape(-1)
+        return gamma * (torch.logsumexp(z, 0) - math.log(n))
+    if uncertainty == "uniform":
         return torch.where(cand, l, torch.zeros_like(l)).sum() / n
-    if hp.uncertainty == "simplex":
+    if uncertainty == "simplex":
         return torch.where(cand, l, torch.full_like(l, -math.inf)).amax()
     p = torch.zeros_like(l)
-    p[cand] = chi2_weights(l[cand], hp.rho)
+    p[cand] = chi2_weights(l[cand], rho)
     return (p * l).sum()
 
 
@@ -417,4 +382,3 @@ class DROLoss(PairLoss):
     """
 
     loss_function = staticmethod(dro_loss)
-    hyper = DROHyperParameters

@@ -37,29 +37,20 @@ loops: :mod:`dmlbook.reference.dro`. Tests: ``tests/losses/test_dro_grouped.py``
 from __future__ import annotations
 
 import math
-from dataclasses import KW_ONLY, dataclass
+from typing import Annotated
 
 import torch
 
-from ..pairs import (
-    REDUCTIONS,
-    check_choice,
-    check_similarity,
-    compute_dtype,
-    reduce,
-    resolve_masks,
-)
-from .base import HyperParameters, PairLoss
-from .dro import BASE_LOSSES, DROHyperParameters, dro_candidates, dro_weights, pair_losses
+from ..pairs import pair_sets, reduce
+from .base import Mask, Number, PairLoss, Real, Reduction, Scale, declared
+from .dro import Base, dro_candidates, pair_losses
 
-_H = DROHyperParameters
+#: Pairs drawn per step by :func:`dro_kl_sampled_loss`.
+Draws = Annotated[int, Number(1, 10**7, "pairs drawn per step", integer=True)]
 
 __all__ = [
-    "DROGroupedHyperParameters",
     "DROGroupedLoss",
-    "DROSampledHyperParameters",
     "DROSampledLoss",
-    "HAP2SHyperParameters",
     "HAP2SLoss",
     "dro_kl_grouped_loss",
     "dro_kl_sampled_loss",
@@ -68,21 +59,26 @@ __all__ = [
 ]
 
 
+# Defaults: those of dmlbook.losses.dro (Table 2's m = 0.2, lambda = 0.5; gamma = 0.1, one of
+# the swept values {1, 0.1, 0.01, 0.001}; zero-loss pairs removed, Sec. 4.2.1).
+
+
+@declared
 def dro_kl_sampled_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    num_samples: int,
+    num_samples: Draws,
     generator: torch.Generator,
-    base: str = _H.base,
-    gamma: float = _H.gamma,
-    margin: float = _H.margin,
-    threshold: float = _H.threshold,
-    alpha: float = _H.alpha,
-    beta: float = _H.beta,
+    base: Base = "margin",
+    gamma: Scale = 0.1,
+    margin: Real = 0.2,
+    threshold: Real = 0.5,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
     *,
-    drop_zero: bool = _H.drop_zero,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    drop_zero: bool = True,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """DRO-KL with pairs sampled from ``p*`` (Sec. 3.2): mean loss of ``num_samples`` draws.
 
@@ -92,62 +88,38 @@ def dro_kl_sampled_loss(
     losses, not ``F``. ``tests/losses/test_dro.py`` checks that the mean of the estimates
     converges to the exact gradient.
     """
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-        raise ValueError(f"num_samples must be a positive int, got {num_samples!r}.")
     if not isinstance(generator, torch.Generator):
         raise TypeError(
             "generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)), so the "
             f"draws are reproducible; got {type(generator).__name__}."
         )
-    p = dro_weights(
-        S, labels, "kl", base, 2, gamma, 1.0, margin, threshold, alpha, beta,
-        drop_zero=drop_zero, pos_mask=pos_mask, neg_mask=neg_mask,
-    )  # fmt: skip
-    hp = _H("kl", base, 2, gamma, 1.0, margin, threshold, alpha, beta, drop_zero=drop_zero)
-    l, cand, _, _ = dro_candidates(S, labels, hp, pos_mask, neg_mask)
+    base_loss = dict(base=base, margin=margin, threshold=threshold, alpha=alpha, beta=beta)
+    l, cand, _, _ = dro_candidates(S, labels, pos_mask, neg_mask, drop_zero, **base_loss)
     if not bool(cand.any()):
         return (S * 0).sum()
-    flat = p.reshape(-1).to(device=generator.device)
-    idx = torch.multinomial(flat, num_samples, replacement=True, generator=generator)
+    p = torch.softmax(torch.where(cand, l.detach() / gamma, -math.inf).reshape(-1), 0)  # p*
+    idx = torch.multinomial(p.to(generator.device), num_samples, True, generator=generator)
     return l.reshape(-1)[idx.to(l.device)].mean()
-
-
-@dataclass(frozen=True)
-class DROSampledHyperParameters(HyperParameters):
-    """DRO-KL with sampling: ``num_samples`` draws per step, from a generator seeded ``seed``.
-
-    ``num_samples = 160`` matches the number of pairs top-K keeps at ``B = 80``; the paper does
-    not print its sample size (dmlbook's choice).
-    """
-
-    num_samples: int = 160
-    seed: int = 0
-    base: str = _H.base  # the rest as DRO-KL's (DROHyperParameters)
-    gamma: float = _H.gamma
-    margin: float = _H.margin
-    threshold: float = _H.threshold
-    alpha: float = _H.alpha
-    beta: float = _H.beta
-    _: KW_ONLY
-    drop_zero: bool = _H.drop_zero
-
-    def check(self) -> None:
-        if not isinstance(self.num_samples, int) or self.num_samples < 1:
-            raise ValueError(f"num_samples must be a positive int, got {self.num_samples!r}.")
-        if not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an int, got {self.seed!r}.")
-        check_choice(self.base, BASE_LOSSES, "base")
-        self._positive("gamma", "alpha", "beta")
 
 
 class DROSampledLoss(PairLoss):
     """Module form of :func:`dro_kl_sampled_loss`; registered as ``"dro_kl_sampled"``.
 
     The module owns a ``torch.Generator`` (:attr:`generator`, on the CPU) seeded with ``seed``
-    when first used, so two modules built alike draw the same pairs.
+    when first used, so two modules built alike draw the same pairs. ``num_samples = 160``
+    matches the number of pairs top-K keeps at ``B = 80``; the paper does not print its sample
+    size (dmlbook's choice).
     """
 
-    hyper = DROSampledHyperParameters
+    loss_function = staticmethod(dro_kl_sampled_loss)
+
+    @staticmethod
+    def module_options(
+        *,
+        num_samples: Draws = 160,
+        seed: Annotated[int, Number(0, 2**63 - 1, "a seed", integer=True)] = 0,
+    ) -> None:
+        """The module's defaults for the draws and the seed of its generator."""
 
     @property
     def generator(self) -> torch.Generator:
@@ -156,96 +128,51 @@ class DROSampledLoss(PairLoss):
             self.__dict__["_generator"] = torch.Generator().manual_seed(self.seed)
         return self.__dict__["_generator"]
 
-    def loss_on_similarity(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        return dro_kl_sampled_loss(
-            S, labels, self.num_samples, self.generator, self.base, self.gamma, self.margin,
-            self.threshold, self.alpha, self.beta, drop_zero=self.drop_zero,
-            pos_mask=pos_mask, neg_mask=neg_mask,
-        )  # fmt: skip
+    def mine(
+        self, S: torch.Tensor, labels: torch.Tensor, pos_mask: Mask, neg_mask: Mask
+    ) -> dict[str, object]:
+        """No miner: the masks as given, and the module's generator for the draws."""
+        return {"pos_mask": pos_mask, "neg_mask": neg_mask, "generator": self.generator}
 
 
-@dataclass(frozen=True)
-class DROGroupedHyperParameters(HyperParameters):
-    """DRO-KL-G: ``gamma_pos``, ``gamma_neg`` (> 0), the base loss and the pseudo pairs.
-
-    Defaults: Table 2's ``m = 0.2``, ``lambda = 0.5``, zero-loss pairs removed (Sec. 4.2.1) and
-    ``gamma = 0.1`` (one of the swept values {1, 0.1, 0.01, 0.001}). ``pseudo_pairs=True`` with
-    ``pseudo_loss`` is the MS construction (supplement Eq. 23; the paper's ``pseudo_loss = 0``).
-    """
-
-    gamma_pos: float = 0.1
-    gamma_neg: float = 0.1
-    base: str = "margin"
-    margin: float = 0.2
-    threshold: float = 0.5
-    alpha: float = 2.0
-    beta: float = 50.0
-    _: KW_ONLY
-    pseudo_pairs: bool = False
-    pseudo_loss: float = 0.0
-    drop_zero: bool = True
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._positive("gamma_pos", "gamma_neg", "alpha", "beta")
-        check_choice(self.base, BASE_LOSSES, "base")
-        check_choice(self.reduction, REDUCTIONS, "reduction")
-        self._set("margin", float(self.margin))
-        self._set("threshold", float(self.threshold))
-        self._set("pseudo_loss", float(self.pseudo_loss))
-        self._set("pseudo_pairs", bool(self.pseudo_pairs))
-        self._set("drop_zero", bool(self.drop_zero))
-
-
-_G = DROGroupedHyperParameters
-
-
-def _groups(S, labels, hp, pos_mask, neg_mask):
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    x = S.to(compute_dtype(S))  # half precision: computed in float32
-    l = pair_losses(x, pos, neg, hp.base, hp.margin, hp.threshold, hp.alpha, hp.beta)
-    if hp.drop_zero:
+def _groups(S, labels, pos_mask, neg_mask, drop_zero, **base_loss):
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
+    l = pair_losses(S, pos, neg, **base_loss)
+    if drop_zero:
         pos, neg = pos & (l.detach() > 0), neg & (l.detach() > 0)
     return l, pos, neg
 
 
-def _group_value(l: torch.Tensor, mask: torch.Tensor, gamma: float, hp: _G) -> torch.Tensor:
+def _group_value(l: torch.Tensor, mask: torch.Tensor, gamma: float, l0: float | None):
     """Per anchor ``gamma log((1/n_i) [e^{l_0/gamma}] + sum_{mask} e^{l/gamma})``; 0 if empty."""
     count = mask.sum(dim=1).to(l.dtype)
     z = torch.where(mask, l / gamma, torch.full_like(l, -math.inf))
-    if hp.pseudo_pairs:
-        z = torch.cat([z, torch.full_like(l[:, :1], hp.pseudo_loss / gamma)], dim=1)
+    if l0 is not None:  # the pseudo pair
+        z = torch.cat([z, torch.full_like(l[:, :1], l0 / gamma)], dim=1)
         count = count + 1
     empty = count == 0
     lse = torch.logsumexp(torch.where(empty[:, None], torch.zeros_like(z), z), dim=1)
     return torch.where(empty, torch.zeros_like(lse), gamma * (lse - count.clamp_min(1).log()))
 
 
+@declared
 def dro_kl_grouped_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    gamma_pos: float = _G.gamma_pos,
-    gamma_neg: float = _G.gamma_neg,
-    base: str = _G.base,
-    margin: float = _G.margin,
-    threshold: float = _G.threshold,
-    alpha: float = _G.alpha,
-    beta: float = _G.beta,
+    gamma_pos: Scale = 0.1,
+    gamma_neg: Scale = 0.1,
+    base: Base = "margin",
+    margin: Real = 0.2,
+    threshold: Real = 0.5,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
     *,
-    pseudo_pairs: bool = _G.pseudo_pairs,
-    pseudo_loss: float = _G.pseudo_loss,
-    drop_zero: bool = _G.drop_zero,
-    reduction: str = _G.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pseudo_pairs: bool = False,
+    pseudo_loss: Real = 0.0,
+    drop_zero: bool = True,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """DRO-KL-G, the closed form of Eq. 7 (or Eq. 23 with ``pseudo_pairs``).
 
@@ -272,82 +199,60 @@ def dro_kl_grouped_loss(
     Tensor
         An empty group contributes 0 (with pseudo pairs: ``l_0``, a constant).
     """
-    hp = _G(
-        gamma_pos, gamma_neg, base, margin, threshold, alpha, beta, pseudo_pairs=pseudo_pairs,
-        pseudo_loss=pseudo_loss, drop_zero=drop_zero, reduction=reduction,
-    )  # fmt: skip
-    l, pos, neg = _groups(S, labels, hp, pos_mask, neg_mask)
-    per = _group_value(l, pos, hp.gamma_pos, hp) + _group_value(l, neg, hp.gamma_neg, hp)
-    return reduce(per, hp.reduction, pos.any(dim=1) | neg.any(dim=1))
+    base_loss = dict(base=base, margin=margin, threshold=threshold, alpha=alpha, beta=beta)
+    l, pos, neg = _groups(S, labels, pos_mask, neg_mask, drop_zero, **base_loss)
+    l0 = pseudo_loss if pseudo_pairs else None
+    per = _group_value(l, pos, gamma_pos, l0) + _group_value(l, neg, gamma_neg, l0)
+    return reduce(per, reduction, pos.any(dim=1) | neg.any(dim=1))
 
 
+@declared
 def dro_kl_grouped_weights(
     S: torch.Tensor,
     labels: torch.Tensor,
-    gamma_pos: float = _G.gamma_pos,
-    gamma_neg: float = _G.gamma_neg,
-    base: str = _G.base,
-    margin: float = _G.margin,
-    threshold: float = _G.threshold,
-    alpha: float = _G.alpha,
-    beta: float = _G.beta,
+    gamma_pos: Scale = 0.1,
+    gamma_neg: Scale = 0.1,
+    base: Base = "margin",
+    margin: Real = 0.2,
+    threshold: Real = 0.5,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
     *,
-    pseudo_pairs: bool = _G.pseudo_pairs,
-    pseudo_loss: float = _G.pseudo_loss,
-    drop_zero: bool = _G.drop_zero,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pseudo_pairs: bool = False,
+    pseudo_loss: Real = 0.0,
+    drop_zero: bool = True,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """``p*`` of Eq. 7 (supplement Eq. 19, or Eq. 25 with pseudo pairs), a detached (B, B) matrix.
 
     ``p*_ij = e^{l_ij/gamma} / ([e^{l_0/gamma}] + sum_{k in group} e^{l_ik/gamma})``, computed
     with the group maximum subtracted. The pseudo pair's own weight is not in the matrix.
     """
-    hp = _G(
-        gamma_pos, gamma_neg, base, margin, threshold, alpha, beta, pseudo_pairs=pseudo_pairs,
-        pseudo_loss=pseudo_loss, drop_zero=drop_zero,
-    )  # fmt: skip
-    l, pos, neg = _groups(S, labels, hp, pos_mask, neg_mask)
+    base_loss = dict(base=base, margin=margin, threshold=threshold, alpha=alpha, beta=beta)
+    l, pos, neg = _groups(S, labels, pos_mask, neg_mask, drop_zero, **base_loss)
     l = l.detach()
     out = torch.zeros_like(l)
-    for mask, gamma in ((pos, hp.gamma_pos), (neg, hp.gamma_neg)):
+    for mask, gamma in ((pos, gamma_pos), (neg, gamma_neg)):
         z = torch.where(mask, l / gamma, torch.full_like(l, -math.inf))
-        if hp.pseudo_pairs:
-            z = torch.cat([z, torch.full_like(l[:, :1], hp.pseudo_loss / gamma)], dim=1)
-        rows = mask.any(dim=1) | hp.pseudo_pairs
+        if pseudo_pairs:
+            z = torch.cat([z, torch.full_like(l[:, :1], pseudo_loss / gamma)], dim=1)
+        rows = mask.any(dim=1) | pseudo_pairs
         w = torch.softmax(torch.where(rows[:, None], z, torch.zeros_like(z)), dim=1)
         out = torch.where(mask, w[:, : l.shape[1]], out)
     return out
 
 
-@dataclass(frozen=True)
-class HAP2SHyperParameters(HyperParameters):
-    """HAP2S_E: triplet ``margin`` and the weights' temperature ``gamma``.
-
-    Yu et al. (2018) is not among the book's sources; ``margin = 0.2`` and ``gamma = 0.1`` are
-    dmlbook's choices (the DRO paper prints none).
-    """
-
-    margin: float = 0.2
-    gamma: float = 0.1
-    _: KW_ONLY
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._positive("gamma")
-        self._set("margin", float(self.margin))
-        check_choice(self.reduction, REDUCTIONS, "reduction")
-
-
+@declared
 def hap2s_e_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = HAP2SHyperParameters.margin,
-    gamma: float = HAP2SHyperParameters.gamma,
+    margin: Real = 0.2,
+    gamma: Scale = 0.1,
     *,
-    reduction: str = HAP2SHyperParameters.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """HAP2S with exponential weights (supplement Eq. 30-32; Yu et al. 2018).
 
@@ -355,31 +260,29 @@ def hap2s_e_loss(
     ``S^+_i = sum_{P_i} q^+_ij S_ij / sum q^+`` with ``q^+ = e^{-S/gamma}`` and
     ``S^-_i = sum_{N_i} q^-_ij S_ij / sum q^-`` with ``q^- = e^{S/gamma}``; the weights ``q`` are
     constants for the gradient (the paper's remark below Eq. 32). ``reduction="mean"`` averages
-    over those anchors (Eq. 30's ``1/B`` when every anchor has both).
+    over those anchors (Eq. 30's ``1/B`` when every anchor has both). Yu et al. (2018) is not
+    among the book's sources; ``margin = 0.2`` and ``gamma = 0.1`` are dmlbook's choices (the
+    DRO paper prints none).
     """
-    hp = HAP2SHyperParameters(margin, gamma, reduction=reduction)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     valid = pos.any(dim=1) & neg.any(dim=1)
     ninf = torch.full_like(S, -math.inf)
     safe = valid[:, None]
-    qp = torch.softmax(torch.where(safe & pos, -S.detach() / hp.gamma, ninf).where(safe, 0), 1)
-    qn = torch.softmax(torch.where(safe & neg, S.detach() / hp.gamma, ninf).where(safe, 0), 1)
+    qp = torch.softmax(torch.where(safe & pos, -S.detach() / gamma, ninf).where(safe, 0), 1)
+    qn = torch.softmax(torch.where(safe & neg, S.detach() / gamma, ninf).where(safe, 0), 1)
     sp = (torch.where(pos, qp, 0) * S).sum(dim=1)
     sn = (torch.where(neg, qn, 0) * S).sum(dim=1)
-    per = torch.relu(sn - sp + hp.margin)
-    return reduce(per, hp.reduction, valid)
+    per = torch.relu(sn - sp + margin)
+    return reduce(per, reduction, valid)
 
 
 class DROGroupedLoss(PairLoss):
     """Module form of :func:`dro_kl_grouped_loss` (Eq. 7); registered as ``"dro_kl_g"``."""
 
     loss_function = staticmethod(dro_kl_grouped_loss)
-    hyper = DROGroupedHyperParameters
 
 
 class HAP2SLoss(PairLoss):
     """Module form of :func:`hap2s_e_loss` (supplement Eq. 30-32); registered as ``"hap2s_e"``."""
 
     loss_function = staticmethod(hap2s_e_loss)
-    hyper = HAP2SHyperParameters

@@ -25,38 +25,20 @@ The code is the equations, differentiated by autograd.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
-from ..pairs import compute_dtype
-from .base import HyperParameters, PairLoss, check_similarity, resolve_masks
+from .base import Mask, Number, PairLoss, declared, pair_sets
 
-__all__ = ["HistogramHyperParameters", "HistogramLoss", "histogram_loss", "histograms"]
+__all__ = ["HistogramLoss", "histogram_loss", "histograms"]
 
 #: How far outside [-1, 1] a similarity may lie (rounding of a cosine) before it is refused.
 _SLACK = 1e-3
 
-
-@dataclass(frozen=True)
-class HistogramHyperParameters(HyperParameters):
-    """The histogram loss has one hyper-parameter: ``R``, the number of nodes (>= 2).
-
-    Neither Wang et al.'s supplement nor the other seed papers fix ``R``; 101 nodes
-    (``Delta = 0.02``) is dmlbook's default.
-    """
-
-    R: int = 101
-
-    def check(self) -> None:
-        if isinstance(self.R, bool) or not isinstance(self.R, int) or self.R < 2:
-            raise ValueError(
-                f"R is the number of histogram nodes on [-1, 1] and must be an int >= 2 "
-                f"(e.g. R=101 for Delta = 0.02), got {self.R!r}."
-            )
-
-
-_H = HistogramHyperParameters
+#: ``R``, the number of nodes on [-1, 1]. Neither Wang et al.'s supplement nor the other seed
+#: papers fix it; 101 nodes (``Delta = 0.02``) is dmlbook's default.
+Nodes = Annotated[int, Number(2, 10**5, "histogram nodes on [-1, 1], e.g. 101", integer=True)]
 
 
 def _histogram(s: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
@@ -66,13 +48,14 @@ def _histogram(s: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
     return kernel.sum(dim=0) / max(len(s), 1)
 
 
+@declared
 def histograms(
     S: torch.Tensor,
     labels: torch.Tensor,
-    R: int = _H.R,
+    R: Nodes = 101,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The histograms ``h^+`` and ``h^-`` of Wang et al.'s supplement, Eq. 4-5.
 
@@ -97,29 +80,28 @@ def histograms(
         For a similarity of a pair outside [-1, 1] (beyond rounding): its mass would fall off the
         nodes. Normalise the embeddings (``loss(embeddings, labels)`` does).
     """
-    R = _H(R).R
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    pairs = S[pos | neg]
-    slack = max(_SLACK, 2 * torch.finfo(S.dtype).eps)  # bf16 rounds a cosine of 1 to 1.0078
+    dtype = S.dtype
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)  # half precision: nodes 0.02 apart
+    pairs = S[pos | neg]  # need float32
+    slack = max(_SLACK, 2 * torch.finfo(dtype).eps)  # bf16 rounds a cosine of 1 to 1.0078
     if pairs.numel() and float(pairs.detach().abs().max()) > 1 + slack:
         raise ValueError(
             "the histogram loss needs cosine similarities in [-1, 1]; a pair has "
             f"{float(pairs.detach().abs().max()):.4g} in absolute value. Pass the similarities "
             "of L2-normalised embeddings (HistogramLoss()(embeddings, labels) normalises them)."
         )
-    x = S.to(compute_dtype(S))  # half precision: nodes 0.02 apart need float32
-    nodes = torch.linspace(-1.0, 1.0, R, dtype=x.dtype, device=x.device)
-    return _histogram(x[pos], nodes), _histogram(x[neg], nodes)
+    nodes = torch.linspace(-1.0, 1.0, R, dtype=S.dtype, device=S.device)
+    return _histogram(S[pos], nodes), _histogram(S[neg], nodes)
 
 
+@declared
 def histogram_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    R: int = _H.R,
+    R: Nodes = 101,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Histogram loss, Wang et al. 2019, supplement Eq. 3 (Ustinova & Lempitsky 2016).
 
@@ -148,4 +130,3 @@ class HistogramLoss(PairLoss):
     """Module form of :func:`histogram_loss` (Wang et al. 2019, supplement Eq. 3)."""
 
     loss_function = staticmethod(histogram_loss)
-    hyper = HistogramHyperParameters

@@ -32,27 +32,24 @@ value or gradient overflows, even at ``beta = 50`` in float32.
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
-
 import torch
 
-from ..pairs import REDUCTIONS, masked_softmax
+from ..pairs import masked_softmax
 from .base import (
-    FORMS,
-    HyperParameters,
+    Form,
+    Mask,
     PairLoss,
-    check_choice,
-    check_similarity,
+    Real,
+    Reduction,
+    Scale,
+    declared,
     dissimilarity,
     masked_logsumexp,
+    pair_sets,
     reduce,
-    resolve_masks,
 )
 
 __all__ = [
-    "LiftedHyperParameters",
-    "LiftedStructureHyperParameters",
-    "LiftedStarHyperParameters",
     "lifted_loss",
     "lifted_weights",
     "LiftedLoss",
@@ -63,70 +60,16 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class LiftedHyperParameters(HyperParameters):
-    """Wang et al.'s Eq. 6: the margin ``lambda``, the form, the reduction."""
-
-    margin: float = 1.0
-    _: KW_ONLY
-    form: str = "similarity"
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        check_choice(self.form, FORMS, "form")
-        check_choice(self.reduction, REDUCTIONS, "reduction")
-
-    def check_module(self) -> None:
-        super().check_module()
-        self._set("margin", float(self.margin))
-
-
-@dataclass(frozen=True)
-class LiftedStructureHyperParameters(HyperParameters):
-    """Song et al.'s pairwise form (Liu et al., Eq. 14): on ``D``, squared hinge, joint negatives."""
-
-    margin: float = 1.0
-    _: KW_ONLY
-    form: str = "distance"
-    squared_hinge: bool = True
-    joint_negatives: bool = True
-    reduction: str = "mean"
-
-    check = LiftedHyperParameters.check
-
-    def check_module(self) -> None:
-        super().check_module()
-        self._set("margin", float(self.margin))
-        self._set("squared_hinge", bool(self.squared_hinge))
-        self._set("joint_negatives", bool(self.joint_negatives))
-
-
-@dataclass(frozen=True)
-class LiftedStarHyperParameters(HyperParameters):
-    """LiftedStruct* (Wang et al.'s Eq. 16): temperatures ``alpha``, ``beta`` (> 0)."""
-
-    alpha: float = 2.0
-    beta: float = 50.0
-    _: KW_ONLY
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._positive("alpha", "beta")
-        check_choice(self.reduction, REDUCTIONS, "reduction")
-
-
-_L, _LS, _STAR = LiftedHyperParameters, LiftedStructureHyperParameters, LiftedStarHyperParameters
-
-
+@declared
 def lifted_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = _L.margin,
+    margin: Real = 1.0,
     *,
-    form: str = _L.form,
-    reduction: str = _L.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    form: Form = "similarity",
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Lifted structure loss per anchor, Wang et al. 2019, Eq. 6 (and its distance form).
 
@@ -163,9 +106,7 @@ def lifted_loss(
     log |N_i|``. At ``lambda = 1`` every anchor with ``|P_i| |N_i| >= 3`` is always active, and
     its negative weights are exactly Eq. 8 (:func:`lifted_weights`).
     """
-    _L(margin, form=form, reduction=reduction)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     d = dissimilarity(S, form)
     lse_pos, has_pos = masked_logsumexp(d, pos, dim=1)
     lse_neg, has_neg = masked_logsumexp(-d, neg, dim=1)
@@ -174,13 +115,14 @@ def lifted_loss(
     return reduce(per, reduction, valid)
 
 
+@declared
 def lifted_weights(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = _L.margin,
+    margin: Real = 1.0,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The GPW weights of Eq. 6 as Wang et al. 2019 print them, Eq. 7-8 (similarity form).
 
@@ -195,28 +137,26 @@ def lifted_weights(
     -------
     w_pos, w_neg : Tensor of shape (B, B)
     """
-    _L(margin)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    s = S.detach()
-    active = lifted_loss(s, y, margin, reduction="none", pos_mask=pos, neg_mask=neg) > 0
+    S, pos, neg = pair_sets(S.detach(), labels, pos_mask, neg_mask)
+    active = lifted_loss(S, labels, margin, reduction="none", pos_mask=pos, neg_mask=neg) > 0
     keep = active[:, None]
-    w_pos = masked_softmax(margin - s, pos & keep, dim=1)  # Eq. 7
-    w_neg = masked_softmax(s, neg & keep, dim=1)  # Eq. 8
+    w_pos = masked_softmax(margin - S, pos & keep, dim=1)  # Eq. 7
+    w_neg = masked_softmax(S, neg & keep, dim=1)  # Eq. 8
     return w_pos, w_neg
 
 
+@declared
 def lifted_structure_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = _LS.margin,
+    margin: Real = 1.0,
     *,
-    form: str = _LS.form,
-    squared_hinge: bool = _LS.squared_hinge,
-    joint_negatives: bool = _LS.joint_negatives,
-    reduction: str = _LS.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    form: Form = "distance",
+    squared_hinge: bool = True,
+    joint_negatives: bool = True,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The original, pairwise lifted structure loss (Song et al.; Liu et al., Eq. 14).
 
@@ -255,9 +195,7 @@ def lifted_structure_loss(
         ``-inf``; for ``joint_negatives=False`` either end without negatives) contributes 0 with
         gradient 0 and is not counted. A single-class batch or a batch of one gives 0.
     """
-    _LS(margin, form=form, reduction=reduction)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     d = dissimilarity(S, form)
     r, has_neg = masked_logsumexp(margin - d, neg, dim=1)  # r_i = log sum_{N_i} e^{m - d_ik}
     r_i, r_j = r[:, None], r[None, :]
@@ -282,15 +220,16 @@ def lifted_structure_loss(
     return reduce(per, reduction, pos & has_terms)
 
 
+@declared
 def lifted_star_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = _STAR.alpha,
-    beta: float = _STAR.beta,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
     *,
-    reduction: str = _STAR.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """LiftedStruct*, Wang et al. 2019, Eq. 16.
 
@@ -317,10 +256,7 @@ def lifted_star_loss(
         without positives keeps its negative half and vice versa; an empty half is 0 with
         gradient 0. A batch without any pair gives 0.
     """
-    hp = _STAR(alpha, beta, reduction=reduction)
-    alpha, beta = hp.alpha, hp.beta
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     lse_pos, has_pos = masked_logsumexp(-alpha * S, pos, dim=1)
     lse_neg, has_neg = masked_logsumexp(beta * S, neg, dim=1)
     per = lse_pos / alpha + lse_neg / beta  # an empty half is exactly 0 already
@@ -331,18 +267,15 @@ class LiftedLoss(PairLoss):
     """Module form of :func:`lifted_loss` (Wang et al. 2019, Eq. 6)."""
 
     loss_function = staticmethod(lifted_loss)
-    hyper = LiftedHyperParameters
 
 
 class LiftedStructureLoss(PairLoss):
     """Module form of :func:`lifted_structure_loss` (Song et al.; Liu et al., Eq. 14)."""
 
     loss_function = staticmethod(lifted_structure_loss)
-    hyper = LiftedStructureHyperParameters
 
 
 class LiftedStarLoss(PairLoss):
     """Module form of :func:`lifted_star_loss` (LiftedStruct*, Wang et al. 2019, Eq. 16)."""
 
     loss_function = staticmethod(lifted_star_loss)
-    hyper = LiftedStarHyperParameters

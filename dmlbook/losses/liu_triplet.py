@@ -20,27 +20,14 @@ which returns the weights of every triplet for inspection, is (B, B, B) by defin
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
-
 import torch
 
-from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype
-from .base import (
-    HyperParameters,
-    PairLoss,
-    check_choice,
-    check_similarity,
-    dissimilarity,
-    reduce,
-    resolve_masks,
-)
-from .liu_weighting import NORMALIZATIONS, WEIGHTINGS, check_common, liu_weights, log_weights
+from .base import Mask, NonNegative, PairLoss, Reduction, declared, dissimilarity, pair_sets, reduce
+from .liu_weighting import Normalization, Weighting, liu_weights, log_weights
 from .triplet import triplet_sums
 
 __all__ = [
-    "TripletExponentialHyperParameters",
     "TripletExponentialLoss",
-    "TripletPowerHyperParameters",
     "TripletPowerLoss",
     "triplet_exponential_loss",
     "triplet_power_loss",
@@ -49,48 +36,17 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class TripletPowerHyperParameters(HyperParameters):
-    """Triplet-P (Eq. 21 with Eq. 28): the margin ``m >= 0`` on D, the exponent ``p >= 0``."""
-
-    margin: float = 0.1
-    _: KW_ONLY
-    p: float = 5.0
-    normalization: str = "anchor"
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._set("margin", check_nonnegative(self.margin, "margin"))
-        self._set("p", check_nonnegative(self.p, "p"))
-        check_common(self)
-
-
-@dataclass(frozen=True)
-class TripletExponentialHyperParameters(HyperParameters):
-    """Triplet-E (Eq. 21 with Eq. 31): the margin ``m >= 0`` on D, ``alpha >= 0``."""
-
-    margin: float = 0.1
-    _: KW_ONLY
-    alpha: float = 40.0
-    normalization: str = "anchor"
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._set("margin", check_nonnegative(self.margin, "margin"))
-        self._set("alpha", check_nonnegative(self.alpha, "alpha"))
-        check_common(self)
-
-
+@declared
 def triplet_weights(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = 0.1,
+    margin: NonNegative = 0.1,
     *,
-    weighting: str = "power",
-    exponent: float = 5.0,
-    normalization: str = "anchor",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    weighting: Weighting = "power",
+    exponent: NonNegative = 5.0,
+    normalization: Normalization = "anchor",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The detached triplet weights ``w_ijk`` of Eq. 25, 28, 31, 34, shape (B, B, B).
 
@@ -99,11 +55,8 @@ def triplet_weights(
     of Eq. 21 are ``dL/dD_ij = (1/B) sum_k w_ijk`` and ``dL/dD_ik = -(1/B) sum_j w_ijk`` over
     the triplets with ``D_ij - D_ik + m > 0``.
     """
-    check_choice(weighting, tuple(WEIGHTINGS), "weighting")
-    check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+    S, pos, neg = pair_sets(S.detach(), labels, pos_mask, neg_mask)
+    D = dissimilarity(S, "distance")
     t = D[:, :, None] - D[:, None, :] + margin
     mined = pos[:, :, None] & neg[:, None, :] & (t >= 0)  # Eq. 19
     return liu_weights(t, mined, weighting, exponent, normalization)
@@ -122,17 +75,18 @@ def _largest_log_weight(D, pos, neg, margin, weighting, exponent) -> torch.Tenso
     return torch.where(has, log_weights(top.where(has, 1.0), weighting, exponent), 0.0)
 
 
+@declared
 def triplet_weighted_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = 0.1,
+    margin: NonNegative = 0.1,
     *,
-    weighting: str = "power",
-    exponent: float = 5.0,
-    normalization: str = "anchor",
-    reduction: str = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    weighting: Weighting = "power",
+    exponent: NonNegative = 5.0,
+    normalization: Normalization = "anchor",
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Liu et al.'s triplet-based weighting loss, Eq. 21, with any weighting of Eq. 25-34.
 
@@ -143,12 +97,9 @@ def triplet_weighted_loss(
     largest log-weight, a factor that normalisation cancels (and that ``"none"`` multiplies
     back, as printed: ``e^{c_i}`` overflows float32 once ``c_i > 88``).
     """
-    check_choice(reduction, REDUCTIONS, "reduction")
-    check_choice(weighting, tuple(WEIGHTINGS), "weighting")
-    check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    D = dissimilarity(S.to(compute_dtype(S)), "distance")
+    dtype = S.dtype
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
+    D = dissimilarity(S, "distance")
     shift = _largest_log_weight(D.detach(), pos, neg, margin, weighting, exponent)
 
     def weighted_hinge(D_ap, D_an, valid, c):
@@ -166,48 +117,44 @@ def triplet_weighted_loss(
         per = hinges * scale / (totals * scale).sum().clamp_min(torch.finfo(D.dtype).tiny)
     else:  # Eq. 25, 28, 31 as printed
         per = hinges * torch.exp(shift)
-    return reduce(per, reduction).to(S.dtype)
+    return reduce(per, reduction).to(dtype)
 
 
+@declared
 def triplet_power_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = TripletPowerHyperParameters.margin,
+    margin: NonNegative = 0.1,
     *,
-    p: float = TripletPowerHyperParameters.p,
-    normalization: str = TripletPowerHyperParameters.normalization,
-    reduction: str = TripletPowerHyperParameters.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    p: NonNegative = 5.0,
+    normalization: Normalization = "anchor",
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Triplet-P: Eq. 21 with ``w_ijk = (D_ij - D_ik + m)^p`` (Eq. 28, 34)."""
-    hp = TripletPowerHyperParameters(margin, p=p, normalization=normalization, reduction=reduction)
     return triplet_weighted_loss(
-        S, labels, hp.margin, weighting="power", exponent=hp.p,
-        normalization=hp.normalization, reduction=hp.reduction, pos_mask=pos_mask,
-        neg_mask=neg_mask,
+        S, labels, margin, weighting="power", exponent=p, normalization=normalization,
+        reduction=reduction, pos_mask=pos_mask, neg_mask=neg_mask,
     )  # fmt: skip
 
 
+@declared
 def triplet_exponential_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = TripletExponentialHyperParameters.margin,
+    margin: NonNegative = 0.1,
     *,
-    alpha: float = TripletExponentialHyperParameters.alpha,
-    normalization: str = TripletExponentialHyperParameters.normalization,
-    reduction: str = TripletExponentialHyperParameters.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    alpha: NonNegative = 40.0,
+    normalization: Normalization = "anchor",
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Triplet-E: Eq. 21 with ``w_ijk = e^{alpha (D_ij - D_ik + m)}`` (Eq. 31, 34)."""
-    hp = TripletExponentialHyperParameters(
-        margin, alpha=alpha, normalization=normalization, reduction=reduction
-    )
     return triplet_weighted_loss(
-        S, labels, hp.margin, weighting="exponential", exponent=hp.alpha,
-        normalization=hp.normalization, reduction=hp.reduction, pos_mask=pos_mask,
-        neg_mask=neg_mask,
+        S, labels, margin, weighting="exponential", exponent=alpha,
+        normalization=normalization, reduction=reduction, pos_mask=pos_mask, neg_mask=neg_mask,
     )  # fmt: skip
 
 
@@ -215,11 +162,9 @@ class TripletPowerLoss(PairLoss):
     """Triplet-P (:func:`triplet_power_loss`), registered as ``"triplet_p"``."""
 
     loss_function = staticmethod(triplet_power_loss)
-    hyper = TripletPowerHyperParameters
 
 
 class TripletExponentialLoss(PairLoss):
     """Triplet-E (:func:`triplet_exponential_loss`), registered as ``"triplet_e"``."""
 
     loss_function = staticmethod(triplet_exponential_loss)
-    hyper = TripletExponentialHyperParameters

@@ -51,29 +51,33 @@ are ``x^p`` and ``exp(alpha x)`` as printed, and the exponential overflows float
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from typing import Literal
 
 import torch
 
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
-from ..pairs import REDUCTIONS, check_nonnegative, compute_dtype, masked_softmax
+from ..pairs import masked_softmax
 from .base import (
-    HyperParameters,
+    Mask,
+    NonNegative,
     PairLoss,
-    check_choice,
-    check_similarity,
+    Reduction,
+    Scale,
+    declared,
     dissimilarity,
     masked_logsumexp,
+    pair_sets,
     reduce,
-    resolve_masks,
 )
 
 __all__ = [
-    "MS_VERSIONS", "NORMALIZATIONS", "WEIGHTINGS", "MSDistanceHyperParameters", "MSDistanceLoss",
-    "PairExponentialHyperParameters", "PairExponentialLoss", "PairPowerHyperParameters",
+    "MS_VERSIONS", "NORMALIZATIONS", "WEIGHTINGS", "MSDistanceLoss", "PairExponentialLoss",
     "PairPowerLoss", "liu_weights", "log_weights", "ms_distance_loss", "ms_distance_weights",
     "pair_exponential_loss", "pair_power_loss", "pair_weighted_loss", "pair_weights",
 ]  # fmt: skip
+
+Weighting = Literal["constant", "power", "exponential"]
+Normalization = Literal["none", "anchor", "batch"]
 
 #: The weightings of Liu et al., Sec. III-B.
 WEIGHTINGS: dict[str, str] = {
@@ -97,60 +101,13 @@ MS_VERSIONS: dict[str, str] = {
 }
 
 
-def check_common(hp: HyperParameters) -> None:
-    """The checks every Liu et al. family shares: ``normalization`` and ``reduction``."""
-    check_choice(hp.normalization, tuple(NORMALIZATIONS), "normalization")
-    check_choice(hp.reduction, REDUCTIONS, "reduction")
-
-
-@dataclass(frozen=True)
-class _PairHyperParameters(HyperParameters):
-    pos_margin: float = 0.0
-    neg_margin: float = 0.8
-
-    def _check_pair(self, exponents: tuple[str, str]) -> None:
-        self._set("pos_margin", check_nonnegative(self.pos_margin, "pos_margin"))
-        self._set("neg_margin", check_nonnegative(self.neg_margin, "neg_margin"))
-        if self.pos_margin > self.neg_margin:
-            raise ValueError(
-                "Eq. 16-17 need 0 <= pos_margin <= neg_margin, got "
-                f"pos_margin={self.pos_margin}, neg_margin={self.neg_margin}."
-            )
-        for name in exponents:
-            self._set(name, check_nonnegative(getattr(self, name), name))
-        if self.epsilon is not None:
-            self._set("epsilon", check_nonnegative(self.epsilon, "epsilon", " or None"))
-        check_common(self)
-
-
-@dataclass(frozen=True)
-class PairPowerHyperParameters(_PairHyperParameters):
-    """Pair-P (Eq. 18 with Eq. 26-27): margins ``m1 <= m2`` on D, exponents ``p, q >= 0``."""
-
-    _: KW_ONLY
-    p: float = 0.0
-    q: float = 1.0
-    normalization: str = "anchor"
-    epsilon: float | None = None
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._check_pair(("p", "q"))
-
-
-@dataclass(frozen=True)
-class PairExponentialHyperParameters(_PairHyperParameters):
-    """Pair-E (Eq. 18 with Eq. 29-30): margins ``m1 <= m2`` on D, ``alpha, beta >= 0``."""
-
-    _: KW_ONLY
-    alpha: float = 0.0
-    beta: float = 2.0
-    normalization: str = "anchor"
-    epsilon: float | None = None
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._check_pair(("alpha", "beta"))
+def margins_in_order(pos_margin: float, neg_margin: float) -> None:
+    """Eq. 16-17 keep a positive pair above ``m1`` and a negative one below ``m2 >= m1``."""
+    if pos_margin > neg_margin:
+        raise ValueError(
+            "Eq. 16-17 need 0 <= pos_margin <= neg_margin, got "
+            f"pos_margin={pos_margin}, neg_margin={neg_margin}."
+        )
 
 
 # ----------------------------------------------------------------------------- weights
@@ -185,19 +142,20 @@ def liu_weights(
     return masked_softmax(log_w, keep, dim=1).reshape(x.shape)
 
 
+@declared(rules=(margins_in_order,))
 def pair_weights(
     S: torch.Tensor,
     labels: torch.Tensor,
-    pos_margin: float = 0.0,
-    neg_margin: float = 0.8,
+    pos_margin: NonNegative = 0.0,
+    neg_margin: NonNegative = 0.8,
     *,
-    weighting: str = "power",
-    pos_exponent: float = 0.0,
-    neg_exponent: float = 1.0,
-    normalization: str = "anchor",
-    epsilon: float | None = None,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    weighting: Weighting = "power",
+    pos_exponent: NonNegative = 0.0,
+    neg_exponent: NonNegative = 1.0,
+    normalization: Normalization = "anchor",
+    epsilon: NonNegative | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The detached pair weights ``w+`` and ``w-`` of Eq. 24-27, 29-30, 32-33.
 
@@ -208,34 +166,31 @@ def pair_weights(
     positive with ``D_ij > m1`` and ``-w-_ij / B`` on a mined negative with ``D_ij < m2``
     (proved in :mod:`dmlbook.symbolic.liu`).
     """
-    check_choice(weighting, tuple(WEIGHTINGS), "weighting")
-    check_choice(normalization, tuple(NORMALIZATIONS), "normalization")
-    y = check_similarity(S, labels)
-    pos, neg = threshold_pair_masks(  # Eq. 16-17
-        S, y, pos_margin, neg_margin, pos_mask=pos_mask, neg_mask=neg_mask
-    )
-    if epsilon is not None:  # Eq. 22-23 on what the thresholds keep
-        pos, neg = ms_distance_mining_masks(S, y, epsilon, pos_mask=pos, neg_mask=neg)
-    D = dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+    S, pos, neg = pair_sets(S.detach(), labels, pos_mask, neg_mask)
+    pos, neg = threshold_pair_masks(S, labels, pos_margin, neg_margin, pos_mask=pos, neg_mask=neg)
+    if epsilon is not None:  # Eq. 22-23 on what the thresholds (Eq. 16-17) keep
+        pos, neg = ms_distance_mining_masks(S, labels, epsilon, pos_mask=pos, neg_mask=neg)
+    D = dissimilarity(S, "distance")
     w_pos = liu_weights(D - pos_margin, pos, weighting, pos_exponent, normalization)
     w_neg = liu_weights(neg_margin - D, neg, weighting, neg_exponent, normalization)
     return w_pos, w_neg
 
 
+@declared(rules=(margins_in_order,))
 def pair_weighted_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    pos_margin: float = 0.0,
-    neg_margin: float = 0.8,
+    pos_margin: NonNegative = 0.0,
+    neg_margin: NonNegative = 0.8,
     *,
-    weighting: str = "power",
-    pos_exponent: float = 0.0,
-    neg_exponent: float = 1.0,
-    normalization: str = "anchor",
-    epsilon: float | None = None,
-    reduction: str = "mean",
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    weighting: Weighting = "power",
+    pos_exponent: NonNegative = 0.0,
+    neg_exponent: NonNegative = 1.0,
+    normalization: Normalization = "anchor",
+    epsilon: NonNegative | None = None,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Liu et al.'s pair-based weighting loss, Eq. 18, with any weighting of Eq. 24-33.
 
@@ -244,7 +199,6 @@ def pair_weighted_loss(
     (footnote 6), so autograd's gradient is ``dL/dS = dL/dD * dD/dS`` with ``dL/dD`` the weights
     where the hinge is open. See the module's "Semantics".
     """
-    check_choice(reduction, REDUCTIONS, "reduction")
     w_pos, w_neg = pair_weights(
         S, labels, pos_margin, neg_margin, weighting=weighting, pos_exponent=pos_exponent,
         neg_exponent=neg_exponent, normalization=normalization, epsilon=epsilon,
@@ -255,55 +209,49 @@ def pair_weighted_loss(
     return reduce(per_pair.sum(dim=1), reduction).to(S.dtype)
 
 
+@declared(rules=(margins_in_order,))
 def pair_power_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    pos_margin: float = PairPowerHyperParameters.pos_margin,
-    neg_margin: float = PairPowerHyperParameters.neg_margin,
+    pos_margin: NonNegative = 0.0,
+    neg_margin: NonNegative = 0.8,
     *,
-    p: float = PairPowerHyperParameters.p,
-    q: float = PairPowerHyperParameters.q,
-    normalization: str = PairPowerHyperParameters.normalization,
-    epsilon: float | None = PairPowerHyperParameters.epsilon,
-    reduction: str = PairPowerHyperParameters.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    p: NonNegative = 0.0,
+    q: NonNegative = 1.0,
+    normalization: Normalization = "anchor",
+    epsilon: NonNegative | None = None,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Pair-P: Eq. 18 with the power weights ``(D - m1)^p``, ``(m2 - D)^q`` (Eq. 26-27, 32-33)."""
-    hp = PairPowerHyperParameters(
-        pos_margin, neg_margin, p=p, q=q, normalization=normalization, epsilon=epsilon,
-        reduction=reduction,
-    )  # fmt: skip
     return pair_weighted_loss(
-        S, labels, hp.pos_margin, hp.neg_margin, weighting="power", pos_exponent=hp.p,
-        neg_exponent=hp.q, normalization=hp.normalization, epsilon=hp.epsilon,
-        reduction=hp.reduction, pos_mask=pos_mask, neg_mask=neg_mask,
+        S, labels, pos_margin, neg_margin, weighting="power", pos_exponent=p, neg_exponent=q,
+        normalization=normalization, epsilon=epsilon, reduction=reduction, pos_mask=pos_mask,
+        neg_mask=neg_mask,
     )  # fmt: skip
 
 
+@declared(rules=(margins_in_order,))
 def pair_exponential_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    pos_margin: float = PairExponentialHyperParameters.pos_margin,
-    neg_margin: float = PairExponentialHyperParameters.neg_margin,
+    pos_margin: NonNegative = 0.0,
+    neg_margin: NonNegative = 0.8,
     *,
-    alpha: float = PairExponentialHyperParameters.alpha,
-    beta: float = PairExponentialHyperParameters.beta,
-    normalization: str = PairExponentialHyperParameters.normalization,
-    epsilon: float | None = PairExponentialHyperParameters.epsilon,
-    reduction: str = PairExponentialHyperParameters.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    alpha: NonNegative = 0.0,
+    beta: NonNegative = 2.0,
+    normalization: Normalization = "anchor",
+    epsilon: NonNegative | None = None,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Pair-E: Eq. 18 with ``e^{alpha (D - m1)}``, ``e^{beta (m2 - D)}`` (Eq. 29-30, 32-33)."""
-    hp = PairExponentialHyperParameters(
-        pos_margin, neg_margin, alpha=alpha, beta=beta, normalization=normalization,
-        epsilon=epsilon, reduction=reduction,
-    )  # fmt: skip
     return pair_weighted_loss(
-        S, labels, hp.pos_margin, hp.neg_margin, weighting="exponential",
-        pos_exponent=hp.alpha, neg_exponent=hp.beta, normalization=hp.normalization,
-        epsilon=hp.epsilon, reduction=hp.reduction, pos_mask=pos_mask, neg_mask=neg_mask,
+        S, labels, pos_margin, neg_margin, weighting="exponential", pos_exponent=alpha,
+        neg_exponent=beta, normalization=normalization, epsilon=epsilon, reduction=reduction,
+        pos_mask=pos_mask, neg_mask=neg_mask,
     )  # fmt: skip
 
 
@@ -311,67 +259,43 @@ class PairPowerLoss(PairLoss):
     """Pair-P (:func:`pair_power_loss`), registered as ``"pair_p"``."""
 
     loss_function = staticmethod(pair_power_loss)
-    hyper = PairPowerHyperParameters
 
 
 class PairExponentialLoss(PairLoss):
     """Pair-E (:func:`pair_exponential_loss`), registered as ``"pair_e"``."""
 
     loss_function = staticmethod(pair_exponential_loss)
-    hyper = PairExponentialHyperParameters
 
 
 # ----------------------------------------------------------------------------- MS on distances
 
 
-@dataclass(frozen=True)
-class MSDistanceHyperParameters(HyperParameters):
-    """MS on distances: margin ``m``, scales ``alpha, beta > 0``, the version, mining ``epsilon``;
-    Liu et al.'s Fig. 5 settings, with ``version="v2"``, the variant Fig. 5 finds better."""
-
-    margin: float = 1.0
-    alpha: float = 2.0
-    beta: float = 50.0
-    _: KW_ONLY
-    version: str = "v2"
-    epsilon: float | None = 0.1
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._positive("alpha", "beta")
-        self._set("margin", check_nonnegative(self.margin, "margin"))
-        if self.epsilon is not None:
-            self._set("epsilon", check_nonnegative(self.epsilon, "epsilon", " or None"))
-        check_choice(self.version, tuple(MS_VERSIONS), "version")
-        check_choice(self.reduction, REDUCTIONS, "reduction")
-
-
-_MSD = MSDistanceHyperParameters
-
-
-def _ms_distance_terms(S, labels, hp: MSDistanceHyperParameters, pos_mask, neg_mask):
+def _ms_distance_terms(S, labels, margin, alpha, beta, epsilon, pos_mask, neg_mask):
     """``D`` in the compute dtype, and the exponents of Eq. 39 on the mined pairs (Eq. 22-23)."""
-    y = check_similarity(S, labels)
-    if hp.epsilon is None:  # every pair
-        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    else:
-        pos, neg = ms_distance_mining_masks(S, y, hp.epsilon, pos_mask=pos_mask, neg_mask=neg_mask)
-    D = dissimilarity(S.to(compute_dtype(S)), "distance")
-    return (hp.alpha * (D - hp.margin), pos), (hp.beta * (hp.margin - D), neg)
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
+    if epsilon is not None:  # else every pair
+        pos, neg = ms_distance_mining_masks(S, labels, epsilon, pos_mask=pos, neg_mask=neg)
+    D = dissimilarity(S, "distance")
+    return (alpha * (D - margin), pos), (beta * (margin - D), neg)
 
 
+# MS on distances: defaults are Liu et al.'s Fig. 5 settings, with version="v2", the variant
+# Fig. 5 finds better.
+
+
+@declared
 def ms_distance_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = _MSD.margin,
-    alpha: float = _MSD.alpha,
-    beta: float = _MSD.beta,
+    margin: NonNegative = 1.0,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
     *,
-    version: str = _MSD.version,
-    epsilon: float | None = _MSD.epsilon,
-    reduction: str = _MSD.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    version: Literal["v1", "v2"] = "v2",
+    epsilon: NonNegative | None = 0.1,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """MS v1 or v2 on distances (Liu et al., the MS loss above Eq. 39, and Fig. 5).
 
@@ -400,24 +324,25 @@ def ms_distance_loss(
     Not Wang et al.'s MS loss (on ``S``): Liu et al. keep Wang's numbers but put them on ``D``,
     where ``D = 1`` is ``S = 0.5``. Its weights, Eq. 39, are :func:`ms_distance_weights`.
     """
-    hp = _MSD(margin, alpha, beta, version=version, epsilon=epsilon, reduction=reduction)
-    (x_pos, pos), (x_neg, neg) = _ms_distance_terms(S, labels, hp, pos_mask, neg_mask)
-    lse_pos, _ = masked_logsumexp(x_pos, pos, dim=1, add_one=hp.version == "v1")
-    lse_neg, _ = masked_logsumexp(x_neg, neg, dim=1, add_one=hp.version == "v1")
-    return reduce(lse_pos / hp.alpha + lse_neg / hp.beta, hp.reduction).to(S.dtype)
+    terms = _ms_distance_terms(S, labels, margin, alpha, beta, epsilon, pos_mask, neg_mask)
+    (x_pos, pos), (x_neg, neg) = terms
+    lse_pos, _ = masked_logsumexp(x_pos, pos, dim=1, add_one=version == "v1")
+    lse_neg, _ = masked_logsumexp(x_neg, neg, dim=1, add_one=version == "v1")
+    return reduce(lse_pos / alpha + lse_neg / beta, reduction).to(S.dtype)
 
 
+@declared
 def ms_distance_weights(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = _MSD.margin,
-    alpha: float = _MSD.alpha,
-    beta: float = _MSD.beta,
+    margin: NonNegative = 1.0,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
     *,
-    version: str = _MSD.version,
-    epsilon: float | None = _MSD.epsilon,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    version: Literal["v1", "v2"] = "v2",
+    epsilon: NonNegative | None = 0.1,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 39's weights ``w+``, ``w-`` (with the "+1" for v1, without for v2), shape (B, B).
 
@@ -426,8 +351,7 @@ def ms_distance_weights(
     ``dL_i/dD_ij = w+_ij`` on a mined positive and ``-w-_ij`` on a mined negative, so the
     batch-mean gradient is these divided by ``B``.
     """
-    hp = _MSD(margin, alpha, beta, version=version, epsilon=epsilon)
-    terms = _ms_distance_terms(S.detach(), labels, hp, pos_mask, neg_mask)
+    terms = _ms_distance_terms(S.detach(), labels, margin, alpha, beta, epsilon, pos_mask, neg_mask)
     w_pos, w_neg = (masked_softmax(x, m, dim=1, add_one=version == "v1") for x, m in terms)
     return w_pos, w_neg
 
@@ -440,4 +364,3 @@ class MSDistanceLoss(PairLoss):
     """
 
     loss_function = staticmethod(ms_distance_loss)
-    hyper = MSDistanceHyperParameters

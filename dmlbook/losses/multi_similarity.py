@@ -70,25 +70,27 @@ dtype. Autograd differentiates :func:`multi_similarity_loss` as written (double 
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from typing import Annotated
 
 import torch
 
-from ..mining.multi_similarity import check_epsilon, ms_mining_masks
-from ..pairs import REDUCTIONS, compute_dtype, masked_softmax
+from ..mining.multi_similarity import ms_mining_masks
+from ..pairs import masked_softmax
 from .base import (
-    HyperParameters,
+    Mask,
+    NonNegative,
+    Number,
     PairLoss,
-    check_choice,
-    check_similarity,
+    Real,
+    Reduction,
+    Scale,
+    declared,
     masked_logsumexp,
+    pair_sets,
     reduce,
-    resolve_masks,
 )
 
 __all__ = [
-    "MSHyperParameters",
-    "MSMiningHyperParameters",
     "MSMiningLoss",
     "MultiSimilarityLoss",
     "ms_anchor_weights",
@@ -98,66 +100,22 @@ __all__ = [
     "multi_similarity_loss",
 ]
 
-
-@dataclass(frozen=True)
-class MSMiningHyperParameters(HyperParameters):
-    """MS mining (Eq. 11-12): the margin ``epsilon`` (>= 0; the paper uses 0.1)."""
-
-    epsilon: float = 0.1
-    _: KW_ONLY
-    mining: bool = True
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._set("epsilon", check_epsilon(self.epsilon))
-        check_choice(self.reduction, REDUCTIONS, "reduction")
-
-    def check_module(self) -> None:
-        super().check_module()
-        self._set("mining", bool(self.mining))
+# Defaults (every function here): alpha = 2, beta = 50, epsilon = 0.1 are the paper's Sec. 5
+# values; margin = 0.5 is the authors' public code's and pytorch-metric-learning's ``base``. The
+# paper's Sec. 5 states lambda = 1, for which a negative at S = 0.5 gets weight at most e^{-25}
+# (Eq. 13): pass it explicitly.
 
 
-@dataclass(frozen=True)
-class MSHyperParameters(HyperParameters):
-    """The MS loss (Eq. 11-15): ``alpha``, ``beta`` (> 0), ``margin`` (``lambda``), ``epsilon``.
-
-    ``alpha = 2``, ``beta = 50``, ``epsilon = 0.1`` are the paper's Sec. 5 values; ``margin = 0.5``
-    is the value of the authors' public code and of pytorch-metric-learning (``base``): the
-    paper's Sec. 5 states ``lambda = 1``, for which a negative at ``S = 0.5`` gets weight at most
-    ``e^{-25}`` (Eq. 13). Pass it explicitly.
-    """
-
-    alpha: float = 2.0
-    beta: float = 50.0
-    margin: float = 0.5
-    epsilon: float = 0.1
-    _: KW_ONLY
-    mining: bool = True
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._positive("alpha", "beta")
-        self._set("epsilon", check_epsilon(self.epsilon))
-        self._set("margin", float(self.margin))
-        check_choice(self.reduction, REDUCTIONS, "reduction")
-
-    def check_module(self) -> None:
-        super().check_module()
-        self._set("mining", bool(self.mining))
-
-
-_MS = MSHyperParameters
-
-
+@declared
 def ms_weights(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = _MS.alpha,
-    beta: float = _MS.beta,
-    margin: float = _MS.margin,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
+    margin: Real = 0.5,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """MS pair weighting with *Similarity-S* and *Similarity-N*, Wang et al. 2019, Eq. 13-14.
 
@@ -188,21 +146,19 @@ def ms_weights(
     than 1: the ``1 +`` is the share left to *Similarity-S* (an anchor whose negatives are all
     far below ``lambda`` has tiny weights).
     """
-    hp = _MS(alpha, beta, margin)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    s = S.detach().to(compute_dtype(S))
-    w_pos = masked_softmax(-hp.alpha * (s - hp.margin), pos, dim=1, add_one=True)  # Eq. 14
-    w_neg = masked_softmax(hp.beta * (s - hp.margin), neg, dim=1, add_one=True)  # Eq. 13
+    S, pos, neg = pair_sets(S.detach(), labels, pos_mask, neg_mask)
+    w_pos = masked_softmax(-alpha * (S - margin), pos, dim=1, add_one=True)  # Eq. 14
+    w_neg = masked_softmax(beta * (S - margin), neg, dim=1, add_one=True)  # Eq. 13
     return w_pos, w_neg
 
 
+@declared
 def ms_anchor_weights(
     s_pos: torch.Tensor,
     s_neg: torch.Tensor,
-    alpha: float = _MS.alpha,
-    beta: float = _MS.beta,
-    margin: float = _MS.margin,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
+    margin: Real = 0.5,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 13-14 for one anchor, given its (already mined) similarities; batched over leading dims.
 
@@ -220,8 +176,6 @@ def ms_anchor_weights(
         GPW weights (magnitudes). Handy for plots: put a grid of configurations in the leading
         dimensions (e.g. the blog's Case 1/2/3 of a negative pair).
     """
-    hp = _MS(alpha, beta)
-    alpha, beta = hp.alpha, hp.beta
     s_pos, s_neg = torch.as_tensor(s_pos), torch.as_tensor(s_neg)
 
     def weights(x: torch.Tensor) -> torch.Tensor:
@@ -232,15 +186,16 @@ def ms_anchor_weights(
     return weights(-alpha * (s_pos - margin)), weights(beta * (s_neg - margin))
 
 
+@declared
 def ms_case_weights(
     s: torch.Tensor | float,
     others_harder_by: float,
-    n_others: int = 5,
+    n_others: Annotated[int, Number(0, 10**6, "other pairs", integer=True)] = 5,
     *,
     positive: bool = False,
-    alpha: float = _MS.alpha,
-    beta: float = _MS.beta,
-    margin: float = _MS.margin,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
+    margin: Real = 0.5,
 ) -> torch.Tensor:
     """Weight of one pair against ``n_others`` pairs of the same kind that are all equally hard.
 
@@ -269,8 +224,6 @@ def ms_case_weights(
     Tensor
         The weight (magnitude), shaped like ``s``.
     """
-    if not isinstance(n_others, int) or n_others < 0:
-        raise ValueError(f"n_others must be an int >= 0, got {n_others!r}.")
     s = torch.as_tensor(s, dtype=torch.get_default_dtype() if not torch.is_tensor(s) else None)
     sign = -1.0 if positive else 1.0
     others = (s + sign * others_harder_by).clamp(-1.0, 1.0)
@@ -282,18 +235,19 @@ def ms_case_weights(
     return (w_pos if positive else w_neg)[..., 0]
 
 
+@declared
 def multi_similarity_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    alpha: float = _MS.alpha,
-    beta: float = _MS.beta,
-    margin: float = _MS.margin,
-    epsilon: float = _MS.epsilon,
+    alpha: Scale = 2.0,
+    beta: Scale = 50.0,
+    margin: Real = 0.5,
+    epsilon: NonNegative = 0.1,
     *,
-    mining: bool = _MS.mining,
-    reduction: str = _MS.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    mining: bool = True,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The Multi-Similarity loss, Wang et al. 2019, Eq. 15 (with the mining of Eq. 11-12).
 
@@ -335,14 +289,10 @@ def multi_similarity_loss(
     >>> round(float(multi_similarity_loss(S, torch.tensor([0, 0, 1]), margin=0.5)), 4)
     0.1161
     """
-    hp = _MS(alpha, beta, margin, epsilon, reduction=reduction)
-    alpha, beta, margin = hp.alpha, hp.beta, hp.margin
-    y = check_similarity(S, labels)
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     if mining:  # Eq. 11-12
-        pos, neg = ms_mining_masks(S, y, hp.epsilon, pos_mask=pos_mask, neg_mask=neg_mask)
-    else:
-        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    x = S.to(compute_dtype(S)) - margin
+        pos, neg = ms_mining_masks(S, labels, epsilon, pos_mask=pos, neg_mask=neg)
+    x = S - margin
     # Eq. 15: log(1 + sum_{P_i} e^{-alpha (S_ik - lambda)}) over the positives and
     # log(1 + sum_{N_i} e^{beta (S_ik - lambda)}) over the negatives, in one masked log-sum-exp
     exponents, sets = torch.stack([-alpha * x, beta * x]), torch.stack([pos, neg])
@@ -351,15 +301,16 @@ def multi_similarity_loss(
     return reduce(per, reduction)
 
 
+@declared
 def ms_mining_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    epsilon: float = MSMiningHyperParameters.epsilon,
+    epsilon: NonNegative = 0.1,
     *,
-    mining: bool = MSMiningHyperParameters.mining,
-    reduction: str = MSMiningHyperParameters.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    mining: bool = True,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """The "MS mining" row of Wang et al. 2019, Table 2: mined pairs, each with the same weight.
 
@@ -383,15 +334,11 @@ def ms_mining_loss(
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Candidate pairs, narrowing the label masks before mining.
     """
-    eps = MSMiningHyperParameters(epsilon, reduction=reduction).epsilon
-    y = check_similarity(S, labels)
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     if mining:  # Eq. 11-12
-        pos, neg = ms_mining_masks(S, y, eps, pos_mask=pos_mask, neg_mask=neg_mask)
-    else:
-        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    x = S.to(compute_dtype(S))
-    zero = torch.zeros((), dtype=x.dtype, device=x.device)
-    per = torch.where(neg, x, zero).sum(dim=1) - torch.where(pos, x, zero).sum(dim=1)
+        pos, neg = ms_mining_masks(S, labels, epsilon, pos_mask=pos, neg_mask=neg)
+    zero = torch.zeros((), dtype=S.dtype, device=S.device)
+    per = torch.where(neg, S, zero).sum(dim=1) - torch.where(pos, S, zero).sum(dim=1)
     return reduce(per, reduction)
 
 
@@ -404,11 +351,9 @@ class MultiSimilarityLoss(PairLoss):
     """
 
     loss_function = staticmethod(multi_similarity_loss)
-    hyper = MSHyperParameters
 
 
 class MSMiningLoss(PairLoss):
     """Module form of :func:`ms_mining_loss` ("MS mining" of Wang et al. 2019, Table 2)."""
 
     loss_function = staticmethod(ms_mining_loss)
-    hyper = MSMiningHyperParameters

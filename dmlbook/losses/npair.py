@@ -24,26 +24,26 @@ positive*, like NCA's (Wang et al., supplement Eq. 2).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
 from ..mining import npair_pairs
-from ..pairs import REDUCTIONS, check_batch, softplus
+from ..pairs import check_batch, softplus
 from ..similarity import cosine_similarity
 from .base import (
-    FORMS,
-    HyperParameters,
+    Form,
+    Mask,
     PairLoss,
-    check_choice,
-    check_similarity,
+    Reduction,
+    declared,
     dissimilarity,
     masked_logsumexp,
+    pair_sets,
     reduce,
-    resolve_masks,
 )
 
-__all__ = ["NPairHyperParameters", "npair_block_terms", "npair_loss", "NPairLoss", "NPAIR_SAMPLING"]
+__all__ = ["npair_block_terms", "npair_loss", "NPairLoss", "NPAIR_SAMPLING"]
 
 #: How :func:`npair_loss` picks its pairs before any masks narrow them.
 NPAIR_SAMPLING: dict[str, str] = {
@@ -52,32 +52,16 @@ NPAIR_SAMPLING: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
-class NPairHyperParameters(HyperParameters):
-    """The N-pair loss has no margin or scale: only its form, sampling and reduction."""
-
-    form: str = "similarity"
-    sampling: str = "npair"
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        check_choice(self.form, FORMS, "form")
-        check_choice(self.sampling, tuple(NPAIR_SAMPLING), "sampling")
-        check_choice(self.reduction, REDUCTIONS, "reduction")
-
-
-_N = NPairHyperParameters
-
-
+@declared
 def npair_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
     *,
-    form: str = _N.form,
-    sampling: str = _N.sampling,
-    reduction: str = _N.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    form: Form = "similarity",
+    sampling: Literal["npair", "all"] = "npair",
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """N-pair loss, Liu et al. Eq. 13, averaged over its positive pairs.
 
@@ -106,10 +90,8 @@ def npair_loss(
         ``log(1 + 0) = 0`` (with gradient 0) and still counts in the mean, as in Eq. 13. A batch
         with no positive pair (every class a singleton, or ``B = 1``) gives 0.
     """
-    _N(form=form, sampling=sampling, reduction=reduction)
-    y = check_similarity(S, labels)
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     B = S.shape[0]
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
     if sampling == "all":
         d = dissimilarity(S, form)
         r, has_neg = masked_logsumexp(-d, neg, dim=1)  # r_i = log sum_{N_i} e^{-d_ik}
@@ -117,7 +99,7 @@ def npair_loss(
         return reduce(per, reduction, pos)
     # The N-pair construction: anchor a_i, positive p_i, negatives the other classes' p_k, so
     # every pair is in the (C, C) block of anchors against positives.
-    anchors, positives = npair_pairs(y)
+    anchors, positives = npair_pairs(torch.as_tensor(labels, device=S.device))
     d = dissimilarity(S[anchors][:, positives], form)
     per = npair_block_terms(d, neg[anchors][:, positives])
     if reduction == "none":  # the (B, B) matrix of pair terms
@@ -146,15 +128,14 @@ class NPairLoss(PairLoss):
     """
 
     loss_function = staticmethod(npair_loss)
-    hyper = NPairHyperParameters
 
     def forward(
         self,
         embeddings: torch.Tensor,
         labels: torch.Tensor,
         *,
-        pos_mask: torch.Tensor | None = None,
-        neg_mask: torch.Tensor | None = None,
+        pos_mask: Mask = None,
+        neg_mask: Mask = None,
     ) -> torch.Tensor:
         """The loss of a batch; with the N-pair sampling, only the ``C x C`` block of ``S``.
 

@@ -42,11 +42,7 @@ def _key(name: str) -> str:
 
 
 def register_loss(
-    name: str,
-    factory: LossFactory,
-    *,
-    aliases: tuple[str, ...] = (),
-    overwrite: bool = False,
+    name: str, factory: LossFactory, *, aliases: tuple[str, ...] = (), overwrite: bool = False
 ) -> None:
     """Make ``factory`` available as ``get_loss(name, ...)``.
 
@@ -129,12 +125,14 @@ def get_loss(name: str, **hparams: Any) -> PairLoss:
     ------
     ValueError
         For an unknown name (with the closest names), an unknown hyper-parameter (with the
-        accepted ones), or a hyper-parameter value the loss rejects.
+        accepted ones), or a hyper-parameter value the loss rejects (its declared type or
+        range; the exception's ``parameter`` names it, so a config can say
+        ``loss.params.<name>``).
 
     Examples
     --------
     >>> get_loss("triplet", margin=0.2, mining="batch_hard")
-    TripletLoss(margin=0.2, form='similarity', mining='batch_hard', reduction='mean')
+    TripletLoss(margin=0.2, form='similarity', reduction='mean', mining='batch_hard')
     """
     key = _resolve(name)
     factory = _REGISTRY[key]
@@ -159,8 +157,14 @@ def get_loss(name: str, **hparams: Any) -> PairLoss:
             )
     try:
         return factory(**hparams)
-    except TypeError as err:  # e.g. a positional-only parameter passed by keyword
-        raise ValueError(f"could not build loss {key!r} with {hparams}: {err}") from err
+    except (TypeError, ValueError) as err:  # a declared check names its ``parameter``
+        parameter = getattr(err, "parameter", None)
+        if parameter is None and isinstance(err, ValueError):
+            raise
+        why = f"loss {key!r}: {err}" if parameter else f"could not build loss {key!r}: {err}"
+        wrapped = ValueError(why)
+        wrapped.parameter = parameter
+        raise wrapped from err
 
 
 register_loss("contrastive", ContrastiveLoss)
@@ -202,7 +206,7 @@ def describe_loss(module: PairLoss) -> tuple[str, dict[str, Any]]:
     Examples
     --------
     >>> describe_loss(get_loss("triplet", margin=0.2))
-    ('triplet', {'margin': 0.2, 'form': 'similarity', 'mining': 'all', 'reduction': 'mean'})
+    ('triplet', {'margin': 0.2, 'form': 'similarity', 'reduction': 'mean', 'mining': 'all'})
     """
     names = [name for name, factory in _REGISTRY.items() if factory is type(module)]
     if not names:

@@ -33,32 +33,22 @@ the triplets with :func:`triplet_sums`, which never holds the (B, B, B) tensor.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass
+from typing import Literal
 
 import torch
 from torch.utils.checkpoint import checkpoint
 
 from .. import mining as miners
 from ..pair_lists import positive_lists
-from ..pairs import softplus
-from .base import (
-    FORMS,
-    HyperParameters,
-    PairLoss,
-    check_choice,
-    check_similarity,
-    dissimilarity,
-    resolve_masks,
-)
+from ..pairs import check_triplet_mask, softplus
+from .base import Form, Mask, NonNegative, PairLoss, Scale, declared, dissimilarity, pair_sets
 
 __all__ = [
     "COSINE_TRIPLET_MINING",
-    "CosineTripletHyperParameters",
     "CosineTripletLoss",
     "TRIPLET_BLOCK",
     "TRIPLET_MINING",
     "TRIPLET_REDUCTIONS",
-    "TripletHyperParameters",
     "TripletLoss",
     "cosine_triplet_loss",
     "triplet_loss",
@@ -82,7 +72,7 @@ def triplet_sums(
     x: torch.Tensor,
     pos: torch.Tensor,
     neg: torch.Tensor,
-    triplet_mask: torch.Tensor | None = None,
+    triplet_mask: Mask = None,
     row_data: tuple[torch.Tensor, ...] = (),
 ) -> tuple[torch.Tensor, ...]:
     """Per anchor ``a``, sums over its valid triplets ``(a, p, n)`` of ``term(x_ap, x_an, valid)``.
@@ -128,43 +118,17 @@ def triplet_sums(
 # ----------------------------------------------------------------------------- the hinge
 
 
-@dataclass(frozen=True)
-class TripletHyperParameters(HyperParameters):
-    """The triplet loss: margin (a module needs >= 0), form, the module's miner, reduction."""
-
-    module_reductions = ("mean", "mean_nonzero", "sum")
-
-    margin: float = 0.1
-    _: KW_ONLY
-    form: str = "similarity"
-    mining: str = "all"
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        check_choice(self.form, FORMS, "form")
-        check_choice(self.reduction, TRIPLET_REDUCTIONS, "reduction")
-
-    def check_module(self) -> None:
-        check_choice(self.mining, TRIPLET_MINING, "mining")
-        super().check_module()
-        if not float(self.margin) >= 0.0:
-            raise ValueError(f"margin must be >= 0, got {self.margin}.")
-        self._set("margin", float(self.margin))
-
-
-_T = TripletHyperParameters
-
-
+@declared
 def triplet_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    margin: float = _T.margin,
+    margin: NonNegative = 0.1,
     *,
-    form: str = _T.form,
-    reduction: str = _T.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
-    triplet_mask: torch.Tensor | None = None,
+    form: Form = "similarity",
+    reduction: Literal["mean", "mean_nonzero", "sum", "none"] = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
+    triplet_mask: Mask = None,
 ) -> torch.Tensor:
     """Triplet loss over the batch's triplets (Wang et al. 2019, Eq. 5; Liu et al., Eq. 12, 37).
 
@@ -203,17 +167,8 @@ def triplet_loss(
     violated triplet counts equally, as Wang et al. note below Eq. 5. The sums go through
     :func:`triplet_sums` (``O(B^2)`` memory, its docstring says why).
     """
-    _T(margin, form=form, reduction=reduction)
-    y = check_similarity(S, labels)
-    B = S.shape[0]
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
-    if triplet_mask is not None and (
-        triplet_mask.shape != (B, B, B) or triplet_mask.dtype != torch.bool
-    ):
-        raise ValueError(
-            f"triplet_mask must be a bool tensor of shape {(B, B, B)} (T[a, p, n]), "
-            f"got dtype {triplet_mask.dtype} and shape {tuple(triplet_mask.shape)}."
-        )
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
+    check_triplet_mask(triplet_mask, S.shape[0])
     d = dissimilarity(S, form)
     if reduction == "none":  # the (B, B, B) tensor of every triplet, as asked
         valid = pos[:, :, None] & neg[:, None, :]
@@ -248,15 +203,15 @@ class TripletLoss(PairLoss):
     """
 
     loss_function = staticmethod(triplet_loss)
-    hyper = TripletHyperParameters
+    module_reductions = ("mean", "mean_nonzero", "sum")
+
+    @staticmethod
+    def module_options(*, mining: Literal["all", "batch_hard", "semihard"] = "all") -> None:
+        """The module's built-in miner (:data:`TRIPLET_MINING`)."""
 
     def mine(
-        self,
-        S: torch.Tensor,
-        labels: torch.Tensor,
-        pos_mask: torch.Tensor | None,
-        neg_mask: torch.Tensor | None,
-    ) -> dict[str, torch.Tensor | None]:
+        self, S: torch.Tensor, labels: torch.Tensor, pos_mask: Mask, neg_mask: Mask
+    ) -> dict[str, Mask]:
         """The built-in miner: batch-hard pair masks, or the semi-hard triplet mask."""
         if self.mining == "batch_hard":
             pos_mask, neg_mask = miners.batch_hard_masks(
@@ -273,33 +228,16 @@ class TripletLoss(PairLoss):
 # ----------------------------------------------------------------------------- cosine / NCA
 
 
-@dataclass(frozen=True)
-class CosineTripletHyperParameters(HyperParameters):
-    """Xuan & Pless, Eq. 4: the scale ``tau`` (> 0), the triplets (``mining``), the reduction."""
-
-    tau: float = 16.0
-    _: KW_ONLY
-    mining: str = "ephn"
-    reduction: str = "mean"
-
-    def check(self) -> None:
-        self._positive("tau")
-        check_choice(self.mining, COSINE_TRIPLET_MINING, "mining")
-        check_choice(self.reduction, ("mean", "sum"), "reduction")
-
-
-_K = CosineTripletHyperParameters
-
-
+@declared
 def cosine_triplet_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
-    tau: float = _K.tau,
+    tau: Scale = 16.0,
     *,
-    mining: str = _K.mining,
-    reduction: str = _K.reduction,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    mining: Literal["ephn", "all"] = "ephn",
+    reduction: Literal["mean", "sum"] = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> torch.Tensor:
     """Cosine / NCA triplet loss (Xuan & Pless, Eq. 4), averaged (or summed) over triplets.
 
@@ -324,12 +262,9 @@ def cosine_triplet_loss(
     Tensor
         A scalar; 0 with gradient 0 without any triplet.
     """
-    _K(tau, mining=mining, reduction=reduction)
-    y = check_similarity(S, labels)
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     if mining == "ephn":
-        pos, neg = miners.easy_positive_masks(S, y, pos_mask=pos_mask, neg_mask=neg_mask)
-    else:
-        pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+        pos, neg = miners.easy_positive_masks(S, labels, pos_mask=pos, neg_mask=neg)
 
     def nca(s_ap, s_an, valid):  # Eq. 4 on the valid triplets, and how many there are
         return torch.where(valid, softplus(tau * (s_an - s_ap)), 0.0), valid
@@ -344,4 +279,3 @@ class CosineTripletLoss(PairLoss):
     """Module form of :func:`cosine_triplet_loss` (``get_loss("cosine_triplet", tau=16)``)."""
 
     loss_function = staticmethod(cosine_triplet_loss)
-    hyper = CosineTripletHyperParameters

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from ..validation import Real, Scale, check_argument
 from .directions import DIRECTIONS, unit_directions
 from .triplets import Triplets, ephn_triplets, relative_sets
 from .weights import (
@@ -52,11 +53,8 @@ def _choice(value: Any, allowed: tuple[str, ...], name: str) -> str:
 
 
 def _finite(value: Any, name: str, *, positive: bool = False) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or (positive and value <= 0):
-        need = "a finite number > 0" if positive else "a finite number"
-        raise ValueError(f"{name} must be {need}; got {value!r}.")
-    return float(value)
+    """A scale (``positive``) or a margin, with the losses' ranges (:mod:`dmlbook.validation`)."""
+    return check_argument(name, value, Scale if positive else Real)
 
 
 @dataclass(frozen=True)

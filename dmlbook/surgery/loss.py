@@ -19,25 +19,15 @@ Chapter: ``book/13_gradient_surgery.ipynb`` (13.6-13.8). Tests: ``tests/surgery/
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from ..losses.base import HyperParameters, PairLoss
+from ..losses.base import PairLoss
 from ..losses.registry import register_loss
 from ..pairs import check_batch, compute_dtype
 from ..similarity import l2_normalize
 from .gradient import SurgeryFunction, SurgerySpec
 
-__all__ = ["GradientSurgeryHyperParameters", "GradientSurgeryLoss"]
-
-
-@dataclass(frozen=True)
-class GradientSurgeryHyperParameters(HyperParameters, SurgerySpec):
-    """:class:`dmlbook.surgery.SurgerySpec` as a loss family's hyper-parameters."""
-
-    def check(self) -> None:
-        SurgerySpec.check(self)
+__all__ = ["GradientSurgeryLoss"]
 
 
 class GradientSurgeryLoss(PairLoss):
@@ -49,7 +39,7 @@ class GradientSurgeryLoss(PairLoss):
         See :class:`dmlbook.surgery.SurgerySpec`.
     """
 
-    hyper = GradientSurgeryHyperParameters
+    hyper = SurgerySpec
 
     @property
     def spec(self) -> SurgerySpec:

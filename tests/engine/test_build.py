@@ -72,3 +72,19 @@ def test_devices_and_the_loss_parameters_join_the_head_group(tmp_path, monkeypat
     assert by_name["loss"]["lr"] == pytest.approx(0.02)  # lr x head_lr_mult, as the head
     assert all(g["base_lr"] == g["lr"] for g in opt.param_groups)  # lr_factor scales base_lr
     assert sorted(round(g["lr"], 6) for g in opt.param_groups) == [0.002, 0.02, 0.02]
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "where"),
+    [
+        ("multi_similarity", {"margin": float("nan")}, "loss.params.margin"),
+        ("dro_kl_g", {"threshold": float("inf")}, "loss.params.threshold"),
+        ("histogram", {"R": True}, "loss.params.R"),
+    ],
+)
+def test_a_bad_loss_hyper_parameter_names_its_config_path(tmp_path, name, params, where):
+    """Issue 45: ``margin: .nan`` passed ``--dry-run`` and trained at loss 0.0 (DRO-KL-G) or
+    failed later blaming the embeddings (MS); the loss's declared check now names the key."""
+    cfg = load_config(tiny_config(tmp_path, loss={"name": name, "params": params}))
+    with pytest.raises(ConfigError, match=rf"^{where}: loss '{name}': .* must be"):
+        build_loss(cfg)

@@ -298,3 +298,17 @@ def test_bf16_autocast_stays_close_to_float64(name):
     assert float(abs(v - v64)) <= 0.05 * max(float(abs(v64)), 1e-3), (float(v), float(v64))
     if name not in SAMPLED:
         assert float((grad - g64).norm()) <= 0.05 * float(g64.norm())
+
+
+@pytest.mark.parametrize("name", available_losses())
+def test_bool_labels_are_refused_by_every_loss(name):
+    """Issue 45: bool labels passed every loss's fast input check, although
+    ``validation.as_labels`` refuses them (two classes, or a mask passed by mistake?)."""
+    x = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
+    labels = torch.tensor([True, True, False, False, True, False])
+    module = get_loss(name)
+    with pytest.raises(TypeError, match=r"labels must be integer class ids, got dtype torch.bool"):
+        module(x, labels)
+    if module.loss_function is not None and name != "dro_kl_sampled":
+        with pytest.raises(TypeError, match=r"labels must be integer class ids"):
+            module.loss_function(cosine_similarity(x), labels)

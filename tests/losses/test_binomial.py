@@ -173,3 +173,22 @@ def test_autograd_is_the_printed_weights(batch, alpha, beta, lam, masked):
         grad = grad_of(lambda s, f=loss: f(s, y, alpha, beta, lam, reduction="sum", **kw), S)
         w_pos, w_neg = weights(S, y, alpha, beta, lam, **kw)
         torch.testing.assert_close(grad, w_neg - w_pos, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("fn", [binomial_deviance_loss, binlifted_loss])
+@pytest.mark.parametrize("hp", [{"alpha": 2e4}, {"margin": 5e3}, {"beta": 5e5}])
+def test_float16_with_scales_times_ten_thousand_is_the_float64_value(fn, hp):
+    """Issue 45: alpha or margin x 1e4 in float16 returned inf, although the float64 loss
+    (below 14,000) fits in float16: alpha (lambda - S) passed 65,504 on the way. Half precision
+    is now computed in float32, value and gradient."""
+    x = torch.nn.functional.normalize(
+        torch.randn(8, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64), dim=1
+    )
+    S64, y = x @ x.T, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    expected = float(fn(S64, y, **hp))
+    assert expected < torch.finfo(torch.float16).max
+    S16 = S64.half().requires_grad_(True)
+    value = fn(S16, y, **hp)
+    value.backward()
+    assert torch.isfinite(S16.grad).all()
+    assert float(value) == pytest.approx(expected, rel=2e-3)

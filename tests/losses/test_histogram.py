@@ -192,8 +192,8 @@ def test_no_positive_or_no_negative_pair_is_zero_with_zero_gradient(labels):
 @pytest.mark.parametrize(
     ("R", "message"),
     [
-        (1, "R is the number of histogram nodes"),
-        (0, "R is the number of histogram nodes"),
+        (1, r"R must be an integer in \[2, 100000\] \(histogram nodes"),
+        (0, r"R must be an integer in \[2, 100000\] \(histogram nodes"),
         (2.5, r"R must be an integer, got 2\.5 \(float\)"),
         (True, r"R must be an integer, got True \(bool\)"),
         ("101", r"R must be an integer, got '101' \(str\)"),

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+import math
+
+import hypothesis.strategies as st
+import numpy as np
 import pytest
+import torch
+from hypothesis import example, given, settings
 
 from dmlbook.losses import (
     BinomialDevianceLoss,
@@ -41,7 +48,7 @@ def test_get_loss_errors_name_the_fix():
         ValueError, match=r"no hyper-parameter 'margn'.*'margin'\?.*accepts: margin=0.1"
     ):
         get_loss("triplet", margn=0.2)
-    with pytest.raises(ValueError, match="must lie in"):
+    with pytest.raises(ValueError, match=r"margin must be a finite number in \(-1, 1\)"):
         get_loss("contrastive", margin=3.0)
     with pytest.raises(TypeError, match="str"):
         get_loss(3)
@@ -73,3 +80,67 @@ def test_registered_in_the_loss_registry():
     assert isinstance(get_loss("ms_mining"), MSMiningLoss)
     with pytest.raises(ValueError, match="epsilon"):
         get_loss("ms", epsilonn=0.2)
+
+
+#: Every value a careless or hostile caller can pass for a number: the whole float range (NaN,
+#: infinities, subnormals, 1e308, signed zeros), numpy scalars, unbounded ints and bools.
+HOSTILE = st.one_of(
+    st.sampled_from([math.nan, math.inf, -math.inf, 5e-324, -5e-324, 1e308, -1e308, 0.0, -0.0]),
+    st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True),
+    st.floats(width=32).map(np.float32),
+    st.floats().map(np.float64),
+    st.integers(-(2**70), 2**70),
+    st.integers(-(2**63), 2**63 - 1).map(np.int64),
+    st.booleans(),
+    st.booleans().map(np.bool_),
+)
+EVERY_PARAMETER = [(name, p) for name in available_losses() for p in loss_parameters(name)]
+X = torch.randn(12, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+Y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3])
+
+
+def _refused_by_name(err: Exception, param: str) -> bool:
+    return isinstance(err, ValueError | TypeError) and param in str(err) and "\n" not in str(err)
+
+
+@pytest.mark.parametrize(("name", "param"), EVERY_PARAMETER)
+@settings(max_examples=4, deadline=None)
+@given(value=HOSTILE)
+@example(value=math.nan)
+@example(value=-math.inf)
+@example(value=5e-324)
+@example(value=1e308)
+@example(value=-1e308)
+@example(value=True)
+@example(value=np.int64(3))
+def test_every_hyper_parameter_over_the_whole_float_range(name, param, value):
+    """Issue 45: for every registered loss and every hyper-parameter, a value from anywhere in
+    the float range (or a numpy scalar, a huge int, a bool) is either refused with one line
+    naming the parameter, by ``get_loss`` and by the loss function, or gives a finite loss and a
+    finite gradient in float32 and float64 (no silent NaN, inf or crash inside torch)."""
+    try:
+        module = get_loss(name, **{param: value})
+    except Exception as err:  # noqa: BLE001 - what was raised is the point
+        assert _refused_by_name(err, param), (name, param, value, repr(err))
+        refused = True
+    else:
+        refused = False
+        for dtype in (torch.float32, torch.float64):
+            x = X.to(dtype).clone().requires_grad_(True)
+            loss = module(x, Y)
+            loss.backward()
+            assert torch.isfinite(loss) and torch.isfinite(x.grad).all(), (name, param, value)
+    function = type(get_loss(name)).loss_function
+    if function is None or param not in inspect.signature(function).parameters:
+        return  # gradient surgery has no function of S; a module's own option (a miner, a seed)
+    if any(p.default is p.empty for p in list(inspect.signature(function).parameters.values())[2:]):
+        return  # dro_kl_sampled_loss needs a generator: its module is tested above
+    S = (X @ X.T / (X.norm(dim=1)[:, None] * X.norm(dim=1)[None, :])).requires_grad_(True)
+    try:
+        loss = function(S, Y, **{param: value})
+    except Exception as err:  # noqa: BLE001
+        assert _refused_by_name(err, param) and refused, (name, param, value, repr(err))
+        return
+    assert not refused, (name, param, value, "the function accepts what the module refuses")
+    loss.sum().backward()
+    assert torch.isfinite(loss).all() and torch.isfinite(S.grad).all(), (name, param, value)
