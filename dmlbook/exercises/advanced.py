@@ -159,6 +159,26 @@ def _surgery_scale(answer: object) -> bool:
 
 
 @exercise(
+    "13.4",
+    'the learning rate of each direction, a dict {"euc": lr, "cos": lr, "euc-orth": lr, '
+    '"cos-orth": lr}',
+    "Section 13.8 (the paper's numbers, checked against themselves)",
+)
+def _best_learning_rates(answer: object) -> bool:
+    if not isinstance(answer, dict):
+        raise WrongForm("not a dict from direction to learning rate")
+    app = _r1("xuan2020", "Appendix Table 1", "Cars-196")
+    want = {}
+    for direction in ("euc", "cos", "euc-orth", "cos-orth"):
+        rows = app[app.index.str.startswith(f"direction e^{direction}, ")]
+        want[direction] = float(rows.idxmax().rsplit("lr ", 1)[1])
+    got = {str(k).replace("_", "-"): v for k, v in answer.items()}
+    if set(got) != set(want):
+        raise WrongForm(f"the keys must be {', '.join(want)}")
+    return all(close(numbers(got[d], 1), [want[d]], 1e-9) for d in want)
+
+
+@exercise(
     "13.3",
     "a function ell(S_ap, S_an) returning one loss per triplet (tensors in, tensor out)",
     "Section 13.6 (which fields are gradients of a loss)",

@@ -114,6 +114,27 @@ def _contrastive_sum(fn: object) -> bool:
     return True
 
 
+@exercise(
+    "4.1",
+    "a function triplet_weights(S, labels, margin) returning the B x B weights dL/dS",
+    "Section 4.1 (Eq. 5)",
+)
+def _triplet_weights(fn: object) -> bool:
+    g = torch.Generator().manual_seed(4)
+    for B, margin in ((6, 0.25), (10, 0.5)):
+        x = torch.nn.functional.normalize(torch.randn(B, 4, generator=g, dtype=torch.float64))
+        S, y = (x @ x.T).requires_grad_(True), torch.arange(B) % 3
+        same, other = y[:, None] == y[None, :], y[:, None] != y[None, :]
+        same = same & ~torch.eye(B, dtype=torch.bool)
+        # sum over (a, p, n) of [S_an - S_ap + m]_+ by broadcasting: [a, p, n]
+        hinge = torch.relu(S[:, None, :] - S[:, :, None] + margin)
+        (hinge * (same[:, :, None] & other[:, None, :])).sum().backward()
+        got = matrix(call(fn, S.detach(), y, margin), (B, B))
+        if not torch.allclose(got, S.grad, atol=1e-9):
+            return False
+    return True
+
+
 @exercise("4.2", "the active (anchor, positive, negative) triples", "Section 4.1 (Eq. 5)")
 def _active_triplets(answer: object) -> bool:
     S, y, m = S_23, LABELS_23, 0.25
@@ -172,6 +193,25 @@ def _softplus(answer: object) -> bool:
     x = torch.tensor(100.0)
     want = [float(torch.log(1 + torch.exp(x))), float(torch.nn.functional.softplus(x))]
     return close(numbers(answer, 2), want, 1e-6)
+
+
+@exercise(
+    "7.1",
+    "a function npair_weights(s_ap, s_neg) returning (w_positive, w_negatives)",
+    "Section 7.2 (a soft-max over the positive and the negatives)",
+)
+def _npair_derivation(fn: object) -> bool:
+    g = torch.Generator().manual_seed(7)
+    for n in (1, 3, 8):
+        s = (torch.rand(n + 1, generator=g, dtype=torch.float64) * 2 - 1).requires_grad_(True)
+        torch.log(1 + torch.exp(s[1:] - s[0]).sum()).backward()
+        out = call(fn, s[0].detach(), s[1:].detach())
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise WrongForm("not a pair (w_positive, w_negatives)")
+        got = numbers(out[0], 1) + numbers(out[1], n)
+        if not close(got, s.grad.tolist(), 1e-9):
+            return False
+    return True
 
 
 @exercise(

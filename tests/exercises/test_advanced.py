@@ -3,7 +3,7 @@ and a wrong answer each.
 
 The right answers are the instructor answers' values, worked by hand from the statements and
 the papers' printed tables (e.g. 10.3: 74.6 - 71.9 and 72.2 - 69.7; 12.2: (0.9 + 0.5)/2 and
-1.8/10), not taken from the checks.
+1.8/10; 13.4: the appendix table's best rates, 69.5 at 0.05 for e^euc and 75.5 at 0.1 for e^cos), not taken from the checks.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ RIGHT = {
     "12.5": (1.4, 0.2),
     "13.1": 4,
     "13.3": lambda s_ap, s_an: (1 - s_ap) ** 2 / 2 + s_an**2 / 2,
+    "13.4": {"euc": 0.05, "cos": 0.1, "euc-orth": 0.05, "cos-orth": 0.1},
     "14.1": "1/N",
     "14.2": (False, 2),
     "14.3": (0.19, 12100),
@@ -70,6 +71,7 @@ WRONG = {
     "12.5": (1.4, 1.2),
     "13.1": 2,
     "13.3": lambda s_ap, s_an: (1 - s_ap) ** 2 + s_an**2,  # c = 4, not 2
+    "13.4": {"euc": 0.1, "cos": 0.1, "euc_orth": 0.1, "cos_orth": 0.1},  # one rate for all
     "14.1": "1",
     "14.2": (True, 1),
     "14.3": (0.19, 1910),

@@ -29,6 +29,24 @@ def stable_lse(s, beta):
     return m + torch.log(torch.exp(beta * (s - m)).sum()) / beta
 
 
+def triplet_weights(S, labels, margin):  # Answer 4.1's rule, loop by loop
+    B = len(labels)
+    W = torch.zeros(B, B, dtype=S.dtype)
+    for a in range(B):
+        for p in range(B):
+            for n in range(B):
+                positive, negative = labels[p] == labels[a], labels[n] != labels[a]
+                if p != a and positive and negative and S[a, n] - S[a, p] + margin > 0:
+                    W[a, p] -= 1
+                    W[a, n] += 1
+    return W
+
+
+def npair_weights(s_ap, s_neg):  # Answer 7.1: p_k for negatives, p_p - 1 for the positive
+    z = torch.exp(s_ap) + torch.exp(s_neg).sum()
+    return torch.exp(s_ap) / z - 1, torch.exp(s_neg) / z
+
+
 def paired(a, b):
     d = a - b
     return d.mean(), d.std(ddof=1) / len(d) ** 0.5
@@ -50,12 +68,14 @@ RIGHT = {
     "3.1": ("2*D", "-2*(m - D)"),
     "3.2": -0.1667,
     "3.3": contrastive_sum,
+    "4.1": triplet_weights,
     "4.2": [(0, 1, 3), (2, 3, 0), (2, 3, 1), (3, 2, 0)],
     "4.3": (13200, 60),
     "5.2": SOFTMAX_52,
     "5.3": stable_lse,
     "6.1": "lambda",
     "6.2": (math.inf, 100.0),
+    "7.1": npair_weights,
     "7.2": (-0.553, 0.331, 0.222),
     "7.3": ("2*N", "2*N*(2*N - 2)", "2*N - 2"),
     "8.2": SHIFT_82,
@@ -70,12 +90,14 @@ WRONG = {
     "3.1": ("2*D", "2*(m - D)"),  # the sign of the push
     "3.2": -0.1833,  # forgot the negative pair above the margin
     "3.3": lambda S, labels, margin: contrastive_sum(S, labels, margin) / 2,
+    "4.1": lambda S, labels, margin: triplet_weights(S, labels, margin).clamp(max=0),  # no push
     "4.2": [(0, 1, 3), (2, 3, 0), (2, 3, 1)],
     "4.3": (13200, 120),
     "5.2": [[1 / 3] * 3, [1 / 3] * 3, [1 / 3] * 3],
     "5.3": lambda s, beta: torch.log(torch.exp(beta * s).sum()) / beta,  # overflows at 100
     "6.1": "lambda + 1/beta",
     "6.2": (100.0, 100.0),
+    "7.1": lambda s_ap, s_neg: (npair_weights(s_ap, s_neg)[0] + 1, npair_weights(s_ap, s_neg)[1]),
     "7.2": (-0.447, 0.331, 0.222),  # p_p, not p_p - 1
     "7.3": ("N", "2*N*(2*N - 2)", "2*N - 2"),
     "8.2": SHIFT_82[:2] + SHIFT_82[2:3] * 2,  # MS weights unchanged by the shift
