@@ -29,7 +29,8 @@ help:
 	@echo "make test     install (if needed), run the unit tests and every chapter under nbval"
 	@echo "make test-quick  the inner loop: unit tests without the chapters, the browser and slow tests"
 	@echo "make check-book  open the rendered book offline in headless Chromium (maths, no network)"
-	@echo "make lab      JupyterLab on the book"
+	@echo "make lab      JupyterLab on your own copy of the student edition, build/lab-student/"
+	@echo "make lab EDITION=instructor  the same with the answers (REFRESH=1: copy the book afresh)"
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"
 	@echo "make lint     ruff check and format check"
 	@echo "make map     regenerate MAP.md's chapter and module tables (tests/test_map.py checks them)"
@@ -89,11 +90,15 @@ refresh: $(STAMP)
 
 # Jupyter refuses to start as root (containers, cloud notebooks) unless told it may.
 # tools/jupyter/ (first on JUPYTER_CONFIG_PATH) hides the book's machinery from the file browser.
+# JupyterLab serves the reader's working copy, build/lab-$(EDITION)/ (tools/lab.py: the student
+# edition without answers by default; made on first use, never overwritten; REFRESH=1 moves it
+# aside and copies the book afresh), so the reader's work never lands in book/.
 LAB_CONFIG := $(CURDIR)/tools/jupyter
 lab: $(STAMP)
 	@if [ "$$(id -u)" = 0 ]; then echo "running as root: starting JupyterLab with --allow-root"; fi
+	@copy="$$($(BIN)/python tools/lab.py prepare --edition $(EDITION) $(if $(REFRESH),--refresh))" && \
 	JUPYTER_CONFIG_PATH="$(LAB_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
-		$(BIN)/jupyter lab book $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
+		$(BIN)/jupyter lab "$$copy" $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 # MAP.md's chapter -> module and module -> test tables, regenerated from the sources (standard
 # library only: no install needed); tests/test_map.py fails while they are stale.

@@ -1,4 +1,6 @@
 # JupyterLab on the book (`make lab`): the reader's file browser shows the chapters only.
+# (`make lab` serves the reader's working copy, which tools/lab.py fills with chapters only; these
+# globs matter when JupyterLab is started on book/ itself.)
 #
 # `make lab` puts this folder first on JUPYTER_CONFIG_PATH, so your own ~/.jupyter settings still
 # win over it. The names below are the book's machinery beside the chapters in book/ (Jupyter
