@@ -27,8 +27,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
-import secrets
 import shutil
 import signal
 import subprocess
@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from queue import Queue
 
+import coursework_remote as remote
 import coursework_report as report
 import coursework_sandbox as sandbox
 
@@ -65,6 +66,7 @@ class Job:
     limits: dict
     isolation: str = "sandbox"
     uid: int | None = None
+    forbidden: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -87,28 +89,6 @@ class Outcome:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     killed_cpu_seconds: float = 0.0
-
-
-# Sent into the kernel after the submission's last cell: runs each test file with otter's class
-# and prints one line, NONCE + JSON {case name: [passed, message]}.
-_RUN_TESTS = """\
-def _dmlbook_run_tests(tests, nonce):
-    import json as _json
-    import sys as _sys
-    from otter.test_files.ok_test import OKTestFile as _OKTestFile
-    out = {}
-    for name, source in tests.items():
-        spec = {}
-        exec(compile(source, name, "exec"), spec)
-        test_file = _OKTestFile.from_spec(spec["test"], path=name)
-        test_file.run(globals())
-        for r in test_file.test_case_results:
-            out[r.test_case.name] = [bool(r.passed), str(r.message)[-4000:]]
-    _sys.stdout.write(nonce + _json.dumps(out) + "\\n")
-    _sys.stdout.flush()
-_dmlbook_run_tests(__import__("json").loads(%s), %r)
-del _dmlbook_run_tests
-"""
 
 
 def _trim_outputs(nb) -> None:
@@ -140,7 +120,11 @@ def _kernel_manager(argv: list[str], ipc: Path):
 
 
 def _prepare(job: Job, work: Path) -> tuple[list[str], Path, str | None]:
-    """The kernel's command line, its socket folder and (process isolation) working folder."""
+    """The kernel's command line, its socket folder and (process isolation) working folder.
+
+    The kernel sees the package without the modules the rules forbid, and the answering
+    module (``sandbox.answer_files``).
+    """
     limits = sandbox.Limits(**job.limits)
     ipc = work / "ipc"
     ipc.mkdir(mode=0o777)
@@ -148,79 +132,119 @@ def _prepare(job: Job, work: Path) -> tuple[list[str], Path, str | None]:
     copy = work / f"{job.assignment}.ipynb"
     shutil.copyfile(job.submission, copy)
     os.chmod(copy, 0o644)
+    (work / "answer").mkdir()
+    forbidden = job.forbidden or remote.forbidden_modules(list(job.tests.values()))
+    package, grading = sandbox.answer_files(work / "answer", forbidden)
     if job.isolation == "sandbox":
         home = "/home/student"
-        binds = {copy: Path(home) / copy.name}
+        binds = {copy: Path(home) / copy.name, package: sandbox._package_dir()}
+        binds[grading] = Path(sandbox.GRADING_DIR)
         return sandbox.kernel_argv("sandbox", home, binds, ipc, limits, job.uid), ipc, None
     home_dir = work / "home"
     home_dir.mkdir()
     shutil.copyfile(copy, home_dir / copy.name)
     if job.uid is not None:
         os.chown(home_dir, job.uid, job.uid)
-    argv = sandbox.kernel_argv("process", str(home_dir), {}, None, limits, job.uid)
+    binds = {package.parent: package.parent, grading: grading}
+    argv = sandbox.kernel_argv("process", str(home_dir), binds, None, limits, job.uid)
     return argv, ipc, str(home_dir)
 
 
-def _run_cells(client, nb, deadline: float, outcome: Outcome, memory: int) -> str | None:
-    """Execute every code cell before ``deadline``; None, or why the run stopped.
+def _run_cell(client, nb, index: int, deadline: float, outcome: Outcome, memory: int):
+    """Execute code cell ``index`` before ``deadline``; None, or why the run stopped.
 
     A cell's error is noted (``outcome.notes``) and the run goes on; an allocation refused by
     the memory limit (``memory`` bytes) is noted as such.
     """
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        remaining = deadline - time.monotonic()
-        try:
-            if remaining < 1:
-                raise CellTimeoutError("no time left")
-            client.timeout = int(remaining)
-            client.execute_cell(cell, index)
-        except CellTimeoutError:
-            return f"timeout: cell {index + 1}"
-        except DeadKernelError:
-            return f"crashed: cell {index + 1}"
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                note = f"cell {index + 1}: {out['ename']}: {out['evalue'][:200]}"
-                if report.is_memory(note):
-                    note += f" (the memory limit, {sandbox.format_size(memory)}, was reached)"
-                outcome.notes.append(note)
+    cell = nb.cells[index]
+    remaining = deadline - time.monotonic()
+    try:
+        if remaining < 1:
+            raise CellTimeoutError("no time left")
+        client.timeout = int(remaining)
+        client.execute_cell(cell, index)
+    except CellTimeoutError:
+        return f"timeout: cell {index + 1}"
+    except DeadKernelError:
+        return f"crashed: cell {index + 1}"
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            note = f"cell {index + 1}: {out['ename']}: {out['evalue'][:200]}"
+            if report.is_memory(note):
+                note += f" (the memory limit, {sandbox.format_size(memory)}, was reached)"
+            outcome.notes.append(note)
     return None
 
 
-def _run_tests(client, nb, job: Job, deadline: float) -> tuple[dict | None, str]:
-    """Send the tests into the kernel; ``(results, '')`` or ``(None, why not)``."""
-    import nbformat
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+_CHECK = re.compile(r"""grader\.check\(\s*["'](\w+)["']\s*\)""")
 
-    nonce = secrets.token_hex(16)
-    cell = nbformat.v4.new_code_cell(_RUN_TESTS % (repr(json.dumps(job.tests)), nonce))
-    nb.cells.append(cell)
-    try:
-        client.timeout = max(1, int(deadline - time.monotonic()))
-        client.execute_cell(cell, len(nb.cells) - 1, store_history=False)
-    except CellTimeoutError:
-        return None, "timeout: while the tests ran"
-    except DeadKernelError:
-        return None, "crashed: while the tests ran"
-    finally:
-        nb.cells.pop()
-    for out in cell.get("outputs", []):
-        for line in out.get("text", "").splitlines():
-            if line.startswith(nonce):
-                return json.loads(line[len(nonce) :]), ""
-    errors = [f"{o['ename']}: {o['evalue'][:300]}" for o in cell.outputs if "ename" in o]
-    return None, "the tests could not run: " + ("; ".join(errors) or "no result")
+
+def questions_of(tests: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The tests grouped by question (``q1.py`` -> ``q1``), in order."""
+    out: dict[str, dict[str, str]] = {}
+    for name, source in tests.items():
+        out.setdefault(Path(name).stem, {})[name] = source
+    return out
+
+
+def boundaries(nb, questions) -> dict[str, int]:
+    """The cell after which each question is graded: its ``grader.check("qN")`` cell.
+
+    A question whose check cell is missing is graded after the last cell.
+    """
+    where: dict[str, int] = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            for m in _CHECK.finditer(cell.source):
+                if m[1] in questions:
+                    where.setdefault(m[1], index)
+    return where
+
+
+def _run(client, nb, job: Job, deadline: float, outcome: Outcome, memory: int) -> str | None:
+    """Run the cells in order; grade each question right after its check cell.
+
+    A question is graded (``coursework_remote.run_question``: the tests here, the answers
+    asked of the kernel) from the state its own and earlier cells made, before any later cell
+    runs: a crash or a timeout later costs only the questions not yet graded.
+    """
+    questions = questions_of(job.tests)
+    at = boundaries(nb, questions)
+    pending, history = list(questions), []
+    chan = remote.Channel(client, nb, deadline)
+
+    def grade(names: list[str]) -> str | None:
+        for name in names:
+            pending.remove(name)
+            outcome.results |= remote.run_question(chan, questions[name], history)
+            if chan.dead:
+                return chan.dead
+        return None
+
+    for index, cell in enumerate(list(nb.cells)):
+        if cell.cell_type != "code":
+            continue
+        stopped = _run_cell(client, nb, index, deadline, outcome, memory)
+        history.append(cell.source)
+        if stopped:
+            break
+        stopped = grade([q for q in pending if at.get(q) == index])
+        if stopped:
+            break
+    else:
+        stopped = grade(list(pending))
+    if pending:
+        outcome.notes.append(f"not graded: {', '.join(pending)}")
+    return stopped
 
 
 def _warm_up(client, nb) -> None:
-    """Before the submission's first cell: import the test runner (startup, not timed)."""
+    """Before the submission's first cell: import the answering module (startup, not timed)."""
     import nbformat
 
-    cell = nbformat.v4.new_code_cell("import otter.test_files.ok_test")
+    cell = nbformat.v4.new_code_cell("import coursework_answer")
     nb.cells.append(cell)
     try:
         client.timeout = STARTUP_SECONDS
@@ -230,10 +254,10 @@ def _warm_up(client, nb) -> None:
 
 
 def _execute(client, nb, job: Job, limits, outcome: Outcome, ipc: Path, log):
-    """Start the kernel, run the cells, then the tests: ``(results, stopped, returncode)``."""
+    """Start the kernel, run the cells and grade the questions: ``(stopped, returncode)``."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    results, stopped, returncode = None, None, None
+    stopped, returncode = None, None
     km = client.km
     with client.setup_kernel(stdin=subprocess.DEVNULL, stdout=log, stderr=log):
         os.chmod(ipc, 0o755)  # the sockets exist: nothing more may be created here
@@ -242,14 +266,12 @@ def _execute(client, nb, job: Job, limits, outcome: Outcome, ipc: Path, log):
         except (CellTimeoutError, DeadKernelError) as err:
             raise RuntimeError(f"the kernel did not start: {type(err).__name__}") from err
         deadline = time.monotonic() + limits.seconds
-        stopped = _run_cells(client, nb, deadline, outcome, limits.memory)
-        if stopped is None:
-            results, stopped = _run_tests(client, nb, job, deadline)
+        stopped = _run(client, nb, job, deadline, outcome, limits.memory)
         process = km.provisioner.process if km.provisioner else None
         returncode = process.poll() if process else None
         if returncode is None and process is not None:
             outcome.killed_cpu_seconds = sandbox.tree_cpu_seconds(process.pid)
-    return results, stopped, returncode
+    return stopped, returncode
 
 
 def run_submission(job: Job) -> Outcome:
@@ -264,7 +286,8 @@ def run_submission(job: Job) -> Outcome:
     limits = sandbox.Limits(**job.limits)
     start = time.monotonic()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_before = usage.ru_utime + usage.ru_stime
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_before = usage.ru_utime + usage.ru_stime + own.ru_utime + own.ru_stime
     try:
         nb = nbformat.read(job.submission, as_version=4)
     except Exception as err:  # a corrupt upload: reported, never raised
@@ -288,16 +311,15 @@ def run_submission(job: Job) -> Outcome:
         )
         with open(work / "kernel.log", "wb") as log:
             try:
-                results, stopped, returncode = _execute(client, nb, job, limits, outcome, ipc, log)
+                stopped, returncode = _execute(client, nb, job, limits, outcome, ipc, log)
             except RuntimeError as err:  # the kernel died before it started, or could not start
                 log.flush()
                 said = (work / "kernel.log").read_text(errors="replace").strip().splitlines()
-                results, returncode = None, None
+                returncode = None
                 stopped = f"crashed: at start ({err}; {(said or [''])[-1][:300]})"
             finally:
                 if job.uid is not None:
                     sandbox.kill_everything_of(job.uid)
-        outcome.results = results or {}
         if stopped:
             report.explain(outcome, stopped, returncode, limits)
         nb.metadata.setdefault("dmlbook_grading", {})["outcome"] = outcome.status
@@ -307,8 +329,9 @@ def run_submission(job: Job) -> Outcome:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = resource.getrusage(resource.RUSAGE_SELF)
     outcome.seconds = time.monotonic() - start
-    reaped = usage.ru_utime + usage.ru_stime - cpu_before
+    reaped = usage.ru_utime + usage.ru_stime + own.ru_utime + own.ru_stime - cpu_before
     outcome.cpu_seconds = outcome.killed_cpu_seconds + reaped
     return outcome
 
@@ -321,6 +344,9 @@ def _driver_main() -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (DRIVER_MEMORY, hard))
     job = Job(**json.loads(sys.stdin.read()))
+    threads = str(job.limits.get("threads", 1))  # the tests' own torch, here
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[key] = threads
     outcome = run_submission(job)
     Path(job.result).write_text(json.dumps(asdict(outcome)))
     return 0

@@ -278,15 +278,18 @@ def explain(outcome, stopped: str, returncode: int | None, limits) -> None:
     memory = [n for n in outcome.notes if is_memory(n)]
     if kind == "timeout":
         outcome.status = "timeout"
-        outcome.reason = f"time limit of {limits.seconds:g} s reached ({where}): 0 on every test"
+        outcome.reason = f"time limit of {limits.seconds:g} s reached ({where}){_KEPT}"
     elif kind == "crashed":
         outcome.status = "crashed"
         hint = f", after hitting the memory limit ({memory[-1]})" if memory else ""
         status = f", {signal_name(returncode)}" if returncode is not None else ""
-        outcome.reason = f"the kernel died ({where}{status}{hint}): 0 on every test"
+        outcome.reason = f"the kernel died ({where}{status}{hint}){_KEPT}"
     else:
         outcome.status = "crashed"
         outcome.reason = f"{stopped}: 0 on every test"
+
+
+_KEPT = ": the questions graded before it keep their points, the others score 0"
 
 
 def write_reports(groups: dict, outcomes: dict, out: Path, interrupted: bool = False) -> None:
