@@ -23,9 +23,11 @@ enter the kernel.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import traceback
+import types
 
 import coursework_channel as channel
 
@@ -64,6 +66,9 @@ def tensors_in(value) -> list:
     return out
 
 
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+
+
 def _describe(request: dict) -> dict:
     ns, found = _namespace(), {}
     for name in request["names"]:
@@ -71,7 +76,7 @@ def _describe(request: dict) -> dict:
             found[name] = {"kind": "missing"}
             continue
         value = ns[name]
-        if callable(value) and not hasattr(value, "free_symbols"):
+        if isinstance(value, _FUNCTIONS):  # other callables (a model) come back as handles
             found[name] = {"kind": "function"}
         else:
             found[name] = {"kind": "value", "value": channel.encode(value, _handle)}
