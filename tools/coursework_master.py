@@ -135,7 +135,24 @@ def finish_release(student_nb: Path, master_nb: Path) -> None:
     cell = nbformat.v4.new_markdown_cell(text)
     cell.metadata.update({"deletable": False, "editable": False})
     nb.cells.insert(title + 1, cell)
+    schema_valid(nb)
     nbformat.write(nb, student_nb)
+
+
+def schema_valid(nb) -> None:
+    """Make ``nb`` valid under its schema: cell ids need nbformat 4.5 (otter writes 4.4).
+
+    Every cell gets an id (``cell-<n>``) unless it has one; ``nbformat.validate`` then passes.
+    """
+    nb.nbformat, nb.nbformat_minor = 4, max(5, nb.get("nbformat_minor", 0))
+    taken = {c.get("id") for c in nb.cells}
+    for index, cell in enumerate(nb.cells):
+        if not cell.get("id"):
+            new = f"cell-{index}"
+            while new in taken:
+                new += "x"
+            cell["id"] = new
+            taken.add(new)
 
 
 def released_text(folder: Path) -> str:
