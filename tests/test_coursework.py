@@ -176,6 +176,9 @@ def test_hostile_submission_scores_only_its_honest_part(built):
         lost = {t for t in points if float(row[t]) == 0}
         assert lost == set(spec["fails"]), f"{file} ({spec['attack']}): {row['reason']}"
         assert float(row["autograded"]) == sum(points.values()) - sum(points[t] for t in lost)
+        if "honest_twin" in spec:  # the same answers without the attack, graded alongside
+            twin = built["rows"][Path(spec["honest_twin"]).stem]
+            assert row["autograded"] == twin["autograded"], file
     assert [m for m in HOSTILE_MARKERS if m.exists()] == [], "a submission wrote outside"
 
 
