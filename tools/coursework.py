@@ -27,10 +27,11 @@ Outputs, under ``build/coursework/`` (ignored by git)::
 
 ``grade`` takes a folder of submitted notebooks (any depth; the student is the file name, or
 the folder name when the file keeps the assignment's name), recognises each notebook's
-assignment from its metadata, and grades every one in its own sandboxed kernel, in parallel
-(``coursework_grade``, ``coursework_sandbox``); it writes ``<out>/<assignment>.csv`` and, per
-student, the executed notebook, the feedback and the hand-grading sheet
-(``coursework_report``).
+assignment from its metadata, and grades every one in its own sandboxed kernel, in parallel, the
+tests running in the grader's process and asking the kernel for the answers as plain data
+(``coursework_grade``, ``coursework_remote``, ``coursework_sandbox``); it writes
+``<out>/<assignment>.csv`` and, per student, the executed notebook, the instructor's and the
+student's feedback and the hand-grading sheet (``coursework_report``).
 """
 
 from __future__ import annotations
@@ -454,7 +455,9 @@ def check_gradescope(name: str, submission: Path | None = None, out: Path = BUIL
         sys.exit(f"no {zip_path} or {submission}: run `make coursework ASSIGNMENTS={name}` first")
     with zipfile.ZipFile(zip_path) as zf:
         if not any(n.startswith("wheels/") for n in zf.namelist()):
-            sys.exit(f"{zip_path} carries no wheels: build it with `coursework.py build --carry-wheels`")
+            sys.exit(
+                f"{zip_path} carries no wheels: build it with `coursework.py build --carry-wheels`"
+            )
     try:
         score, possible, seconds = gradescope.check(
             zip_path, submission, out / "gradescope" / f"{name}.results.json"

@@ -102,7 +102,7 @@ def _call(request: dict) -> dict:
         result = function(*args, **kwargs)
     changed = [
         [i, channel.encode(t.detach())]
-        for i, (t, old) in enumerate(zip(inputs, before))
+        for i, (t, old) in enumerate(zip(inputs, before, strict=True))
         if t.shape != old.shape or t.dtype != old.dtype or not _same(t.detach(), old)
     ]
     outputs = [t for t in tensors_in(result) if t.requires_grad]
@@ -121,7 +121,7 @@ def _vjp(request: dict) -> dict:
 
     inputs, outputs = _calls[int(request["call"])]
     grads = [channel.decode(g) for g in request["grads"]]
-    pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None]
+    pairs = [(o, g) for o, g in zip(outputs, grads, strict=True) if g is not None]
     if not inputs or not pairs:
         return {"grads": [None] * len(inputs)}
     got = torch.autograd.grad(

@@ -113,7 +113,9 @@ def encode(value: Any, handle=None, depth: int = 0) -> Any:
     if isinstance(value, tuple):  # torch.return_types (values, indices) included
         return {"$": "tuple", "items": [encode(v, handle, depth + 1) for v in value]}
     if isinstance(value, dict):
-        items = [[encode(k, handle, depth + 1), encode(v, handle, depth + 1)] for k, v in value.items()]
+        items = [
+            [encode(k, handle, depth + 1), encode(v, handle, depth + 1)] for k, v in value.items()
+        ]
         return {"$": "dict", "items": items}
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
@@ -214,12 +216,16 @@ def decode(data: Any, handle=None, depth: int = 0) -> Any:
     if kind == "tuple":
         return tuple(decode(v, handle, depth + 1) for v in data["items"])
     if kind == "dict":
-        return {decode(k, handle, depth + 1): decode(v, handle, depth + 1) for k, v in data["items"]}
+        return {
+            decode(k, handle, depth + 1): decode(v, handle, depth + 1) for k, v in data["items"]
+        }
     if kind == "tensor":
         import torch
 
         tensor = torch.from_numpy(_array(data))
-        return tensor.requires_grad_() if data.get("grad") and tensor.is_floating_point() else tensor
+        return (
+            tensor.requires_grad_() if data.get("grad") and tensor.is_floating_point() else tensor
+        )
     if kind == "ndarray":
         return _array(data)
     if kind == "dtype":

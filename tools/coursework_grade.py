@@ -3,23 +3,27 @@
 One submission is graded by a **driver**, this file run as ``python coursework_grade.py
 --driver`` (a process of its own, so that nothing a submission does can stop the others): it
 reads a job (JSON on stdin), starts the submission's kernel in the sandbox that
-``coursework_sandbox`` describes, runs the submitted notebook's code cells one by one (a cell's
-error is the student's and does not stop the run), and only then sends the tests into the
-kernel and reads back which test cases passed. It writes the executed notebook and the outcome
-(JSON, to a file of the grader's). The submission's cells and tests have ``limits.seconds`` of
-wall clock, counted once its kernel has started (``STARTUP_SECONDS`` for that): when the time is
-up, or the kernel dies (``os._exit``, a segmentation fault, a blown memory limit that kills
-rather than raises), the kernel is killed and every test scores 0, with the reason.
+``coursework_sandbox`` describes (with the package's forbidden modules as stubs), and runs the
+submitted notebook's code cells one by one (a cell's error is the student's and does not stop
+the run; otter's own set-up and check cells are not run). Right after a question's
+``grader.check`` cell, the question's tests run **here, in the driver**
+(``coursework_remote``): the tests, expected values and comparisons never enter the kernel,
+which only answers calls with plain data (``coursework_answer``, ``coursework_channel``). It
+writes the executed notebook and the outcome (JSON, to a file of the grader's). The cells and
+the tests' calls have ``limits.seconds`` of wall clock, counted once the kernel has started
+(``STARTUP_SECONDS`` for that): when the time is up, or the kernel dies (``os._exit``, a
+segmentation fault, a blown memory limit that kills rather than raises), the kernel is killed;
+the questions graded before keep their points, the others score 0, with the reason.
 
-Why not ``otter run``: it executes the notebook with the tests already on disk beside it, and
-reads the results back by unpickling a file the student's kernel wrote (a submission could make
-the grader run its code). Here the tests run through otter's own test-file class
-(``otter.test_files.ok_test.OKTestFile``, as ``otter run`` does), but the kernel reports only
-which cases passed, as JSON, and the points come from the instructor's copy of the tests.
+Why not ``otter run``: it executes the notebook with the tests already on disk beside it, runs
+them in the student's kernel and reads the results back by unpickling a file that kernel wrote.
+Here the test cases run as otter runs them (``coursework_remote.run_case``, a doctest each), in
+the grader's process, and the points come from the instructor's copy of the tests.
 
 ``grade_all`` runs the drivers in parallel (threads that wait on driver processes), one sandbox
 user per slot, and returns the outcomes in the order of the jobs. Tested by
-``tests/test_coursework_isolation.py``.
+``tests/test_coursework_isolation.py``, ``tests/test_coursework_remote.py`` and
+``tests/test_coursework.py`` (the hostile submissions).
 """
 
 from __future__ import annotations

@@ -134,7 +134,9 @@ def pinned_requirements(wheel_name: str, offline: bool = True) -> str:
     """requirements.txt: every distribution grading needs, pinned to the installed version."""
     pins = _closure(GRADING_NEEDS)
     pins.pop("dmlbook", None)
-    lines = ["# Everything grading needs, pinned to the versions the reference solution passed with."]
+    lines = [
+        "# Everything grading needs, pinned to the versions the reference solution passed with."
+    ]
     lines += [] if offline else [f"--extra-index-url {TORCH_CPU_INDEX}"]
     lines.append(f"/autograder/source/{wheel_name}")
     lines += [f"{name}=={version}" for name, version in sorted(pins.items())]
@@ -174,7 +176,9 @@ def collect_wheels(dest: Path, cache: Path) -> list[Path]:
         cmd += missing
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:
-            raise RuntimeError(f"no wheel for {missing}: pip download failed:\n{proc.stderr[-2000:]}")
+            raise RuntimeError(
+                f"no wheel for {missing}: pip download failed:\n{proc.stderr[-2000:]}"
+            )
         return collect_wheels(dest, cache)
     for wheel in out:
         shutil.copyfile(wheel, dest / wheel.name)
@@ -287,7 +291,17 @@ def _container(root: Path) -> list[str]:
         argv += ["--cap-drop", "ALL"] + [a for c in DOCKER_CAPS for a in ("--cap-add", f"CAP_{c}")]
     # python3 is this environment's base interpreter: the wheels were chosen for its version
     path = f"{Path(sys.base_prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    return argv + ["--setenv", "PATH", path, "--setenv", "PIP_RETRIES", "0", "--setenv", "HOME", "/tmp"]
+    return argv + [
+        "--setenv",
+        "PATH",
+        path,
+        "--setenv",
+        "PIP_RETRIES",
+        "0",
+        "--setenv",
+        "HOME",
+        "/tmp",
+    ]
 
 
 def simulate(zip_path: Path, submissions: list[Path], log=print) -> tuple[list[dict], float]:

@@ -216,7 +216,7 @@ def _grad_function():
             got = [None if g is None else channel_.decode(g) for g in reply["grads"]]
             if len(got) != len(ctx.dtypes):
                 raise AnswerFailed("the kernel sent gradients for other inputs")
-            got = [None if g is None else g.to(d) for g, d in zip(got, ctx.dtypes)]
+            got = [None if g is None else g.to(d) for g, d in zip(got, ctx.dtypes, strict=True)]
             return (None, None, *([None] * ctx.n_out), *got)
 
     return _RemoteGrad
@@ -262,7 +262,7 @@ def _remote_call(chan: Channel, target: dict, args: tuple, kwargs: dict):
         joined = _grad_function().apply(
             (chan, reply["call"]), len(outputs), *[o.detach() for o in outputs], *ins
         )
-        result = _replace(result, {id(o): j for o, j in zip(outputs, joined)})
+        result = _replace(result, {id(o): j for o, j in zip(outputs, joined, strict=True)})
     return result
 
 

@@ -18,8 +18,9 @@ submission's Jupyter kernel is therefore started (``kernel_argv``) as
   every capability); as an ordinary user, bubblewrap's user namespace maps it to that user,
   whose files it still cannot reach outside the folders above.
 
-The hidden tests never enter the sandbox's file system: the driver sends them through the
-kernel's channel after the submission's last cell has run.
+The tests never enter the sandbox at all: they run in the grader's driver, which asks the
+kernel for the answers (``coursework_remote``). The package the kernel sees is a copy with the
+modules the assignment's rules forbid replaced by stubs (``answer_files``).
 
 When bubblewrap is missing or cannot create namespaces (a Docker container under its default
 seccomp profile, a kernel without unprivileged user namespaces), ``sandbox_problem`` says so and
