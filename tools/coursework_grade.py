@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import resource
 import shutil
 import signal
@@ -48,6 +47,7 @@ from queue import Queue
 import coursework_remote as remote
 import coursework_report as report
 import coursework_sandbox as sandbox
+from coursework_remote import is_otter_cell  # noqa: F401 (coursework.build_one uses it)
 
 MAX_OUTPUT_CHARS = 100_000  # per output of the executed notebook that is kept
 # A kernel gets this long to start and import the test runner, before the submission's time
@@ -182,42 +182,6 @@ def _run_cell(client, nb, index: int, deadline: float, outcome: Outcome, memory:
     return None
 
 
-_CHECK = re.compile(r"""grader\.check\(\s*["'](\w+)["']\s*\)""")
-# The cells otter writes into a release (its set-up and the public checks): not run when
-# grading (the public checks are the student's own business; the graded run needs no otter).
-_OTTER_CELL = re.compile(
-    r"""(# Initialize Otter\s+import otter\s+grader = otter\.Notebook\(["'][\w.-]+["']\))"""
-    r"""|(grader\.check\(\s*["']\w+["']\s*\))"""
-)
-
-
-def is_otter_cell(source: str) -> bool:
-    """Whether a cell is one otter wrote (``grader = otter.Notebook(...)``, ``grader.check``)."""
-    return _OTTER_CELL.fullmatch(source.strip()) is not None
-
-
-def questions_of(tests: dict[str, str]) -> dict[str, dict[str, str]]:
-    """The tests grouped by question (``q1.py`` -> ``q1``), in order."""
-    out: dict[str, dict[str, str]] = {}
-    for name, source in tests.items():
-        out.setdefault(Path(name).stem, {})[name] = source
-    return out
-
-
-def boundaries(nb, questions) -> dict[str, int]:
-    """The cell after which each question is graded: its ``grader.check("qN")`` cell.
-
-    A question whose check cell is missing is graded after the last cell.
-    """
-    where: dict[str, int] = {}
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "code":
-            for m in _CHECK.finditer(cell.source):
-                if m[1] in questions:
-                    where.setdefault(m[1], index)
-    return where
-
-
 def _run(client, nb, job: Job, deadline: float, outcome: Outcome, memory: int) -> str | None:
     """Run the cells in order; grade each question right after its check cell.
 
@@ -225,8 +189,8 @@ def _run(client, nb, job: Job, deadline: float, outcome: Outcome, memory: int) -
     asked of the kernel) from the state its own and earlier cells made, before any later cell
     runs: a crash or a timeout later costs only the questions not yet graded.
     """
-    questions = questions_of(job.tests)
-    at = boundaries(nb, questions)
+    questions = remote.questions_of(job.tests)
+    at = remote.boundaries(nb, questions)
     pending, history = list(questions), []
     chan = remote.Channel(client, nb, deadline)
 
@@ -242,7 +206,7 @@ def _run(client, nb, job: Job, deadline: float, outcome: Outcome, memory: int) -
         if cell.cell_type != "code":
             continue
         stopped = None
-        if not is_otter_cell(cell.source):
+        if not remote.is_otter_cell(cell.source):
             stopped = _run_cell(client, nb, index, deadline, outcome, memory)
             history.append(cell.source)
         if stopped:

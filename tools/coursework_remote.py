@@ -31,13 +31,50 @@ import contextlib
 import doctest
 import io
 import json
+import re
 import textwrap
 import time
+from pathlib import Path
 
 import coursework_channel as channel
 from coursework_answer import MARK, tensors_in
 
 from dmlbook.assignment_rules import parse_cell
+
+_CHECK = re.compile(r"""grader\.check\(\s*["'](\w+)["']\s*\)""")
+# The cells otter writes into a release (its set-up and the public checks): not run when
+# grading (the public checks are the student's own business; the graded run needs no otter).
+_OTTER_CELL = re.compile(
+    r"""(# Initialize Otter\s+import otter\s+grader = otter\.Notebook\(["'][\w.-]+["']\))"""
+    r"""|(grader\.check\(\s*["']\w+["']\s*\))"""
+)
+
+
+def is_otter_cell(source: str) -> bool:
+    """Whether a cell is one otter wrote (``grader = otter.Notebook(...)``, ``grader.check``)."""
+    return _OTTER_CELL.fullmatch(source.strip()) is not None
+
+
+def questions_of(tests: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The tests grouped by question (``q1.py`` -> ``q1``), in order."""
+    out: dict[str, dict[str, str]] = {}
+    for name, source in tests.items():
+        out.setdefault(Path(name).stem, {})[name] = source
+    return out
+
+
+def boundaries(nb, questions) -> dict[str, int]:
+    """The cell after which each question is graded: its ``grader.check("qN")`` cell.
+
+    A question whose check cell is missing is graded after the last cell.
+    """
+    where: dict[str, int] = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            for m in _CHECK.finditer(cell.source):
+                if m[1] in questions:
+                    where.setdefault(m[1], index)
+    return where
 
 
 class KernelGone(Exception):
