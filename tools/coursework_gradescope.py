@@ -291,17 +291,9 @@ def _container(root: Path) -> list[str]:
         argv += ["--cap-drop", "ALL"] + [a for c in DOCKER_CAPS for a in ("--cap-add", f"CAP_{c}")]
     # python3 is this environment's base interpreter: the wheels were chosen for its version
     path = f"{Path(sys.base_prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    return argv + [
-        "--setenv",
-        "PATH",
-        path,
-        "--setenv",
-        "PIP_RETRIES",
-        "0",
-        "--setenv",
-        "HOME",
-        "/tmp",
-    ]
+    env = {"PATH": path, "PIP_RETRIES": "0", "HOME": "/tmp", "LANG": "C.UTF-8"}
+    # a clean environment, as Gradescope's (not this checkout's PYTHONPATH or pip settings)
+    return argv + ["--clearenv"] + [a for k, v in env.items() for a in ("--setenv", k, v)]
 
 
 def simulate(zip_path: Path, submissions: list[Path], log=print) -> tuple[list[dict], float]:
