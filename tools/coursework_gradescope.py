@@ -33,6 +33,7 @@ tools/coursework.py gradescope NAME`` runs it on the reference solution. Tested 
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib.metadata as metadata
 import json
 import os
@@ -296,12 +297,16 @@ def _container(root: Path) -> list[str]:
     return argv + ["--clearenv"] + [a for k, v in env.items() for a in ("--setenv", k, v)]
 
 
-def simulate(zip_path: Path, submissions: list[Path], log=print) -> tuple[list[dict], float]:
+def simulate(
+    zip_path: Path, submissions: list[Path], log=print, env_cache: Path | None = None
+) -> tuple[list[dict], float | None]:
     """Run a zip's ``setup.sh`` once, then ``run_autograder`` on each submission, offline.
 
-    Returns each submission's ``results.json`` and the seconds ``setup.sh`` took. Needs
-    bubblewrap, as root or with user namespaces. Raises ``RuntimeError`` with the script's
-    output when a step fails.
+    Returns each submission's ``results.json`` and the seconds ``setup.sh`` took. With
+    ``env_cache``, ``/autograder/env`` lives in ``env_cache/<hash of setup.sh and
+    requirements.txt>``: ``setup.sh`` runs only when no earlier run left a complete one there
+    (the seconds are then None). Needs bubblewrap, as root or with user namespaces. Raises
+    ``RuntimeError`` with the script's output when a step fails.
     """
     with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
         root = Path(tmp) / "autograder"
@@ -314,6 +319,15 @@ def simulate(zip_path: Path, submissions: list[Path], log=print) -> tuple[list[d
         container = _container(root)
         if os.geteuid() != 0:
             container[1:1] = ["--unshare-user", "--uid", "0", "--gid", "0"]
+        cached = None
+        if env_cache is not None:
+            key = hashlib.sha256()
+            for name in ("setup.sh", "requirements.txt"):
+                key.update((root / "source" / name).read_bytes())
+            cached = env_cache / key.hexdigest()[:16]
+            (cached / "env").mkdir(parents=True, exist_ok=True)
+            at = container.index("--clearenv")
+            container[at:at] = ["--bind", str(cached / "env"), "/autograder/env"]
 
         def step(name: str) -> None:
             log(f"running /autograder/source/{name} ...")
@@ -324,9 +338,13 @@ def simulate(zip_path: Path, submissions: list[Path], log=print) -> tuple[list[d
                 tail = (proc.stdout + proc.stderr)[-4000:]
                 raise RuntimeError(f"{name} failed (exit status {proc.returncode}):\n{tail}")
 
-        start = time.perf_counter()
-        step("setup.sh")
-        setup_seconds = time.perf_counter() - start
+        setup_seconds = None
+        if cached is None or not (cached / "complete").is_file():
+            start = time.perf_counter()
+            step("setup.sh")
+            setup_seconds = time.perf_counter() - start
+            if cached is not None:
+                (cached / "complete").write_text(f"setup.sh took {setup_seconds:.0f} s\n")
         results = []
         for submission in submissions:
             for folder in ("submission", "results"):
