@@ -293,6 +293,8 @@ def _container(root: Path) -> list[str]:
     # python3 is this environment's base interpreter: the wheels were chosen for its version
     path = f"{Path(sys.base_prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     env = {"PATH": path, "PIP_RETRIES": "0", "HOME": "/tmp", "LANG": "C.UTF-8"}
+    # its grading user ids apart from this machine's grading runs (their locks are not shared)
+    env["DMLBOOK_GRADER_UID_BASE"] = "2100000"
     # a clean environment, as Gradescope's (not this checkout's PYTHONPATH or pip settings)
     return argv + ["--clearenv"] + [a for k, v in env.items() for a in ("--setenv", k, v)]
 
