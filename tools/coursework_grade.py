@@ -77,13 +77,14 @@ class Job:
 class Outcome:
     """What became of one submission: ``results`` maps a test case to ``[passed, message]``.
 
-    ``status``: ``graded`` (the tests ran), ``timeout``, ``crashed`` (the kernel died),
-    ``unreadable`` (not a notebook) or ``grader-error`` (the driver itself failed); only
-    ``graded`` can score points. ``reason`` says why in a sentence; ``notes`` lists the cells that
-    raised (``cell 4: NameError: ...``) and limits that were hit. ``cpu_seconds``: the kernel's
-    CPU time, of which ``killed_cpu_seconds`` were read from ``/proc`` before it was killed at
-    the end (the rest reached this process through ``RUSAGE_CHILDREN``: the grader's total CPU is
-    its own children's plus the sum of ``killed_cpu_seconds``).
+    ``status``: ``graded`` (every question's tests ran), ``timeout``, ``crashed`` (the kernel
+    died: the questions graded before keep their results), ``unreadable`` (not a notebook) or
+    ``grader-error`` (the driver itself failed: no points). ``reason`` says why in a sentence;
+    ``notes`` lists the cells that raised (``cell 4: NameError: ...``), limits that were hit and
+    the questions not graded. ``cpu_seconds``: the CPU time of the kernel and of the driver
+    (which runs the tests), of which ``killed_cpu_seconds`` were read from ``/proc`` before the
+    kernel was killed at the end (the rest reached the driver through ``RUSAGE_CHILDREN``: the
+    grader's total CPU is its own children's plus the sum of ``killed_cpu_seconds``).
     """
 
     status: str
