@@ -147,9 +147,9 @@ TIMEOUT ?= 300
 MEMORY ?= 4G
 ISOLATION ?= sandbox
 grade: $(STAMP)
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks [TIMEOUT=300 MEMORY=4G PARALLEL=n]"; exit 2; }
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks [TIMEOUT=300 MEMORY=4G PARALLEL=n PDF=1]"; exit 2; }
 	$(BIN)/python tools/coursework.py grade $(SUBMISSIONS) --timeout $(TIMEOUT) --memory $(MEMORY) \
-		--isolation $(ISOLATION) $(if $(PARALLEL),--parallel $(PARALLEL))
+		--isolation $(ISOLATION) $(if $(PARALLEL),--parallel $(PARALLEL)) $(if $(PDF),--pdf)
 
 clean:
 	rm -rf build book/_build .pytest_cache .hypothesis

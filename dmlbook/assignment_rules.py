@@ -18,8 +18,13 @@ function would pass every comparison. Two checks enforce such a rule:
   cell through ``parse_cell`` (magics removed), which the coursework tools also use
   (with doctest prompts removed) to list what the tests import.
 
-Used by the hidden tests of ``coursework/`` (book/91_instructors.ipynb lists the rules); tested
-by ``tests/test_assignment_rules.py``.
+Used by the tests of ``coursework/`` (book/91_instructors.ipynb lists the rules); tested by
+``tests/test_assignment_rules.py``. When a submission is graded, these checks are not what
+enforces a rule: the tests run in the grader's process while the student's function runs in its
+sandbox, whose copy of ``dmlbook`` has stubs in place of the modules the tests name here
+(``obeying(f, "dmlbook.losses")``: the grader reads the names from the tests), so the forbidden
+code is absent there, beyond reach of ``sys.setprofile(None)`` or a computed import. In a
+public check that a student runs in their own kernel, they still work as described, as advice.
 """
 
 from __future__ import annotations

@@ -38,6 +38,11 @@ pytestmark = pytest.mark.slow
 
 NAMES = cw.assignments()
 BUDGET_CPU_SECONDS = 60.0
+# What each hostile submission tries to write outside its sandbox (coursework/*/hostile/).
+HOSTILE_MARKERS = [
+    Path(f"/tmp/dmlbook-hostile-{who}")
+    for who in ("hook", "compare", "peek", "source", "setprofile")
+]
 
 
 def test_one_assignment_per_part_of_the_book():
@@ -70,6 +75,10 @@ def built(request, out, wheel) -> dict:
     shutil.copy2(out / "release" / name / f"{name}.ipynb", subs / "untouched")
     for wrong in (cw.COURSEWORK / name / "mistakes").glob("*.ipynb"):
         shutil.copy2(wrong, subs)
+    for hostile in (cw.COURSEWORK / name / "hostile").glob("*.ipynb"):
+        shutil.copy2(hostile, subs)
+    for marker in HOSTILE_MARKERS:
+        marker.unlink(missing_ok=True)
     assert cw.grade(subs, out / "grades" / name, out / "autograder") == 0
     with open(out / "grades" / name / f"{name}.csv") as f:
         rows = {row["student"]: row for row in csv.DictReader(f)}
@@ -150,6 +159,37 @@ def test_wrong_submission_loses_exactly_the_targeted_tests(built):
         assert lost == set(spec["fails"]), f"{file} ({spec['mistake']})"
         assert bool(lost & public) == spec["public"], f"{file}: does a public check catch it?"
         assert float(row["autograded"]) == sum(points.values()) - sum(points[t] for t in lost)
+
+
+def test_hostile_submission_scores_only_its_honest_part(built):
+    """Issue 43: each hostile submission (``coursework/<name>/hostile/``) loses exactly the
+    tests its honest part fails, whatever it does in its kernel, and writes nothing outside.
+
+    ``expected.json`` says, per file, the attack, the tests its honest part fails (graded as if
+    the attack were not there), and what the grader before issue 43 gave it (measured once).
+    """
+    folder = cw.COURSEWORK / built["name"] / "hostile"
+    if not folder.is_dir():
+        pytest.skip(f"{built['name']} has no hostile submissions")
+    expected = json.loads((folder / "expected.json").read_text())
+    points = {r.name: r.points for r in built["reference"]}
+    assert sorted(expected) == sorted(p.name for p in folder.glob("*.ipynb"))
+    for file, spec in expected.items():
+        row = built["rows"][Path(file).stem]
+        lost = {t for t in points if float(row[t]) == 0}
+        assert lost == set(spec["fails"]), f"{file} ({spec['attack']}): {row['reason']}"
+        assert float(row["autograded"]) == sum(points.values()) - sum(points[t] for t in lost)
+        if "honest_twin" in spec:  # the same answers without the attack, graded alongside
+            twin = built["rows"][Path(spec["honest_twin"]).stem]
+            assert row["autograded"] == twin["autograded"], file
+    assert [m for m in HOSTILE_MARKERS if m.exists()] == [], "a submission wrote outside"
+
+
+def test_release_is_schema_valid(built, out):
+    name = built["name"]
+    nb = nbformat.read(out / "release" / name / f"{name}.ipynb", as_version=4)
+    nbformat.validate(nb)  # raises on a cell id under nbformat 4.4 (otter's release)
+    assert nb.nbformat_minor >= 5 and all(c.get("id") for c in nb.cells)
 
 
 def test_build_refuses_a_failing_solution(tmp_path):

@@ -227,11 +227,21 @@ def test_executed_notebooks_feedback_and_hand_grading_sheets(graded):
         assert (out / who / "executed.ipynb").is_file() and (out / who / "feedback.html").is_file()
     feedback = (out / "bob" / "feedback.html").read_text()
     assert "double must double negative numbers too" in feedback and SECRET in feedback
+    mine = (out / "bob" / "student_feedback.html").read_text()
+    assert "q1 - 2" in mine and "hidden" in mine and "failed" in mine, "the hidden test's name"
+    assert SECRET not in mine and "negative numbers" not in mine, "not its code or message"
     sheet = (out / "alice" / "by_hand.html").read_text()
     assert "It multiplies by two." in sheet and "2 points when it says multiplication" in sheet
     assert "Say why it doubles." in sheet
     crashed = nbformat.read(out / "crash" / "executed.ipynb", as_version=4)
     assert crashed.metadata["dmlbook_grading"]["outcome"] == "crashed"
+
+
+def test_the_hand_grading_sheet_prints_to_pdf(graded, tmp_path):
+    if cw.report.html_to_pdf(graded["out"] / "tiny" / "alice" / "by_hand.html", tmp_path / "a.pdf"):
+        pytest.skip("no Chromium on PATH (apt-get install chromium)")
+    data = (tmp_path / "a.pdf").read_bytes()
+    assert data.startswith(b"%PDF-") and len(data) > 2000
 
 
 def test_scores_typed_by_hand_add_up(graded, tmp_path):

@@ -27,10 +27,11 @@ Outputs, under ``build/coursework/`` (ignored by git)::
 
 ``grade`` takes a folder of submitted notebooks (any depth; the student is the file name, or
 the folder name when the file keeps the assignment's name), recognises each notebook's
-assignment from its metadata, and grades every one in its own sandboxed kernel, in parallel
-(``coursework_grade``, ``coursework_sandbox``); it writes ``<out>/<assignment>.csv`` and, per
-student, the executed notebook, the feedback and the hand-grading sheet
-(``coursework_report``).
+assignment from its metadata, and grades every one in its own sandboxed kernel, in parallel, the
+tests running in the grader's process and asking the kernel for the answers as plain data
+(``coursework_grade``, ``coursework_remote``, ``coursework_sandbox``); it writes
+``<out>/<assignment>.csv`` and, per student, the executed notebook, the instructor's and the
+student's feedback and the hand-grading sheet (``coursework_report``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -64,6 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COURSEWORK = ROOT / "coursework"
 BUILD = ROOT / "build" / "coursework"
 OTTER = Path(sys.executable).with_name("otter")
+WHEEL_CACHE = ROOT / "build" / "wheel-cache"  # wheels pip downloaded for Gradescope zips
 
 
 @dataclass(frozen=True)
@@ -140,12 +143,19 @@ def _clean(out: Path, name: str) -> None:
 
 
 def build_one(
-    name: str, out: Path = BUILD, root: Path = COURSEWORK, wheel: Path | None = None
+    name: str,
+    out: Path = BUILD,
+    root: Path = COURSEWORK,
+    wheel: Path | None = None,
+    wheels: list[Path] | None = None,
 ) -> tuple[list[TestResult], float]:
     """Build assignment ``name`` into ``out``; raise ``RuntimeError`` (nothing released) on failure.
 
     Returns the reference solution's per-test results (all passed) and the CPU seconds its
-    grading took (its kernel, in the sandbox students get; the budget is 60 s on two cores).
+    grading took (its kernel, in the sandbox students get, and the tests in the grader's driver;
+    the budget is 60 s on two cores). ``wheels``: carried by the Gradescope zip, which then
+    installs offline (``coursework_gradescope.collect_wheels``); None: it installs from the
+    indexes.
     """
     _clean(out, name)
     with tempfile.TemporaryDirectory() as tmp:
@@ -182,12 +192,13 @@ def build_one(
         found = leaks(master(name, root), dist / "student")
         if found:
             raise RuntimeError(f"{name}: the student release contains: {found[:5]}")
-        sources = [c.source for c in nbformat.read(solution, as_version=4).cells]
+        cells = nbformat.read(solution, as_version=4).cells
+        sources = [c.source for c in cells if not grading.is_otter_cell(c.source)]
         missing = gradescope.uncovered_imports(sources + list(tests.values()))
         if missing:
             raise RuntimeError(f"{name}: the tests import {missing}, which Gradescope would lack")
         wheel = wheel or gradescope.build_wheel(out / "wheel")
-        _write_build(out, name, root, dist, otter_zip, solution, wheel)
+        _write_build(out, name, root, dist, otter_zip, solution, wheel, cases, wheels)
     (out / "reference" / f"{name}.json").write_text(
         json.dumps(
             {"grading_cpu_seconds": outcome.cpu_seconds, "tests": [asdict(r) for r in results]},
@@ -198,10 +209,11 @@ def build_one(
     return results, outcome.cpu_seconds
 
 
-def _write_build(out, name, root, dist, otter_zip, solution, wheel) -> None:
+def _write_build(out, name, root, dist, otter_zip, solution, wheel, cases, wheels) -> None:
     for folder in ("autograder", "reference", "release"):
         (out / folder).mkdir(parents=True, exist_ok=True)
-    gradescope.gradescope_zip(otter_zip, wheel, out / "autograder" / f"{name}.zip")
+    target = out / "autograder" / f"{name}.zip"
+    gradescope.gradescope_zip(otter_zip, wheel, target, cases, wheels)
     spec = {"assignment": name, "questions": masters.questions(master(name, root))}
     (out / "autograder" / f"{name}.json").write_text(json.dumps(spec, indent=1) + "\n")
     shutil.copyfile(solution, out / "reference" / f"{name}.ipynb")
@@ -209,15 +221,19 @@ def _write_build(out, name, root, dist, otter_zip, solution, wheel) -> None:
     shutil.make_archive(str(out / "release" / name), "zip", out / "release" / name)
 
 
-def build(names: list[str], out: Path = BUILD) -> int:
-    """Build every assignment in ``names``, then the student kit. Returns how many failed."""
+def build(names: list[str], out: Path = BUILD, carry_wheels: bool = False) -> int:
+    """Build every assignment in ``names``, then the student kit. Returns how many failed.
+
+    ``carry_wheels``: the Gradescope zips carry every wheel grading needs (offline install).
+    """
     failures = 0
     wheel = gradescope.build_wheel(out / "wheel")
+    wheels = gradescope.collect_wheels(out / "wheels", WHEEL_CACHE) if carry_wheels else None
     for name in names:
         start = time.perf_counter()
         print(f"{name} ...", end=" ", flush=True)
         try:
-            results, cpu = build_one(name, out, wheel=wheel)
+            results, cpu = build_one(name, out, wheel=wheel, wheels=wheels)
         except RuntimeError as err:
             failures += 1
             print("REFUSED")
@@ -299,6 +315,7 @@ def grade(
     limits: sandbox.Limits | None = None,
     isolation: str = "sandbox",
     parallel: int | None = None,
+    pdf: bool = False,
 ) -> int:
     """Grade every notebook under ``submissions`` into ``out`` (module docstring).
 
@@ -342,7 +359,7 @@ def grade(
         sys.exit(f"interrupted: {len(done)} of {len(jobs)} submission(s) graded and written")
     finally:
         signal.signal(signal.SIGTERM, previous)
-    report.write_reports(groups, done, out)
+    report.write_reports(groups, done, out, pdf=pdf)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
     cpu += sum(o.killed_cpu_seconds for o in outcomes)
@@ -373,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="student releases, autograders, the student kit")
     b.add_argument("names", nargs="*", help="assignments (default: all)")
     b.add_argument("--out", type=Path, default=BUILD, help="output folder (default: %(default)s)")
+    b.add_argument(
+        "--carry-wheels",
+        action="store_true",
+        help="Gradescope zips carry every wheel grading needs (offline setup.sh, ~330 MB each)",
+    )
     g = sub.add_parser("grade", help="grade a folder of submissions into CSV files")
     g.add_argument("submissions", type=Path, help="folder of submitted notebooks")
     g.add_argument("--out", type=Path, default=BUILD / "grades", help="grades folder")
@@ -381,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--memory", default="4G", help="memory per submission (4G)")
     g.add_argument("--parallel", type=int, default=None, help="at a time (default: all cores)")
     g.add_argument("--isolation", choices=sandbox.MODES, default="sandbox")
+    g.add_argument("--pdf", action="store_true", help="hand-grading sheets as PDF (Chromium)")
     t = sub.add_parser("totals", help="recompute a grades CSV's totals after grading by hand")
     t.add_argument("csv", type=Path)
     t.add_argument("--autograders", type=Path, default=BUILD / "autograder")
@@ -392,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(assignments()))
         return 0
     if args.command == "build":
-        return 1 if build(assignments(args.names), args.out) else 0
+        return 1 if build(assignments(args.names), args.out, args.carry_wheels) else 0
     if args.command == "totals":
         return totals(args.csv, args.autograders)
     if args.command == "gradescope":
@@ -411,7 +434,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     return (
         1
-        if grade(args.submissions, args.out, args.autograders, limits, args.isolation, parallel)
+        if grade(
+            args.submissions,
+            args.out,
+            args.autograders,
+            limits,
+            args.isolation,
+            parallel,
+            args.pdf,
+        )
         else 0
     )
 
@@ -422,6 +453,11 @@ def check_gradescope(name: str, submission: Path | None = None, out: Path = BUIL
     submission = submission or out / "reference" / f"{name}.ipynb"
     if not zip_path.is_file() or not submission.is_file():
         sys.exit(f"no {zip_path} or {submission}: run `make coursework ASSIGNMENTS={name}` first")
+    with zipfile.ZipFile(zip_path) as zf:
+        if not any(n.startswith("wheels/") for n in zf.namelist()):
+            sys.exit(
+                f"{zip_path} carries no wheels: build it with `coursework.py build --carry-wheels`"
+            )
     try:
         score, possible, seconds = gradescope.check(
             zip_path, submission, out / "gradescope" / f"{name}.results.json"
@@ -429,7 +465,7 @@ def check_gradescope(name: str, submission: Path | None = None, out: Path = BUIL
     except RuntimeError as err:
         sys.exit(f"{name}: the Gradescope zip failed in its layout: {err}")
     print(
-        f"{name}: {score:g}/{possible:g} in Gradescope's layout (setup and grading: {seconds:.0f} s)"
+        f"{name}: {score:g}/{possible:g} in Gradescope's layout, offline (setup.sh: {seconds:.0f} s)"
     )
     return 0 if abs(score - possible) < 1e-9 else 1
 

@@ -3,23 +3,27 @@
 One submission is graded by a **driver**, this file run as ``python coursework_grade.py
 --driver`` (a process of its own, so that nothing a submission does can stop the others): it
 reads a job (JSON on stdin), starts the submission's kernel in the sandbox that
-``coursework_sandbox`` describes, runs the submitted notebook's code cells one by one (a cell's
-error is the student's and does not stop the run), and only then sends the tests into the
-kernel and reads back which test cases passed. It writes the executed notebook and the outcome
-(JSON, to a file of the grader's). The submission's cells and tests have ``limits.seconds`` of
-wall clock, counted once its kernel has started (``STARTUP_SECONDS`` for that): when the time is
-up, or the kernel dies (``os._exit``, a segmentation fault, a blown memory limit that kills
-rather than raises), the kernel is killed and every test scores 0, with the reason.
+``coursework_sandbox`` describes (with the package's forbidden modules as stubs), and runs the
+submitted notebook's code cells one by one (a cell's error is the student's and does not stop
+the run; otter's own set-up and check cells are not run). Right after a question's
+``grader.check`` cell, the question's tests run **here, in the driver**
+(``coursework_remote``): the tests, expected values and comparisons never enter the kernel,
+which only answers calls with plain data (``coursework_answer``, ``coursework_channel``). It
+writes the executed notebook and the outcome (JSON, to a file of the grader's). The cells and
+the tests' calls have ``limits.seconds`` of wall clock, counted once the kernel has started
+(``STARTUP_SECONDS`` for that): when the time is up, or the kernel dies (``os._exit``, a
+segmentation fault, a blown memory limit that kills rather than raises), the kernel is killed;
+the questions graded before keep their points, the others score 0, with the reason.
 
-Why not ``otter run``: it executes the notebook with the tests already on disk beside it, and
-reads the results back by unpickling a file the student's kernel wrote (a submission could make
-the grader run its code). Here the tests run through otter's own test-file class
-(``otter.test_files.ok_test.OKTestFile``, as ``otter run`` does), but the kernel reports only
-which cases passed, as JSON, and the points come from the instructor's copy of the tests.
+Why not ``otter run``: it executes the notebook with the tests already on disk beside it, runs
+them in the student's kernel and reads the results back by unpickling a file that kernel wrote.
+Here the test cases run as otter runs them (``coursework_remote.run_case``, a doctest each), in
+the grader's process, and the points come from the instructor's copy of the tests.
 
 ``grade_all`` runs the drivers in parallel (threads that wait on driver processes), one sandbox
 user per slot, and returns the outcomes in the order of the jobs. Tested by
-``tests/test_coursework_isolation.py``.
+``tests/test_coursework_isolation.py``, ``tests/test_coursework_remote.py`` and
+``tests/test_coursework.py`` (the hostile submissions).
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import contextlib
 import json
 import os
 import resource
-import secrets
 import shutil
 import signal
 import subprocess
@@ -41,8 +44,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from queue import Queue
 
+import coursework_remote as remote
 import coursework_report as report
 import coursework_sandbox as sandbox
+from coursework_remote import is_otter_cell  # noqa: F401 (coursework.build_one uses it)
 
 MAX_OUTPUT_CHARS = 100_000  # per output of the executed notebook that is kept
 # A kernel gets this long to start and import the test runner, before the submission's time
@@ -65,19 +70,21 @@ class Job:
     limits: dict
     isolation: str = "sandbox"
     uid: int | None = None
+    forbidden: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Outcome:
     """What became of one submission: ``results`` maps a test case to ``[passed, message]``.
 
-    ``status``: ``graded`` (the tests ran), ``timeout``, ``crashed`` (the kernel died),
-    ``unreadable`` (not a notebook) or ``grader-error`` (the driver itself failed); only
-    ``graded`` can score points. ``reason`` says why in a sentence; ``notes`` lists the cells that
-    raised (``cell 4: NameError: ...``) and limits that were hit. ``cpu_seconds``: the kernel's
-    CPU time, of which ``killed_cpu_seconds`` were read from ``/proc`` before it was killed at
-    the end (the rest reached this process through ``RUSAGE_CHILDREN``: the grader's total CPU is
-    its own children's plus the sum of ``killed_cpu_seconds``).
+    ``status``: ``graded`` (every question's tests ran), ``timeout``, ``crashed`` (the kernel
+    died: the questions graded before keep their results), ``unreadable`` (not a notebook) or
+    ``grader-error`` (the driver itself failed: no points). ``reason`` says why in a sentence;
+    ``notes`` lists the cells that raised (``cell 4: NameError: ...``), limits that were hit and
+    the questions not graded. ``cpu_seconds``: the CPU time of the kernel and of the driver
+    (which runs the tests), of which ``killed_cpu_seconds`` were read from ``/proc`` before the
+    kernel was killed at the end (the rest reached the driver through ``RUSAGE_CHILDREN``: the
+    grader's total CPU is its own children's plus the sum of ``killed_cpu_seconds``).
     """
 
     status: str
@@ -87,28 +94,6 @@ class Outcome:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     killed_cpu_seconds: float = 0.0
-
-
-# Sent into the kernel after the submission's last cell: runs each test file with otter's class
-# and prints one line, NONCE + JSON {case name: [passed, message]}.
-_RUN_TESTS = """\
-def _dmlbook_run_tests(tests, nonce):
-    import json as _json
-    import sys as _sys
-    from otter.test_files.ok_test import OKTestFile as _OKTestFile
-    out = {}
-    for name, source in tests.items():
-        spec = {}
-        exec(compile(source, name, "exec"), spec)
-        test_file = _OKTestFile.from_spec(spec["test"], path=name)
-        test_file.run(globals())
-        for r in test_file.test_case_results:
-            out[r.test_case.name] = [bool(r.passed), str(r.message)[-4000:]]
-    _sys.stdout.write(nonce + _json.dumps(out) + "\\n")
-    _sys.stdout.flush()
-_dmlbook_run_tests(__import__("json").loads(%s), %r)
-del _dmlbook_run_tests
-"""
 
 
 def _trim_outputs(nb) -> None:
@@ -140,7 +125,11 @@ def _kernel_manager(argv: list[str], ipc: Path):
 
 
 def _prepare(job: Job, work: Path) -> tuple[list[str], Path, str | None]:
-    """The kernel's command line, its socket folder and (process isolation) working folder."""
+    """The kernel's command line, its socket folder and (process isolation) working folder.
+
+    The kernel sees the package without the modules the rules forbid, and the answering
+    module (``sandbox.answer_files``).
+    """
     limits = sandbox.Limits(**job.limits)
     ipc = work / "ipc"
     ipc.mkdir(mode=0o777)
@@ -148,79 +137,96 @@ def _prepare(job: Job, work: Path) -> tuple[list[str], Path, str | None]:
     copy = work / f"{job.assignment}.ipynb"
     shutil.copyfile(job.submission, copy)
     os.chmod(copy, 0o644)
+    (work / "answer").mkdir()
+    forbidden = job.forbidden or remote.forbidden_modules(list(job.tests.values()))
+    package, grading = sandbox.answer_files(work / "answer", forbidden)
     if job.isolation == "sandbox":
         home = "/home/student"
-        binds = {copy: Path(home) / copy.name}
+        binds = {copy: Path(home) / copy.name, package: sandbox._package_dir()}
+        binds[grading] = Path(sandbox.GRADING_DIR)
         return sandbox.kernel_argv("sandbox", home, binds, ipc, limits, job.uid), ipc, None
     home_dir = work / "home"
     home_dir.mkdir()
     shutil.copyfile(copy, home_dir / copy.name)
     if job.uid is not None:
         os.chown(home_dir, job.uid, job.uid)
-    argv = sandbox.kernel_argv("process", str(home_dir), {}, None, limits, job.uid)
+    binds = {package.parent: package.parent, grading: grading}
+    argv = sandbox.kernel_argv("process", str(home_dir), binds, None, limits, job.uid)
     return argv, ipc, str(home_dir)
 
 
-def _run_cells(client, nb, deadline: float, outcome: Outcome, memory: int) -> str | None:
-    """Execute every code cell before ``deadline``; None, or why the run stopped.
+def _run_cell(client, nb, index: int, deadline: float, outcome: Outcome, memory: int):
+    """Execute code cell ``index`` before ``deadline``; None, or why the run stopped.
 
     A cell's error is noted (``outcome.notes``) and the run goes on; an allocation refused by
     the memory limit (``memory`` bytes) is noted as such.
     """
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        remaining = deadline - time.monotonic()
-        try:
-            if remaining < 1:
-                raise CellTimeoutError("no time left")
-            client.timeout = int(remaining)
-            client.execute_cell(cell, index)
-        except CellTimeoutError:
-            return f"timeout: cell {index + 1}"
-        except DeadKernelError:
-            return f"crashed: cell {index + 1}"
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                note = f"cell {index + 1}: {out['ename']}: {out['evalue'][:200]}"
-                if report.is_memory(note):
-                    note += f" (the memory limit, {sandbox.format_size(memory)}, was reached)"
-                outcome.notes.append(note)
+    cell = nb.cells[index]
+    remaining = deadline - time.monotonic()
+    try:
+        if remaining < 1:
+            raise CellTimeoutError("no time left")
+        client.timeout = int(remaining)
+        client.execute_cell(cell, index)
+    except CellTimeoutError:
+        return f"timeout: cell {index + 1}"
+    except DeadKernelError:
+        return f"crashed: cell {index + 1}"
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            note = f"cell {index + 1}: {out['ename']}: {out['evalue'][:200]}"
+            if report.is_memory(note):
+                note += f" (the memory limit, {sandbox.format_size(memory)}, was reached)"
+            outcome.notes.append(note)
     return None
 
 
-def _run_tests(client, nb, job: Job, deadline: float) -> tuple[dict | None, str]:
-    """Send the tests into the kernel; ``(results, '')`` or ``(None, why not)``."""
-    import nbformat
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+def _run(client, nb, job: Job, deadline: float, outcome: Outcome, memory: int) -> str | None:
+    """Run the cells in order; grade each question right after its check cell.
 
-    nonce = secrets.token_hex(16)
-    cell = nbformat.v4.new_code_cell(_RUN_TESTS % (repr(json.dumps(job.tests)), nonce))
-    nb.cells.append(cell)
-    try:
-        client.timeout = max(1, int(deadline - time.monotonic()))
-        client.execute_cell(cell, len(nb.cells) - 1, store_history=False)
-    except CellTimeoutError:
-        return None, "timeout: while the tests ran"
-    except DeadKernelError:
-        return None, "crashed: while the tests ran"
-    finally:
-        nb.cells.pop()
-    for out in cell.get("outputs", []):
-        for line in out.get("text", "").splitlines():
-            if line.startswith(nonce):
-                return json.loads(line[len(nonce) :]), ""
-    errors = [f"{o['ename']}: {o['evalue'][:300]}" for o in cell.outputs if "ename" in o]
-    return None, "the tests could not run: " + ("; ".join(errors) or "no result")
+    A question is graded (``coursework_remote.run_question``: the tests here, the answers
+    asked of the kernel) from the state its own and earlier cells made, before any later cell
+    runs: a crash or a timeout later costs only the questions not yet graded.
+    """
+    questions = remote.questions_of(job.tests)
+    at = remote.boundaries(nb, questions)
+    pending, history = list(questions), []
+    chan = remote.Channel(client, nb, deadline)
+
+    def grade(names: list[str]) -> str | None:
+        for name in names:
+            pending.remove(name)
+            outcome.results |= remote.run_question(chan, questions[name], history)
+            if chan.dead:
+                return chan.dead
+        return None
+
+    for index, cell in enumerate(list(nb.cells)):
+        if cell.cell_type != "code":
+            continue
+        stopped = None
+        if not remote.is_otter_cell(cell.source):
+            stopped = _run_cell(client, nb, index, deadline, outcome, memory)
+            history.append(cell.source)
+        if stopped:
+            break
+        stopped = grade([q for q in pending if at.get(q) == index])
+        if stopped:
+            break
+    else:
+        stopped = grade(list(pending))
+    if pending:
+        outcome.notes.append(f"not graded: {', '.join(pending)}")
+    return stopped
 
 
 def _warm_up(client, nb) -> None:
-    """Before the submission's first cell: import the test runner (startup, not timed)."""
+    """Before the submission's first cell: import the answering module (startup, not timed)."""
     import nbformat
 
-    cell = nbformat.v4.new_code_cell("import otter.test_files.ok_test")
+    cell = nbformat.v4.new_code_cell("import coursework_answer")
     nb.cells.append(cell)
     try:
         client.timeout = STARTUP_SECONDS
@@ -230,10 +236,10 @@ def _warm_up(client, nb) -> None:
 
 
 def _execute(client, nb, job: Job, limits, outcome: Outcome, ipc: Path, log):
-    """Start the kernel, run the cells, then the tests: ``(results, stopped, returncode)``."""
+    """Start the kernel, run the cells and grade the questions: ``(stopped, returncode)``."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    results, stopped, returncode = None, None, None
+    stopped, returncode = None, None
     km = client.km
     with client.setup_kernel(stdin=subprocess.DEVNULL, stdout=log, stderr=log):
         os.chmod(ipc, 0o755)  # the sockets exist: nothing more may be created here
@@ -242,14 +248,12 @@ def _execute(client, nb, job: Job, limits, outcome: Outcome, ipc: Path, log):
         except (CellTimeoutError, DeadKernelError) as err:
             raise RuntimeError(f"the kernel did not start: {type(err).__name__}") from err
         deadline = time.monotonic() + limits.seconds
-        stopped = _run_cells(client, nb, deadline, outcome, limits.memory)
-        if stopped is None:
-            results, stopped = _run_tests(client, nb, job, deadline)
+        stopped = _run(client, nb, job, deadline, outcome, limits.memory)
         process = km.provisioner.process if km.provisioner else None
         returncode = process.poll() if process else None
         if returncode is None and process is not None:
             outcome.killed_cpu_seconds = sandbox.tree_cpu_seconds(process.pid)
-    return results, stopped, returncode
+    return stopped, returncode
 
 
 def run_submission(job: Job) -> Outcome:
@@ -264,7 +268,8 @@ def run_submission(job: Job) -> Outcome:
     limits = sandbox.Limits(**job.limits)
     start = time.monotonic()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_before = usage.ru_utime + usage.ru_stime
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_before = usage.ru_utime + usage.ru_stime + own.ru_utime + own.ru_stime
     try:
         nb = nbformat.read(job.submission, as_version=4)
     except Exception as err:  # a corrupt upload: reported, never raised
@@ -288,16 +293,15 @@ def run_submission(job: Job) -> Outcome:
         )
         with open(work / "kernel.log", "wb") as log:
             try:
-                results, stopped, returncode = _execute(client, nb, job, limits, outcome, ipc, log)
+                stopped, returncode = _execute(client, nb, job, limits, outcome, ipc, log)
             except RuntimeError as err:  # the kernel died before it started, or could not start
                 log.flush()
                 said = (work / "kernel.log").read_text(errors="replace").strip().splitlines()
-                results, returncode = None, None
+                returncode = None
                 stopped = f"crashed: at start ({err}; {(said or [''])[-1][:300]})"
             finally:
                 if job.uid is not None:
                     sandbox.kill_everything_of(job.uid)
-        outcome.results = results or {}
         if stopped:
             report.explain(outcome, stopped, returncode, limits)
         nb.metadata.setdefault("dmlbook_grading", {})["outcome"] = outcome.status
@@ -307,8 +311,9 @@ def run_submission(job: Job) -> Outcome:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = resource.getrusage(resource.RUSAGE_SELF)
     outcome.seconds = time.monotonic() - start
-    reaped = usage.ru_utime + usage.ru_stime - cpu_before
+    reaped = usage.ru_utime + usage.ru_stime + own.ru_utime + own.ru_stime - cpu_before
     outcome.cpu_seconds = outcome.killed_cpu_seconds + reaped
     return outcome
 
@@ -321,6 +326,9 @@ def _driver_main() -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (DRIVER_MEMORY, hard))
     job = Job(**json.loads(sys.stdin.read()))
+    threads = str(job.limits.get("threads", 1))  # the tests' own torch, here
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[key] = threads
     outcome = run_submission(job)
     Path(job.result).write_text(json.dumps(asdict(outcome)))
     return 0

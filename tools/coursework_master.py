@@ -41,7 +41,18 @@ SUBMIT = """\
 
 When it is graded, your notebook runs again from the top, without network access and within a
 time and memory limit that your instructor sets: code that relies on files of your own, on the
-internet, or on earlier runs of the kernel loses the points that depend on it.
+internet, or on earlier runs of the kernel loses the points that depend on it. Each question is
+graded right after its `grader.check` cell has run, so later cells cannot change it:
+
+* a cell that raises an error: the next cells still run; the questions that need what it
+  should have defined lose their points;
+* a crash (the kernel dies, for instance `os._exit` or a blown memory limit) or running out of
+  time: the questions graded before it keep their points, that question and the later ones
+  score 0;
+* the memory limit: an allocation over it fails in its cell (a `MemoryError`), as above.
+
+The modules the rules forbid do not exist where your notebook is graded: calling them raises
+an error there, even when it works on your computer.
 """
 
 
@@ -135,7 +146,24 @@ def finish_release(student_nb: Path, master_nb: Path) -> None:
     cell = nbformat.v4.new_markdown_cell(text)
     cell.metadata.update({"deletable": False, "editable": False})
     nb.cells.insert(title + 1, cell)
+    schema_valid(nb)
     nbformat.write(nb, student_nb)
+
+
+def schema_valid(nb) -> None:
+    """Make ``nb`` valid under its schema: cell ids need nbformat 4.5 (otter writes 4.4).
+
+    Every cell gets an id (``cell-<n>``) unless it has one; ``nbformat.validate`` then passes.
+    """
+    nb.nbformat, nb.nbformat_minor = 4, max(5, nb.get("nbformat_minor", 0))
+    taken = {c.get("id") for c in nb.cells}
+    for index, cell in enumerate(nb.cells):
+        if not cell.get("id"):
+            new = f"cell-{index}"
+            while new in taken:
+                new += "x"
+            cell["id"] = new
+            taken.add(new)
 
 
 def released_text(folder: Path) -> str:

@@ -6,8 +6,12 @@ For each assignment, under the grades folder (``build/coursework/grades/`` by de
     <assignment>/<student>/executed.ipynb  the submission as it ran, outputs included
     <assignment>/<student>/feedback.html   every test case: points, passed or not, and its
                                            message (hidden tests included: for the instructor)
+    <assignment>/<student>/student_feedback.html  the same for the student: hidden tests by
+                                           name and result only (no code, no message)
     <assignment>/<student>/by_hand.html    each hand-graded question: the prompt, the student's
                                            answer, the model answer and the rubric, a score line
+    <assignment>/<student>/by_hand.pdf     the same page as a PDF (headless Chromium, when
+                                           Playwright's browser is installed: ``html_to_pdf``)
 
 The CSV's columns: ``student``, ``file``, ``total`` (autograded plus the hand-graded scores
 entered so far), ``possible`` (every point, by hand included), ``autograded``, one column per
@@ -29,8 +33,12 @@ from __future__ import annotations
 
 import csv
 import html
+import os
 import re
+import shutil
 import signal
+import subprocess
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,6 +223,40 @@ def feedback_html(assignment: str, student: str, cases: list[Case], outcome, row
     return _page(f"{assignment}: {student}", "\n".join(parts))
 
 
+def student_feedback_html(assignment: str, student: str, cases: list[Case], outcome, row) -> str:
+    """The feedback to give the student: every case's result, hidden tests by name only.
+
+    A public test's failure shows its message and report (the student has that test already);
+    a hidden test shows its name, points and whether it passed, never its code, message or
+    report (``feedback_html`` is the instructor's, with everything).
+    """
+    parts = [
+        f"<p>Autograded: <b>{row['autograded']}</b> of {sum(c.points for c in cases):g} "
+        f"points. Status: <b>{html.escape(outcome.status)}</b>.</p>"
+    ]
+    if row["reason"]:
+        parts.append(f"<p class='fail'>{html.escape(str(row['reason']))}</p>")
+    parts.append("<table><tr><th>test</th><th>points</th><th>kind</th><th>result</th></tr>")
+    for c in cases:
+        passed = outcome.results.get(c.name, [False, ""])[0] is True
+        verdict = "passed" if passed else "failed" if c.name in outcome.results else "not run"
+        parts.append(
+            f"<tr><td>{html.escape(c.name)}</td><td>{row[c.name]} / {c.points:g}</td>"
+            f"<td>{'hidden' if c.hidden else 'public'}</td>"
+            f"<td class='{'pass' if passed else 'fail'}'>{verdict}</td></tr>"
+        )
+    parts.append("</table>")
+    for c in cases:
+        passed, message = outcome.results.get(c.name, [False, ""])
+        if passed is True or c.hidden:
+            continue
+        parts.append(f"<section><h3>{html.escape(c.name)} (public)</h3>")
+        if c.failure_message:
+            parts.append(f"<p><b>{html.escape(c.failure_message)}</b></p>")
+        parts.append(f"<pre>{html.escape(message or 'not run')}</pre></section>")
+    return _page(f"{assignment}: your results, {student}", "\n".join(parts))
+
+
 def answer_cells(nb, question: dict) -> list:
     """A hand-graded question's cells in a submission: between its ``BEGIN QUESTION`` marker
     (the cell holding the question's heading) and the next ``END QUESTION`` marker."""
@@ -250,6 +292,32 @@ def by_hand_html(assignment: str, student: str, nb, manual: list[dict]) -> str:
     return _page(f"{assignment}: {student} (graded by hand)", "\n".join(parts))
 
 
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+
+def html_to_pdf(page: Path, pdf: Path) -> str | None:
+    """Print ``page`` to ``pdf`` with headless Chromium; None, or why no PDF was made.
+
+    The page is the grader's own (a student's text in it is escaped, never run); Chromium gets
+    no network (``--proxy-server`` to nowhere) and no user profile of the instructor's.
+    """
+    browser = next((b for b in map(shutil.which, BROWSERS) if b), None)
+    if browser is None:
+        return "no Chromium on PATH (apt-get install chromium)"
+    with tempfile.TemporaryDirectory(prefix="pdf-profile-") as profile:
+        cmd = [browser, "--headless", "--disable-gpu", "--no-pdf-header-footer"]
+        cmd += [f"--user-data-dir={profile}", "--proxy-server=127.0.0.1:9", "--no-first-run"]
+        cmd += ["--no-sandbox"] if os.geteuid() == 0 else []
+        cmd += [f"--print-to-pdf={pdf}", page.resolve().as_uri()]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            return "Chromium did not finish in 120 s"
+    if proc.returncode or not pdf.is_file():
+        return f"Chromium failed: {proc.stderr.strip()[-300:]}"
+    return None
+
+
 _MEMORY_WORDS = ("MemoryError", "can't allocate memory", "bad_alloc", "Cannot allocate memory")
 
 
@@ -278,23 +346,29 @@ def explain(outcome, stopped: str, returncode: int | None, limits) -> None:
     memory = [n for n in outcome.notes if is_memory(n)]
     if kind == "timeout":
         outcome.status = "timeout"
-        outcome.reason = f"time limit of {limits.seconds:g} s reached ({where}): 0 on every test"
+        outcome.reason = f"time limit of {limits.seconds:g} s reached ({where}){_KEPT}"
     elif kind == "crashed":
         outcome.status = "crashed"
         hint = f", after hitting the memory limit ({memory[-1]})" if memory else ""
         status = f", {signal_name(returncode)}" if returncode is not None else ""
-        outcome.reason = f"the kernel died ({where}{status}{hint}): 0 on every test"
+        outcome.reason = f"the kernel died ({where}{status}{hint}){_KEPT}"
     else:
         outcome.status = "crashed"
         outcome.reason = f"{stopped}: 0 on every test"
 
 
-def write_reports(groups: dict, outcomes: dict, out: Path, interrupted: bool = False) -> None:
+_KEPT = ": the questions graded before it keep their points, the others score 0"
+
+
+def write_reports(
+    groups: dict, outcomes: dict, out: Path, interrupted: bool = False, pdf: bool = False
+) -> None:
     """The CSV of each assignment, and each submission's feedback and hand-grading sheet.
 
     ``groups``: per assignment, its ``jobs``, ``cases``, ``manual`` questions and typed
     ``scores`` (``coursework.grade``); ``outcomes``: by submission path, those graded so far.
     ``interrupted``: the CSV keeps its earlier rows of the submissions not graded this time.
+    ``pdf``: also print each hand-grading sheet to ``by_hand.pdf`` (``html_to_pdf``).
     """
     for name, group in groups.items():
         rows = _kept_rows(out / f"{name}.csv", outcomes) if interrupted else []
@@ -310,11 +384,16 @@ def write_reports(groups: dict, outcomes: dict, out: Path, interrupted: bool = F
             folder.mkdir(parents=True, exist_ok=True)
             page = feedback_html(name, job.student, group["cases"], outcome, row)
             (folder / "feedback.html").write_text(page)
+            page = student_feedback_html(name, job.student, group["cases"], outcome, row)
+            (folder / "student_feedback.html").write_text(page)
             if group["manual"]:
                 ran = Path(job.executed)
                 nb = nbformat.read(ran, as_version=4) if ran.is_file() else None
                 page = by_hand_html(name, job.student, nb, group["manual"])
                 (folder / "by_hand.html").write_text(page)
+                why = html_to_pdf(folder / "by_hand.html", folder / "by_hand.pdf") if pdf else None
+                if why:
+                    print(f"no PDF of {folder / 'by_hand.html'}: {why}")
         if rows:
             write_csv(out / f"{name}.csv", rows)
         zeros = sum(1 for job in jobs if outcomes[job.submission].status != "graded")

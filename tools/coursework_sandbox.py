@@ -18,8 +18,9 @@ submission's Jupyter kernel is therefore started (``kernel_argv``) as
   every capability); as an ordinary user, bubblewrap's user namespace maps it to that user,
   whose files it still cannot reach outside the folders above.
 
-The hidden tests never enter the sandbox's file system: the driver sends them through the
-kernel's channel after the submission's last cell has run.
+The tests never enter the sandbox at all: they run in the grader's driver, which asks the
+kernel for the answers (``coursework_remote``). The package the kernel sees is a copy with the
+modules the assignment's rules forbid replaced by stubs (``answer_files``).
 
 When bubblewrap is missing or cannot create namespaces (a Docker container under its default
 seccomp profile, a kernel without unprivileged user namespaces), ``sandbox_problem`` says so and
@@ -46,7 +47,9 @@ from pathlib import Path
 MODES = ("sandbox", "process")
 # User ids of the graded kernels when grading runs as root: one per parallel slot, from here up
 # (ids no account of this machine uses and no other grading run holds: ``UserIds``).
-UID_BASE = 2_000_000
+# DMLBOOK_GRADER_UID_BASE moves them (a simulated Gradescope container, whose lock files are
+# its own, uses other ids than the machine's grading runs: coursework_gradescope._container).
+UID_BASE = int(os.environ.get("DMLBOOK_GRADER_UID_BASE", "2000000"))
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -152,7 +155,67 @@ def readonly_paths() -> list[Path]:
     return sorted({p for p in paths if not p.is_relative_to("/usr")})
 
 
-def kernel_env(home: str, limits: Limits) -> dict[str, str]:
+GRADING_DIR = "/opt/dmlbook-grading"  # the answering module, inside the sandbox
+_TOOLS = Path(__file__).resolve().parent
+STUB = '''"""{module}: not available here: this assignment's rules forbid it in answers."""
+
+
+class _Forbidden:
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        raise PermissionError(
+            f"{{self.name}}: the rules of this assignment forbid {module} in answers "
+            "(it does not exist where your notebook is graded)"
+        )
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Forbidden(f"{{self.name}}.{{name}}")
+
+
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _Forbidden(f"{{__name__}}.{{name}}")
+'''
+
+
+def answer_files(dest: Path, forbidden: list[str]) -> tuple[Path, Path]:
+    """The package and the answering module a sandboxed kernel sees, written under ``dest``.
+
+    ``dest/dmlbook``: a copy of the ``dmlbook`` package without bytecode, in which each
+    module of ``forbidden`` (``dmlbook.evaluate``: a module, or a package with all its
+    submodules) is a stub: importing it works (other modules import it), but every name it
+    gives raises ``PermissionError`` when called. The real code is not in the sandbox at all,
+    so no profile hook, import trick or file read can reach it. ``dest/grading``: the two files
+    that answer the grader (``coursework_answer``, ``coursework_channel``). Returns both
+    folders, readable by every user.
+    """
+    package, target = _package_dir(), dest / "dmlbook"
+    shutil.copytree(package, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for module in forbidden:
+        parts = module.split(".")
+        if parts[0] != "dmlbook":
+            continue
+        path = target.joinpath(*parts[1:])
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+        for file in files:
+            if file.is_file() or file == path.with_suffix(".py"):
+                name = ".".join(file.relative_to(dest).with_suffix("").parts)
+                file.write_text(STUB.format(module=name.removesuffix(".__init__")))
+    grading = dest / "grading"
+    grading.mkdir()
+    for name in ("coursework_answer.py", "coursework_channel.py"):
+        shutil.copyfile(_TOOLS / name, grading / name)
+    for path in [dest, *dest.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    return target, grading
+
+
+def kernel_env(home: str, limits: Limits, pythonpath: str | None = None) -> dict[str, str]:
     """The kernel's whole environment: nothing inherited from the grader's."""
     threads = str(limits.threads)
     return {
@@ -161,7 +224,7 @@ def kernel_env(home: str, limits: Limits) -> dict[str, str]:
         "USER": "student",
         "LANG": "C.UTF-8",
         "TMPDIR": "/tmp",
-        "PYTHONPATH": str(_package_dir().parent),
+        "PYTHONPATH": pythonpath or f"{_package_dir().parent}{os.pathsep}{GRADING_DIR}",
         "PYTHONDONTWRITEBYTECODE": "1",
         "OMP_NUM_THREADS": threads,
         "MKL_NUM_THREADS": threads,
@@ -269,7 +332,8 @@ def kernel_argv(
     if mode == "sandbox":
         return _prlimit(limits) + bwrap_argv(home, binds, shared, limits, uid) + drop + kernel
     if mode == "process":
-        env = [f"{k}={v}" for k, v in kernel_env(home, limits).items()]
+        path = os.pathsep.join(str(p) for p in binds)  # the answer files, first on the path
+        env = [f"{k}={v}" for k, v in kernel_env(home, limits, path or None).items()]
         return _prlimit(limits) + ["env", "-i", *env] + drop + kernel
     raise ValueError(f"isolation must be one of {MODES}, not {mode!r}")
 
