@@ -37,7 +37,7 @@ REFERENCE = re.compile(
 NOT_A_PAPERS_NUMBER = {
     ("14_training_at_scale", "76.1"): "ImageNet top-1 of torchvision's BN-Inception V1 weights",
     ("14_training_at_scale", "80.9"): "ImageNet top-1 of torchvision's V2 weights",
-    ("05_lifted_structure", "81.8"): "88.72 - ln 1000, where a sum of 1000 float32 exponentials overflows",
+    ("05_lifted_structure", "81.8"): "88.72 - ln 1000: 1000 float32 exponentials overflow",
 }
 
 
