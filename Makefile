@@ -27,7 +27,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 help:
 	@echo "make book     install (if needed), execute every chapter into build/book/ and render HTML"
 	@echo "make test     install (if needed), run the unit tests and every chapter under nbval"
-	@echo "make check-book  open the rendered book offline in headless Chromium (maths, no network)"
+	@echo "make check-book  open the rendered book offline in headless Chromium (maths and its errors, no network, links and anchors)"
 	@echo "make lab      JupyterLab on the book"
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"
 	@echo "make lint     ruff check and format check"

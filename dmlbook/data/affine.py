@@ -94,6 +94,8 @@ def affine_matrices(
 class RandomAffine:
     """One random affine distortion per image (Koch et al. 2015, Sec. 4.2), as ``fit``'s augment.
 
+    The defaults are Koch et al.'s ranges (:data:`KOCH_RANGES`).
+
     Parameters
     ----------
     rotate : float
@@ -109,8 +111,6 @@ class RandomAffine:
         applied to an image; otherwise it is the identity for that image. Koch et al.: 0.5.
     whole_pixels : bool
         Round translations to whole pixels (then a translation alone is an exact shift).
-
-    The defaults are Koch et al.'s ranges (:data:`KOCH_RANGES`).
 
     Examples
     --------
