@@ -3,8 +3,8 @@
 Okabe and Ito's eight colours (:data:`PALETTE`) stay apart under the common colour-vision
 deficiencies; beside its colour the ``n``-th series of a figure takes the ``n``-th marker and line
 style (:func:`series_style`; bars, which have no marker, the ``n``-th hatch), so that no figure
-relies on colour alone. :func:`book_rc` makes that matplotlib's default cycle (``dmlbook.setup()``
-applies it), so a plain ``ax.plot`` in a chapter follows the rule. ``dmlbook.plots`` re-exports
+relies on colour alone. :func:`book_rc` makes colour and line style matplotlib's default cycle
+(``dmlbook.setup()`` applies it), so a plain ``ax.plot`` in a chapter follows the rule. ``dmlbook.plots`` re-exports
 all of it. ``tests/test_book_figures.py`` renders every stored figure under a simulated
 deuteranopia and fails when two colours that a reader with normal colour vision tells apart merge.
 
@@ -56,17 +56,14 @@ def series_style(n: int) -> dict:
 def book_rc() -> dict:
     """Matplotlib settings of the book's figures (``dmlbook.setup()`` applies them).
 
-    The default property cycle walks :data:`PALETTE`, :data:`MARKERS` and :data:`LINESTYLES`
-    together, and a curve shows a marker every tenth of its length (``markevery=0.1``), so a
-    series that a reader cannot tell by colour is told by its marker and dashes.
+    The default property cycle walks :data:`PALETTE` and :data:`LINESTYLES` together, so a plain
+    ``ax.plot`` of a second series is dashed as well as vermillion. Markers are not in the cycle:
+    matplotlib cannot thin them out on a dense curve without hiding the marker of a one-point
+    line (``markevery`` as a fraction draws nothing for a single point), so a figure adds them
+    where they help, with :func:`series_style`'s marker and a ``markevery``.
     """
     from cycler import cycler
 
     styles = [series_style(n) for n in range(len(PALETTE))]
-    cycle = cycler(
-        color=[s["color"] for s in styles],
-        marker=[s["marker"] for s in styles],
-        linestyle=[s["linestyle"] for s in styles],
-        markevery=[0.1] * len(styles),
-    )
+    cycle = cycler(color=[s["color"] for s in styles], linestyle=[s["linestyle"] for s in styles])
     return {"axes.prop_cycle": cycle, "lines.markersize": 4.5, "image.cmap": "cividis"}

@@ -7,8 +7,8 @@ with it). Recall values are stored as fractions and shown in percent.
 Colour is never the only cue. The book's colours are Okabe and Ito's eight (:data:`PALETTE`),
 chosen to stay apart under the common colour-vision deficiencies; the ``n``-th series of a figure
 also takes the ``n``-th marker and line style (:func:`series_style`), and :func:`book_rc` (applied
-by ``dmlbook.setup()``) makes that matplotlib's default cycle, so that a plain ``ax.plot`` follows
-the rule. ``tests/test_book_figures.py`` renders every stored figure under a simulated
+by ``dmlbook.setup()``) makes colour and line style matplotlib's default cycle, so that a plain
+``ax.plot`` follows the rule. ``tests/test_book_figures.py`` renders every stored figure under a simulated
 deuteranopia and fails when two colours a reader with normal vision tells apart merge.
 """
 
@@ -23,6 +23,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from .curves import plot_training_curves
 from .palette import HATCHES, LINESTYLES, MARKERS, PALETTE, book_rc, series_style
 from .validation import as_embeddings, as_labels, check_same_length
 
@@ -40,6 +41,7 @@ __all__ = [
     "HATCHES",
     "series_style",
     "book_rc",
+    "plot_training_curves",
 ]
 
 
