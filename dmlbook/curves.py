@@ -4,7 +4,9 @@
 ``attrs["step_loss"]`` (at no extra cost: the loop computes it anyway) and evaluates Recall@K
 every ``eval_every`` epochs. :func:`plot_training_curves` draws both against the step, one style
 per run (:func:`dmlbook.palette.series_style`) and, where a run has several seeds, one thin line
-per seed in that style. ``dmlbook.plots`` re-exports it.
+per seed in that style. :func:`plot_loss_curves` draws the grid of
+:func:`dmlbook.studies.compare_losses` (its ``attrs["step_loss"]``), one small panel per loss,
+since losses do not share a scale. ``dmlbook.plots`` re-exports both.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from matplotlib.figure import Figure
 
 from .palette import series_style
 
-__all__ = ["plot_training_curves", "smooth"]
+__all__ = ["plot_training_curves", "plot_loss_curves", "smooth"]
 
 
 def smooth(values: Sequence[float], window: int) -> np.ndarray:
@@ -93,5 +95,56 @@ def plot_training_curves(
     loss_ax.set(xlabel="training step (batch)", ylabel="training loss (running mean)")
     metric_ax.set(xlabel="training step (batch)", ylabel=f"{metric} on the test split (%)")
     loss_ax.legend(fontsize="small", loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def plot_loss_curves(
+    results: pd.DataFrame, *, ncols: int = 4, window: int | None = None, size: float = 2.6
+) -> Figure:
+    """One panel per loss of a :func:`dmlbook.studies.compare_losses` grid: its training loss.
+
+    Each seed's loss of every batch is a thin line (running mean over ``window`` batches, default
+    a tenth of the run) and their mean over seeds a thick one; each panel has its own scale.
+
+    Parameters
+    ----------
+    results : DataFrame
+        As returned by :func:`dmlbook.studies.compare_losses` (``attrs["step_loss"]`` holds
+        ``{(loss, seed): [loss of every batch]}``).
+    ncols : int
+        Panels per row.
+
+    Returns
+    -------
+    Figure
+    """
+    curves = results.attrs.get("step_loss") if isinstance(results, pd.DataFrame) else None
+    if not curves:
+        raise ValueError(
+            "results must be the DataFrame of dmlbook.studies.compare_losses, whose "
+            "attrs['step_loss'] holds every run's batch losses; got none."
+        )
+    names = list(dict.fromkeys(name for name, _ in curves))
+    rows = -(-len(names) // ncols)
+    fig, axes = plt.subplots(
+        rows, min(ncols, len(names)), figsize=(size * min(ncols, len(names)), 0.8 * size * rows),
+        squeeze=False, sharex=True,
+    )  # fmt: skip
+    for n, name in enumerate(names):
+        ax, style = axes.flat[n], series_style(n)
+        seeds = [np.asarray(v, dtype=float) for (k, _), v in curves.items() if k == name]
+        w = window or max(1, len(seeds[0]) // 10)
+        x = np.arange(1, len(seeds[0]) + 1)
+        for steps in seeds:
+            ax.plot(x, smooth(steps, w), color=style["color"], ls="-", lw=0.7, alpha=0.8)
+        mean = np.mean([smooth(s, w) for s in seeds], axis=0)
+        ax.plot(x, mean, lw=2, markevery=max(1, len(x) // 5), **style)
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=7)
+    for ax in axes.flat[len(names) :]:
+        ax.set_axis_off()
+    fig.supxlabel("training step (batch)", fontsize=9)
+    fig.supylabel("training loss (running mean)", fontsize=9)
     fig.tight_layout()
     return fig

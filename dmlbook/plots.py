@@ -23,7 +23,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .curves import plot_training_curves
+from .curves import plot_loss_curves, plot_training_curves
 from .palette import HATCHES, LINESTYLES, MARKERS, PALETTE, book_rc, series_style
 from .validation import as_embeddings, as_labels, check_same_length
 
@@ -42,6 +42,7 @@ __all__ = [
     "series_style",
     "book_rc",
     "plot_training_curves",
+    "plot_loss_curves",
 ]
 
 

@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from dmlbook.curves import plot_training_curves, smooth  # noqa: E402
+from dmlbook.curves import plot_loss_curves, plot_training_curves, smooth  # noqa: E402
 from dmlbook.palette import PALETTE  # noqa: E402
 
 
@@ -59,3 +59,22 @@ def test_errors_name_what_to_pass():
         plot_training_curves({"a": _history([1.0, 1.0], [0.1, 0.2, 0.3])}, metric="R@8")
     with pytest.raises(ValueError, match="window"):
         smooth([1.0], 0)
+
+
+def test_loss_curves_one_panel_per_loss_thin_seeds_and_their_mean():
+    results = pd.DataFrame({"loss": ["a", "b"], "seed": [0, 0]})
+    results.attrs["step_loss"] = {
+        ("a", 0): [2.0, 2.0, 2.0],
+        ("a", 1): [4.0, 4.0, 4.0],
+        ("b", 0): [1.0, 0.0, 1.0],
+    }
+    fig = plot_loss_curves(results, ncols=4, window=1)
+    a, b = fig.axes
+    assert [a.get_title(), b.get_title()] == ["a", "b"]
+    assert len(a.lines) == 3 and len(b.lines) == 2  # seeds, then their mean
+    np.testing.assert_allclose(a.lines[2].get_ydata(), [3.0, 3.0, 3.0])
+    assert a.lines[2].get_linewidth() > a.lines[0].get_linewidth()
+    assert a.lines[0].get_color() == PALETTE[0] and b.lines[0].get_color() == PALETTE[1]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="step_loss"):
+        plot_loss_curves(pd.DataFrame({"loss": ["a"]}))
