@@ -144,6 +144,16 @@ def test_every_figure_is_numbered_captioned_and_described(path):
     assert caption_problems(path) == []
 
 
+#: The chapters that derive a loss: each shows its weights and its training as pictures.
+LOSS_CHAPTERS = ("02", "03", "04", "05", "06", "07", "08", "10", "11", "12", "13", "15")
+
+
+def test_every_loss_chapter_has_at_least_two_figures_and_the_book_45():
+    counts = {p.name[:2]: sum(len(pngs) for _, _, pngs in figure_cells(p)) for p in CHAPTERS}
+    assert {c: n for c, n in counts.items() if c in LOSS_CHAPTERS and n < 2} == {}
+    assert sum(counts.values()) >= 45
+
+
 def test_figure_names_are_unique_in_the_book():
     names = [
         cell.metadata["mystnb"]["figure"].get("name")
