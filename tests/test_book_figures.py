@@ -102,7 +102,9 @@ def flat_colours(png: str, min_pixels: int = 25, min_share: float = 4e-4) -> np.
     A colour counts when at least ``max(min_pixels, min_share * pixels)`` pixels have exactly it
     and its CAM02 chroma is >= 12 (greys, black and white tell series apart by lightness, which
     deuteranopia keeps). Colours closer than 10 to a more frequent one (shades of one series
-    where markers overlap) are merged into it.
+    where markers overlap), or that are a more frequent one mixed with black or white (a marker's
+    black edge or the white background blended in by anti-aliasing, a translucent fill), are
+    merged into it.
     """
     rgb = _pixels(png).reshape(-1, 3).astype(np.int64)
     packed = (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]
@@ -117,9 +119,22 @@ def flat_colours(png: str, min_pixels: int = 25, min_share: float = 4e-4) -> np.
     ucs = cspace_convert(colours, "sRGB1", "CAM02-UCS") if len(colours) else colours
     kept: list[int] = []
     for i in np.argsort(-counts, kind="stable"):
-        if all(np.linalg.norm(ucs[i] - ucs[j]) >= 10 for j in kept):
+        if all(np.linalg.norm(ucs[i] - ucs[j]) >= 10 for j in kept) and not any(
+            _is_blend(colours[i], colours[j]) for j in kept
+        ):
             kept.append(i)
     return colours[kept]
+
+
+def _is_blend(colour: np.ndarray, series: np.ndarray, tol: float = 0.02) -> bool:
+    """Whether ``colour`` is ``series`` mixed with black or white (anti-aliasing against an edge
+    or the background, a translucent fill): a shade of one series, not a series of its own."""
+    for ink in (np.zeros(3), np.ones(3)):
+        d = series - ink
+        t = float(np.clip(np.dot(colour - ink, d) / max(np.dot(d, d), 1e-12), 0, 1))
+        if np.abs(ink + t * d - colour).max() <= tol:
+            return True
+    return False
 
 
 def merged_under_deuteranopia(png: str) -> list[str]:
