@@ -28,7 +28,7 @@ help:
 	@echo "make book     install (if needed), execute every chapter into build/book/ and render HTML"
 	@echo "make test     install (if needed), run the unit tests and every chapter under nbval"
 	@echo "make test-quick  the inner loop: unit tests without the chapters, the browser and slow tests"
-	@echo "make check-book  open the rendered book offline in headless Chromium (maths, no network)"
+	@echo "make check-book  open the rendered book offline in headless Chromium (maths and its errors, no network, links and anchors)"
 	@echo "make lab      JupyterLab on your own copy of the student edition, build/lab-student/"
 	@echo "make lab EDITION=instructor  the same with the answers (REFRESH=1: copy the book afresh)"
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"

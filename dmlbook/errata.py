@@ -60,8 +60,10 @@ _HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*$", re.MULTILINE)
 
 def heading_slug(heading: str) -> str:
     """The anchor MyST gives a heading: lower case, punctuation dropped, spaces to hyphens
-    (``14.9 The loss chapters`` -> ``149-the-loss-chapters``)."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+    (``14.9 The loss chapters`` -> ``149-the-loss-chapters``). MyST slugs only the heading's
+    text: inline maths (``$...$``) is left out, so ``HAP2S$_E$ (x)`` -> ``hap2s-x``."""
+    text = re.sub(r"(?<!\\)\$[^$]*\$", "", heading.strip())
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
 
 
 def parse_cell(source: str, chapter: str, cell: int) -> Erratum:

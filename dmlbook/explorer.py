@@ -188,32 +188,36 @@ def paper_row(name: str) -> tuple[str, dict[str, bool]] | None:
 def explorer_figure(weights: BatchWeights, caption: str = "", dpi: int = 80) -> bytes:
     """PNG: the weights against ``S`` (left) and the batch's weight map (right).
 
-    The title is :meth:`BatchWeights.summary`, then ``caption`` (e.g. Table 1's row).
+    The title is :meth:`BatchWeights.summary`, then ``caption`` (e.g. Table 1's row). Drawn on a
+    bare :class:`~matplotlib.figure.Figure`, never through pyplot: switching pyplot's backend
+    here (to Agg) silenced every later ``plt.show()`` of the notebook that called it.
     """
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from .palette import PALETTE
 
     w, S = weights.grad.abs().numpy(), weights.S.numpy()
     pos, neg, mined = weights.pos.numpy(), weights.neg.numpy(), weights.mined.numpy()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.6), dpi=dpi, width_ratios=(1.5, 1))
-    for mask, label, color in (
-        (pos, "w+ (positive)", "tab:blue"),
-        (neg, "w- (negative)", "tab:red"),
+    fig = Figure(figsize=(9.6, 3.6), dpi=dpi)
+    left, right = fig.subplots(1, 2, width_ratios=(1.5, 1))
+    for mask, label, color, marker in (
+        (pos, "w+ (positive)", PALETTE[0], "o"),
+        (neg, "w- (negative)", PALETTE[1], "s"),
     ):
         got, idle = mask & mined, mask & ~mined
-        left.scatter(S[got], w[got], s=10, color=color, label=f"{label}: {int(got.sum())}")
+        left.scatter(
+            S[got], w[got], s=10, color=color, marker=marker, label=f"{label}: {int(got.sum())}"
+        )
         left.scatter(
             S[idle], w[idle], s=10, facecolors="none", edgecolors=color, alpha=0.35,
-            label=f"no gradient: {int(idle.sum())}",
+            marker=marker, label=f"no gradient: {int(idle.sum())}",
         )  # fmt: skip
     left.set_xlabel("$S_{ij}$")
     left.set_ylabel("$|\\partial L / \\partial S_{ij}|$")
     left.set_title("pair weights against similarity", fontsize=10)
     left.legend(fontsize=7, loc="upper left")
     shown = np.where(pos | neg, w, np.nan)
-    image = right.imshow(shown, cmap="viridis", interpolation="nearest")
+    image = right.imshow(shown, cmap="cividis", interpolation="nearest")
     right.contour(pos.astype(float), levels=[0.5], colors="white", linewidths=0.6)
     right.set_title("gradient per pair (white: same class)", fontsize=10)
     right.set_xlabel("j")
@@ -224,5 +228,4 @@ def explorer_figure(weights: BatchWeights, caption: str = "", dpi: int = 80) -> 
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
-    plt.close(fig)
     return buffer.getvalue()

@@ -7,9 +7,11 @@ redraws on every change what :mod:`dmlbook.explorer` computes on a real batch: t
 al.'s three similarities the weights move with, beside Table 1's row for that loss.
 
 Where no kernel runs (the rendered book, a notebook opened before its cells run) the output is a
-fixed rendering at the settings the cell gave, with a line saying that it is interactive in
-JupyterLab: the widget's display carries the figure as ``image/png``, and ``tools/book.py`` drops
-the live view from stored chapters. Needs ipywidgets (the ``book`` extra). Tested in-process in
+fixed rendering at the settings the cell gave (the chapter's prose says that it is interactive in
+JupyterLab): the widget's display carries the figure as ``image/png``, and ``tools/book.py`` drops
+the live view from stored chapters. One output only, so that a chapter's figure caption
+(MyST-NB cell metadata) wraps the figure and nothing else; ``dmlbook.explorer_html`` is the
+explorer that stays interactive on the web page. Needs ipywidgets (the ``book`` extra). Tested in-process in
 ``tests/test_explorer_widget.py`` and by driving it in JupyterLab in headless Chromium
 (``tests/test_lab.py``).
 """
@@ -32,12 +34,7 @@ from .explorer import (
 )
 from .losses import available_losses
 
-__all__ = ["NOTE", "weight_explorer"]
-
-NOTE = (
-    "*Interactive in JupyterLab:* run this cell there to choose a loss and move its "
-    "hyper-parameters; the figure below is the fixed rendering at the settings in the cell."
-)
+__all__ = ["weight_explorer"]
 
 
 def _widgets() -> Any:
@@ -104,8 +101,6 @@ def weight_explorer(
         :func:`dmlbook.explorer.tunable_parameters`, or ``ValueError`` naming them.
     """
     w = _widgets()
-    from IPython.display import Markdown, display
-
     unknown = sorted(set(params) - set(tunable_parameters(loss)))
     if unknown:
         raise ValueError(
@@ -141,7 +136,6 @@ def weight_explorer(
 
     chooser.observe(choose, names="value")
     choose(start=params)
-    display(Markdown(NOTE))
     return box
 
 

@@ -54,6 +54,9 @@ def chapter_threads(threads: int = 2) -> int:
 def setup(seed: int = 0, threads: int = 2) -> Profile:
     """Prepare a chapter: seeds, a fixed thread count, print options and PNG figures.
 
+    Figures take the book's colour-blind-safe colours, markers and line styles
+    (:func:`dmlbook.palette.book_rc`).
+
     Parameters
     ----------
     seed : int
@@ -93,8 +96,10 @@ def setup(seed: int = 0, threads: int = 2) -> Profile:
     try:
         import matplotlib
 
+        from .palette import book_rc
+
         matplotlib.rcParams.update(
-            {"figure.dpi": 80, "savefig.dpi": 80, "figure.figsize": (6, 3.6)}
+            {"figure.dpi": 80, "savefig.dpi": 80, "figure.figsize": (6, 3.6), **book_rc()}
         )
         from IPython import get_ipython
 

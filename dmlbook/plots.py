@@ -3,6 +3,13 @@
 Every function draws on a given ``ax`` or on a new pyplot figure, and returns the
 :class:`~matplotlib.figure.Figure`; none calls ``plt.show()`` (a chapter ends its plotting cell
 with it). Recall values are stored as fractions and shown in percent.
+
+Colour is never the only cue. The book's colours are Okabe and Ito's eight (:data:`PALETTE`),
+chosen to stay apart under the common colour-vision deficiencies; the ``n``-th series of a figure
+also takes the ``n``-th marker and line style (:func:`series_style`), and :func:`book_rc` (applied
+by ``dmlbook.setup()``) makes colour and line style matplotlib's default cycle, so that a plain
+``ax.plot`` follows the rule. ``tests/test_book_figures.py`` renders every stored figure under a simulated
+deuteranopia and fails when two colours a reader with normal vision tells apart merge.
 """
 
 from __future__ import annotations
@@ -15,8 +22,9 @@ import pandas as pd
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
+from .curves import plot_loss_curves, plot_training_curves
+from .palette import HATCHES, LINESTYLES, MARKERS, PALETTE, book_rc, series_style
 from .validation import as_embeddings, as_labels, check_same_length
 
 __all__ = [
@@ -27,7 +35,16 @@ __all__ = [
     "plot_recall_bars",
     "project_2d",
     "METHODS",
+    "PALETTE",
+    "MARKERS",
+    "LINESTYLES",
+    "HATCHES",
+    "series_style",
+    "book_rc",
+    "plot_training_curves",
+    "plot_loss_curves",
 ]
+
 
 #: Projection methods of :func:`plot_embeddings`.
 METHODS = ("pca", "tsne")
@@ -107,7 +124,8 @@ def plot_history(
             values = history[metric].to_numpy(dtype=float)
             if _is_recall(metric):
                 values = 100.0 * values
-            (line,) = score_ax.plot(epoch, values, "-o", ms=3, label=metric)
+            style = series_style(1 + len(handles))
+            (line,) = score_ax.plot(epoch, values, ms=3, markevery=1, label=metric, **style)
             handles.append(line)
         unit = " (%)" if all(_is_recall(m) for m in scores) else ""
         score_ax.set_ylabel("retrieval metric" + unit if len(scores) > 1 else scores[0] + unit)
@@ -155,15 +173,9 @@ def project_2d(
     return tsne.fit_transform(x.numpy())
 
 
-def _class_colors(n_classes: int) -> np.ndarray:
-    """Qualitative colours, one per class (tab10, tab20, then tab20 + tab20b + tab20c, cycled)."""
-    if n_classes <= 10:
-        palette = plt.get_cmap("tab10").colors
-    elif n_classes <= 20:
-        palette = plt.get_cmap("tab20").colors
-    else:
-        palette = sum((list(plt.get_cmap(c).colors) for c in ("tab20", "tab20b", "tab20c")), [])
-    return np.array([palette[i % len(palette)] for i in range(n_classes)])
+def _class_styles(n_classes: int) -> list[dict]:
+    """Colour and marker of each class (:func:`series_style`): classes 8 apart differ by marker."""
+    return [series_style(i) for i in range(n_classes)]
 
 
 def plot_embeddings(
@@ -176,7 +188,7 @@ def plot_embeddings(
     seed: int = 0,
     title: str | None = None,
 ) -> Figure:
-    """Scatter a 2-D projection of ``embeddings``, one colour per class.
+    """Scatter a 2-D projection of ``embeddings``, one colour and marker per class.
 
     Parameters
     ----------
@@ -197,8 +209,9 @@ def plot_embeddings(
     Returns
     -------
     Figure
-        One scatter collection with a point per (kept) sample; a legend when there are at most
-        10 classes.
+        One scatter collection per class (its colour and marker from :func:`series_style`, so
+        classes 8 apart share a colour but not a marker); a legend when there are at most 10
+        classes.
     """
     method = str(method).lower()
     if method not in METHODS:
@@ -213,16 +226,22 @@ def plot_embeddings(
         keep = keep[:max_points].sort().values
         x, y = x[keep], y[keep]
     classes, index = torch.unique(y, return_inverse=True)
-    colors = _class_colors(len(classes))
+    styles = _class_styles(len(classes))
     xy = project_2d(x, method, seed=seed)
     ax = _new_axes(ax)
-    ax.scatter(xy[:, 0], xy[:, 1], c=colors[index.numpy()], s=8, alpha=0.8, linewidths=0)
+    index = index.numpy()
+    for i, c in enumerate(classes):
+        style = styles[i]
+        ax.scatter(
+            *xy[index == i].T,
+            s=14,
+            color=style["color"],
+            marker=style["marker"],
+            linewidths=0,
+            label=str(int(c)),
+        )
     if len(classes) <= 10:
-        handles = [
-            Line2D([], [], ls="", marker="o", ms=5, color=colors[i], label=str(int(c)))
-            for i, c in enumerate(classes)
-        ]
-        ax.legend(handles=handles, title="class", fontsize="small", loc="best", markerscale=1)
+        ax.legend(title="class", fontsize="small", loc="best", markerscale=1)
     name = "PCA" if method == "pca" else "t-SNE"
     ax.set_xlabel(f"{name} 1")
     ax.set_ylabel(f"{name} 2")
@@ -263,9 +282,10 @@ def compare_histories(
             )
     ax = _new_axes(ax)
     scale = 100.0 if _is_recall(metric) else 1.0
-    for name, history in histories.items():
+    for n, (name, history) in enumerate(histories.items()):
         values = scale * history[metric].to_numpy(dtype=float)
-        ax.plot(history["epoch"].to_numpy(), values, "-o", ms=3, label=str(name))
+        x = history["epoch"].to_numpy()
+        ax.plot(x, values, ms=3, markevery=1, label=str(name), **series_style(n))
     ax.set_xlabel("epoch")
     ax.set_ylabel(metric + (" (%)" if scale != 1.0 else ""))
     ax.legend(fontsize="small", loc="best")
@@ -377,7 +397,17 @@ def plot_recall_bars(
         mean = scale * summary[f"{metric} mean"].to_numpy(dtype=float)
         std = np.nan_to_num(scale * summary[f"{metric} std"].to_numpy(dtype=float))
         offset = x - 0.4 + width * (n + 0.5)
-        ax.bar(offset, mean, width, yerr=std, capsize=2, label=metric, alpha=0.85)
+        ax.bar(
+            offset,
+            mean,
+            width,
+            yerr=std,
+            capsize=2,
+            label=metric,
+            color=PALETTE[n % len(PALETTE)],
+            hatch=HATCHES[n % len(HATCHES)],
+            edgecolor="white",
+        )
         if results is not None:
             last = results.groupby(["loss", "seed"], sort=False)["epoch"].transform("max")
             final = results[results["epoch"] == last]

@@ -303,3 +303,55 @@ def test_no_chapter_cell_holds_a_control_character():
         for m in control.finditer(cell.source)
     ]
     assert found == []
+
+
+def test_internal_links_and_anchors_that_do_not_resolve_are_reported(tmp_path):
+    (tmp_path / "_images").mkdir()
+    (tmp_path / "_images" / "fig.png").write_bytes(base64.b64decode(figure_png()))
+    (tmp_path / "12_dro.html").write_text(
+        '<section id="pseudo-pairs-and-ms-hap2s-e"><h2>12.6</h2><a name="old-style"></a></section>'
+    )
+    page = tmp_path / "errata.html"
+    page.write_text(
+        "".join(
+            f'<a href="{href}">x</a>'
+            for href in (
+                "12_dro.html#pseudo-pairs-and-ms-hap2s-e",  # resolves
+                "12_dro.html#old-style",  # an <a name=...> resolves too
+                "#top",  # an anchor of this page that it lacks
+                "12_dro.html#126-pseudo-pairs-and-ms-hap2s_e-supplement-612-613",  # the errata's
+                "13_gradient_surgery.html",  # no such page
+                "_images/fig.png",
+                "https://example.org/x#y",  # external: book_links' business
+                "mailto:a@b.org",
+            )
+        )
+    )
+    problems = book_check.internal_link_problems(tmp_path, page, {})
+    assert problems == [
+        "link to an anchor that does not exist: #top",
+        "link to an anchor that does not exist: "
+        "12_dro.html#126-pseudo-pairs-and-ms-hap2s_e-supplement-612-613",
+        "link to a file that does not exist: 13_gradient_surgery.html",
+    ]
+
+
+def test_maths_that_mathjax_cannot_typeset_is_reported(html, browser):
+    """Chapter 13 once had a literal backspace where ``\\beta`` was meant (``"\\beta"`` in a
+    Python string): MathJax shows a red "Math input error"; and a TeX error (a double exponent)."""
+    page = (html / "01_demo.html").read_text()
+    bad = (
+        '<p><span class="math notranslate nohighlight">\\(\\alpha + \x08eta\\)</span> and '
+        '<span class="math notranslate nohighlight">\\(x^2^3\\)</span></p>'
+    )
+    broken = html / "01_bad_maths.html"
+    broken.write_text(page.replace("<h1>", bad + "<h1>", 1))
+    try:
+        problems = book_check.page_problems(book_check.open_offline(broken, browser))
+    finally:
+        broken.unlink()
+    errors = [p for p in problems if p.startswith("maths MathJax could not typeset")]
+    assert len(errors) == 2, problems
+    assert any("Double exponent" in p for p in errors)
+    fine = book_check.page_problems(book_check.open_offline(html / "01_demo.html", browser))
+    assert fine == []

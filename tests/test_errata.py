@@ -219,3 +219,26 @@ def test_an_erratum_inside_a_prose_cell_is_refused_not_lost(tmp_path):
     nbformat.write(nb, tmp_path / "01_a.ipynb")
     with pytest.raises(ErratumFormatError, match="cell 0: move the erratum admonition"):
         errata_in(tmp_path / "01_a.ipynb")
+
+
+@pytest.mark.parametrize(
+    ("heading", "expected"),
+    [
+        ("14.9 The loss chapters", "149-the-loss-chapters"),
+        # the anchor of the rendered Chapter 12 (the maths of a heading is not in its slug)
+        (
+            "12.6 Pseudo pairs and MS; HAP2S$_E$ (supplement 6.1.2-6.1.3)",
+            "126-pseudo-pairs-and-ms-hap2s-supplement-612-613",
+        ),
+        ("2.1 A loss is a function of $\\mathbf{S}$", "21-a-loss-is-a-function-of-"),
+    ],
+)
+def test_heading_slug_is_the_anchor_myst_makes(heading, expected):
+    from markdown_it import MarkdownIt
+    from markdown_it.tree import SyntaxTreeNode
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+    from myst_parser.mdit_to_docutils.base import compute_unique_slug
+
+    tree = SyntaxTreeNode(MarkdownIt().use(dollarmath_plugin).parse("## " + heading))
+    assert compute_unique_slug(tree.children[0], []) == expected  # MyST's own slug
+    assert heading_slug(heading) == expected

@@ -87,3 +87,19 @@ def test_a_loss_that_cannot_run_on_the_batch_is_reported_not_raised(batch, monke
     assert w.error == "ValueError: needs two samples per class"
     assert "cannot be evaluated on this batch" in w.summary()
     assert explorer_figure(w).startswith(b"\x89PNG")
+
+
+def test_the_figure_leaves_pyplots_backend_alone(batch):
+    """Chapters 2 and 10 lost every figure after the explorer's: it switched pyplot to Agg."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    w = batch_weights("contrastive", {"margin": 0.3}, *batch)
+    before, open_figures = matplotlib.get_backend(), plt.get_fignums()
+    plt.switch_backend("pdf")  # any backend that is not Agg
+    try:
+        assert explorer_figure(w).startswith(b"\x89PNG")
+        assert matplotlib.get_backend() == "pdf"
+        assert plt.get_fignums() == open_figures  # no figure added to pyplot's either
+    finally:
+        plt.switch_backend(before)

@@ -78,13 +78,24 @@ def _blobs(n_per_class: int, n_classes: int, dim: int = 6) -> tuple[torch.Tensor
     return centres[labels] + torch.randn(len(labels), dim, generator=g), labels
 
 
-def test_plot_embeddings_pca_one_collection_and_legend():
+def _points(ax) -> np.ndarray:
+    return np.concatenate(
+        [c.get_offsets() for c in ax.collections if isinstance(c, PathCollection)]
+    )
+
+
+def test_plot_embeddings_pca_one_collection_per_class_with_its_colour_and_marker():
+    from dmlbook.palette import PALETTE
+
     x, y = _blobs(20, 4)
     fig = plot_embeddings(x, y)
     (ax,) = fig.axes
-    (scatter,) = [c for c in ax.collections if isinstance(c, PathCollection)]
-    assert scatter.get_offsets().shape == (80, 2)
-    assert len(np.unique(scatter.get_facecolors(), axis=0)) == 4
+    scatters = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert [s.get_offsets().shape for s in scatters] == [(20, 2)] * 4
+    colours = [matplotlib.colors.to_hex(s.get_facecolors()[0]) for s in scatters]
+    assert colours == [c.lower() for c in PALETTE[:4]]
+    paths = [s.get_paths()[0].vertices.tobytes() for s in scatters]
+    assert len(set(paths)) == 4  # four markers: the classes differ without colour
     assert len(ax.get_legend().get_texts()) == 4
     assert "PCA" in ax.get_title()
 
@@ -92,11 +103,11 @@ def test_plot_embeddings_pca_one_collection_and_legend():
 def test_plot_embeddings_subsamples_deterministically_and_many_classes():
     x, y = _blobs(5, 40)
     fig = plot_embeddings(x, y, max_points=50, title="many")
-    offsets = fig.axes[0].collections[0].get_offsets()
+    offsets = _points(fig.axes[0])
     assert offsets.shape == (50, 2)
     assert fig.axes[0].get_legend() is None  # no legend for 40 classes
     assert fig.axes[0].get_title() == "many"
-    again = plot_embeddings(x, y, max_points=50).axes[0].collections[0].get_offsets()
+    again = _points(plot_embeddings(x, y, max_points=50).axes[0])
     np.testing.assert_array_equal(offsets, again)
 
 
@@ -113,7 +124,7 @@ def test_pca_matches_numpy_up_to_sign_and_separates_blobs():
 def test_plot_embeddings_tsne_and_errors():
     x, y = _blobs(8, 3)
     fig = plot_embeddings(x.numpy(), y.tolist(), method="tsne", seed=1)
-    assert fig.axes[0].collections[0].get_offsets().shape == (24, 2)
+    assert _points(fig.axes[0]).shape == (24, 2)
     assert "t-SNE" in fig.axes[0].get_title()
     with pytest.raises(ValueError, match="Unknown method 'umap'"):
         plot_embeddings(x, y, method="umap")

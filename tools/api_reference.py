@@ -28,6 +28,7 @@ import dataclasses
 import importlib
 import inspect
 import io
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -278,6 +279,29 @@ def _resolve(target: str) -> object:
     return getattr(importlib.import_module(module), name)
 
 
+def documented_at(target: str) -> str:
+    """Where autodoc finds a data entry's ``#:`` comment: the module that assigns it.
+
+    A constant re-exported by a package (``dmlbook.mining.TRIPLET_KINDS``) has its comment in a
+    submodule (``dmlbook.mining.triplets``); documented under the package, autodoc finds no
+    comment and shows the docstring of the value's type (``dict``'s, which is not valid reST).
+    """
+    from sphinx.pycode import ModuleAnalyzer
+
+    module, _, name = target.rpartition(".")
+    obj = _resolve(target)
+    for modname in sorted(m for m in sys.modules if m == module or m.startswith(module + ".")):
+        if getattr(sys.modules[modname], name, None) is not obj:
+            continue
+        try:
+            docs = ModuleAnalyzer.for_module(modname).find_attr_docs()
+        except Exception:  # noqa: BLE001 - a module without source: try the next
+            continue
+        if ("", name) in docs:
+            return f"{modname}.{name}"
+    return target
+
+
 def docstring_text(found: list[Entry]) -> str:
     """The docstrings the page renders: the text its links come from (``make check-book``)."""
     return "\n".join(inspect.getdoc(_resolve(t)) or "" for e in found for t in e.targets)
@@ -303,7 +327,8 @@ def page(found: list[Entry] | None = None) -> str:
             for target in e.targets:
                 obj = _resolve(target)
                 directive = "autoclass" if isinstance(obj, type) else "autofunction"
-                directive = directive if callable(obj) else "autodata"
+                if not callable(obj):
+                    directive, target = "autodata", documented_at(target)
                 lines += ["```{eval-rst}", f".. {directive}:: {target}", "```", ""]
             if e.example:
                 lines += ["```python", e.example.rstrip(), "```", ""]

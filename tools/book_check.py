@@ -20,6 +20,12 @@ small book built with the real ``book/_config.yml``):
 - ``book_links.link_problems``: every external link of a page points where the build meant it
   to (the launch buttons to the edition's published notebooks, or none; other links written in
   the page's source). One line per page is printed as it is checked.
+- ``internal_link_problems``: every link from a page to the book itself (another page, a figure,
+  an anchor ``#...``) resolves: the file exists and, where the link names an anchor, the page it
+  points to has an element with that ``id``.
+- MathJax's own errors: an equation MathJax could not typeset (a TeX error such as an undefined
+  control sequence, or a character TeX does not accept, shown in red as "Math input error") is
+  an ``<mjx-merror>`` in the typeset page; ``page_problems`` names each with its message.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import tempfile
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 from book_links import link_problems, read_manifest
 
@@ -89,21 +96,33 @@ PROBE = """<script>
 
 
 class _Tags(HTMLParser):
-    """Collects remote resource references and the prose text of one HTML page."""
+    """Collects remote resource references, links, anchors and the prose text of one page."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.remote: list[str] = []
         self.prose: list[str] = []
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+        self.math_errors: list[str] = []
         self.probe: str | None = None
         self.math = 0
         self._skip = 0
+        self._merror = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: v or "" for k, v in attrs}
         url = {"script": a.get("src"), "link": a.get("href"), "img": a.get("src")}.get(tag)
         if url and REMOTE.match(url):
             self.remote.append(f"<{tag}> {url}")
+        for key in ("id", "name"):
+            if a.get(key) and (key == "id" or tag == "a"):
+                self.ids.add(a[key])
+        if tag == "a" and "href" in a:
+            self.links.append(a["href"])
+        if tag == "mjx-merror":
+            self.math_errors.append(a.get("data-mjx-error", ""))
+            self._merror += 1
         if tag == "mjx-container":
             self.math += 1
         if tag == "body" and "data-dmlbook-probe" in a:
@@ -114,8 +133,12 @@ class _Tags(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in NOT_PROSE and self._skip:
             self._skip -= 1
+        if tag == "mjx-merror" and self._merror:
+            self._merror -= 1
 
     def handle_data(self, data: str) -> None:
+        if self._merror and self.math_errors and not self.math_errors[-1]:
+            self.math_errors[-1] = data.strip()  # no message attribute: the red text is it
         if not self._skip:
             self.prose.append(data)
 
@@ -142,6 +165,40 @@ def network_references(html_root: Path) -> list[str]:
             if CSS_URL.search(line):
                 found.append(f"{css.relative_to(html_root).as_posix()}:{n}: {line.strip()[:120]}")
     return found
+
+
+NOT_A_PAGE_LINK = re.compile(r"^([a-z][a-z0-9+.-]*:|//)", re.IGNORECASE)  # http:, mailto:, data:
+
+
+def internal_link_problems(html_root: Path, page: Path, ids: dict[Path, set[str]]) -> list[str]:
+    """Every link of ``page`` to the book itself that does not resolve.
+
+    ``ids`` caches the ``id``s of each page read so far (pass the same dict for a whole book).
+    A link resolves when its file exists under ``html_root`` and, when it names an anchor
+    (``page.html#anchor`` or ``#anchor``), that page has an element with that ``id``.
+    """
+
+    def anchors(target: Path) -> set[str]:
+        if target not in ids:
+            ids[target] = parse(target.read_text(errors="replace")).ids
+        return ids[target]
+
+    problems = []
+    root = html_root.resolve()
+    for href in dict.fromkeys(parse(page.read_text(errors="replace")).links):
+        if not href or NOT_A_PAGE_LINK.match(href):
+            continue
+        path, _, anchor = unquote(href).partition("#")
+        target = (page.parent / path).resolve() if path else page.resolve()
+        if target.is_dir():
+            target = target / "index.html"
+        if root not in target.parents and target != root:
+            problems.append(f"link out of the book: {href}")
+        elif not target.is_file():
+            problems.append(f"link to a file that does not exist: {href}")
+        elif anchor and target.suffix == ".html" and anchor not in anchors(target):
+            problems.append(f"link to an anchor that does not exist: {href}")
+    return problems
 
 
 def find_browser() -> str | None:
@@ -230,6 +287,9 @@ def page_problems(result: PageResult, expect_math: bool = True) -> list[str]:
     raw = sorted({m.group(0) for m in RAW_TEX.finditer(" ".join(tags.prose))})
     if raw:
         problems.append(f"raw TeX left in the text: {' '.join(raw)}")
+    problems += [
+        f"maths MathJax could not typeset: {m or 'Math input error'}" for m in tags.math_errors
+    ]
     problems += [f"code line clipped: {text!r}" for text in probe.get("clipped", [])]
     problems += [
         f"figure {src} shown at {shown}px of its {natural}px"
@@ -251,8 +311,11 @@ def check_book(html_root: Path, browser: str | None, report=print) -> list[str]:
         for p in sorted(html_root.glob("*.html"))
         if p.name not in ("genindex.html", "search.html")
     ]
+    ids: dict[Path, set[str]] = {}
     for n, page in enumerate(pages, 1):
-        found = link_problems(html_root, page, manifest)
+        found = link_problems(html_root, page, manifest) + internal_link_problems(
+            html_root, page, ids
+        )
         source = page.read_text(errors="replace")
         # a redirect (index.html -> the first page) has nothing to render
         if browser is not None and 'http-equiv="Refresh"' not in source:

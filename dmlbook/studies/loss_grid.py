@@ -189,6 +189,11 @@ def _tidy_runs(
         out = pd.DataFrame(columns=columns)
         out.attrs.update(interrupted=True, seeds=list(seeds), eval_every=eval_every, ks=list(ks))
         return out
+    # every batch's loss of every run (fit's attrs["step_loss"]; concat keeps no per-frame attrs)
+    step_loss = {
+        (f["loss"].iloc[0], int(f["seed"].iloc[0])): list(f.attrs.get("step_loss", []))
+        for f in frames
+    }
     out = pd.concat(frames, ignore_index=True)
     for col in columns:  # an interrupted evaluate-once run never gets its R@K columns
         if col not in out.columns:
@@ -201,6 +206,7 @@ def _tidy_runs(
         seeds=list(seeds),
         eval_every=eval_every,
         ks=list(ks),
+        step_loss=step_loss,
         fit={
             k: (v if isinstance(v, int | float | str | bool) else repr(v))
             for k, v in fit_kwargs.items()
@@ -257,7 +263,9 @@ def compare_losses(
         epoch; NaN at epoch 0 and, with ``eval_every=None``, the last epoch's value),
         ``R@K`` for each ``K`` (fractions) and ``seconds`` (wall time of the run so far; the
         only column that varies between identical runs). ``attrs`` holds the protocol:
-        ``interrupted``, ``seeds``, ``eval_every``, ``ks`` and the ``fit`` keyword arguments.
+        ``interrupted``, ``seeds``, ``eval_every``, ``ks`` and the ``fit`` keyword arguments, and
+        ``step_loss``: ``{(loss, seed): [the loss of every training batch]}`` (training curves,
+        :func:`dmlbook.curves.plot_loss_curves`).
 
     Raises
     ------

@@ -238,7 +238,9 @@ def fit(
         ``loss`` (mean training loss over that epoch; NaN for epoch 0), ``R@K`` for each ``K`` in
         ``ks`` (fractions in [0, 1]; only when ``test`` is given) and ``seconds`` (wall time since
         the call began, evaluation included). ``frame.attrs`` holds ``interrupted`` (bool),
-        ``epochs_done`` (completed epochs) and the main settings.
+        ``epochs_done`` (completed epochs), ``step_loss`` (the loss of every training batch, in
+        order: ``epochs * batches_per_epoch`` floats, a training curve finer than the epochs)
+        and the main settings.
 
     Raises
     ------
@@ -289,9 +291,11 @@ def fit(
             yield (x if augment is None else augment(x, generator)), y
 
     sums = {"loss": 0.0}  # training loss summed over the current epoch
+    step_loss: list[float] = []  # every batch's loss, in order (a training curve at no cost)
 
     def after_step(loss: torch.Tensor) -> None:
-        sums["loss"] += loss.item()
+        step_loss.append(loss.item())
+        sums["loss"] += step_loss[-1]
         bar.update(1)
         bar.set_postfix(
             epoch=trainer.pos.epoch + 1, loss=f"{sums['loss'] / trainer.pos.batch:.4f}",
@@ -330,6 +334,7 @@ def fit(
     history.attrs.update(
         interrupted=interrupted,
         epochs_done=trainer.pos.epoch,
+        step_loss=step_loss,
         seed=seed,
         optimizer=str(optimizer).lower(),
         lr=float(lr),

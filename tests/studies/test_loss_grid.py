@@ -68,6 +68,16 @@ def test_tidy_frame_one_row_per_loss_and_seed(results):
     assert results.attrs["seeds"] == [0, 1, 2] and results.attrs["fit"]["epochs"] == 2
 
 
+def test_every_runs_batch_losses_are_kept_and_average_to_its_last_epoch(results):
+    curves = results.attrs["step_loss"]
+    assert sorted(curves) == [(name, s) for name in ("contrastive", "triplet") for s in (0, 1, 2)]
+    for (name, seed), steps in curves.items():
+        row = results[(results["loss"] == name) & (results["seed"] == seed)].iloc[-1]
+        per_epoch = len(steps) // 2  # two epochs
+        assert len(steps) == 2 * per_epoch > 0
+        assert row["train_loss"] == pytest.approx(sum(steps[per_epoch:]) / per_epoch)
+
+
 def test_runs_repeat_exactly_and_seeds_differ(results):
     again = compare_losses({"contrastive": "contrastive"}, MODEL, TRAIN, TEST, seeds=(1,), **FIT)
     first = results[(results["loss"] == "contrastive") & (results["seed"] == 1)]

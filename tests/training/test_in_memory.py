@@ -43,6 +43,23 @@ def test_history_layout(digits):
     assert history.attrs["epochs_done"] == 2
 
 
+def test_every_batch_loss_is_recorded_and_averages_to_the_epoch_loss(digits):
+    train, _ = digits
+    losses = []
+
+    class Recorded(ContrastiveLoss):
+        def forward(self, embeddings, labels):
+            value = super().forward(embeddings, labels)
+            losses.append(value.item())
+            return value
+
+    history = fit(_model(), Recorded(0.5), train, epochs=3, eval_every=3, **FAST)
+    steps = history.attrs["step_loss"]
+    assert steps == losses and len(steps) % 3 == 0  # every batch, in order
+    per_epoch = len(steps) // 3
+    assert history["loss"].iloc[-1] == pytest.approx(sum(steps[-per_epoch:]) / per_epoch)
+
+
 def test_without_test_set_and_eval_every(digits):
     train, _ = digits
     history = fit(_model(), ContrastiveLoss(), train, epochs=3, eval_every=2, **FAST)
