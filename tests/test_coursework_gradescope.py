@@ -9,7 +9,7 @@ no namespaces inside, so the grader falls back to its separate-user isolation as
 Gradescope), for the reference solution and for a committed wrong submission; their
 ``results.json`` give 18/18 and exactly the points ``mistakes/expected.json`` says, with the
 hidden tests' names but not their contents. That proof installs torch and 63 other wheels
-offline (``setup.sh``: minutes on a busy two-core machine, measured in book/91_instructors),
+offline (``setup.sh``: minutes on a busy two-core machine, measured in book/91_instructors.ipynb),
 so the installed environment is kept in ``build/gradescope-env/<hash>`` (git-ignored) and
 ``setup.sh`` runs again only when it or ``requirements.txt`` changes; the wheels are downloaded
 once into ``build/wheel-cache``. Measured: the first run of this file took 461 s of wall clock

@@ -12,7 +12,7 @@ The sandbox: bubblewrap where the container lets it create namespaces; Gradescop
 containers usually do not (no ``CAP_SYS_ADMIN``), and then the kernel runs as a user id of its
 own with the same limits (``--isolation process``), after ``/autograder/source`` (the tests)
 and the installed ``dmlbook`` (the code of the modules the rules forbid) are made readable by
-root only. What a hostile submission can still do there is said in book/91_instructors.
+root only. What a hostile submission can still do there is said in book/91_instructors.ipynb.
 """
 
 from __future__ import annotations
