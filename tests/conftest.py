@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import pytest
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from book_check import find_browser  # noqa: E402  (tools/ is not a package)
 
 
 @pytest.fixture
@@ -13,3 +20,16 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The headless Chromium the browser tests drive: skipped with the reason where there is none,
+    a failure where ``DMLBOOK_REQUIRE_BROWSER=1`` (CI) demands one."""
+    found = find_browser()
+    if found is None:
+        message = "no Chromium on PATH (apt-get install chromium)"
+        if os.environ.get("DMLBOOK_REQUIRE_BROWSER") == "1":
+            pytest.fail(message + "; DMLBOOK_REQUIRE_BROWSER=1 requires it")
+        pytest.skip(message)
+    return found

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import importlib.util
 import io
-import os
 import re
 import sys
 from pathlib import Path
@@ -136,14 +135,8 @@ def cdn_html(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser() -> str:
-    found = book_check.find_browser()
-    if found is None:
-        message = "no Chromium on PATH (apt-get install chromium)"
-        if os.environ.get("DMLBOOK_REQUIRE_BROWSER") == "1":
-            pytest.fail(message + "; DMLBOOK_REQUIRE_BROWSER=1 requires it")
-        pytest.skip(message)
-    return found
+def browser(chromium) -> str:
+    return chromium
 
 
 def test_real_config_bundles_mathjax_from_the_installed_package():

@@ -10,8 +10,6 @@ setting's. Needs Chromium (``apt-get install chromium``); skipped without one un
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
@@ -53,20 +51,8 @@ def test_settings_run_in_product_order_and_bad_grids_are_refused():
 
 
 @pytest.fixture(scope="module")
-def browser() -> str:
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from book_check import find_browser
-
-    found = find_browser()
-    if found is None:
-        message = "no Chromium on PATH (apt-get install chromium)"
-        if os.environ.get("DMLBOOK_REQUIRE_BROWSER") == "1":
-            pytest.fail(message + "; DMLBOOK_REQUIRE_BROWSER=1 requires it")
-        pytest.skip(message)
-    return found
+def browser(chromium) -> str:
+    return chromium
 
 
 def test_moving_a_slider_draws_the_precomputed_weights_of_that_setting(tmp_path, browser):

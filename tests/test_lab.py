@@ -43,7 +43,6 @@ from ipykernel.ipkernel import IPythonKernel
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import lab as lab_copy  # noqa: E402  (tools/lab.py)
-from book_check import find_browser  # noqa: E402
 
 # Minutes of CPU, a browser or an install: left out of `make test-quick`.
 pytestmark = pytest.mark.slow
@@ -62,14 +61,9 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def lab(tmp_path_factory, chromium):
     """(playwright page, base URL with token, the served copy of book/)."""
-    browser = find_browser()
-    if browser is None:
-        message = "no Chromium on PATH (apt-get install chromium)"
-        if os.environ.get("DMLBOOK_REQUIRE_BROWSER") == "1":
-            pytest.fail(message + "; DMLBOOK_REQUIRE_BROWSER=1 requires it")
-        pytest.skip(message)
+    browser = chromium
     from playwright.sync_api import sync_playwright
 
     tmp = tmp_path_factory.mktemp("lab")
