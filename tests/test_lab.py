@@ -191,13 +191,22 @@ def test_the_weight_explorer_redraws_in_jupyterlab(lab):
     assert "Wang et al., Table 1 (Contrastive)" in table
 
 
-def page_text(page, url: str, chapter: str) -> str:
-    """The text of every cell of ``chapter`` as JupyterLab shows it, markdown rendered."""
+def page_text(page, url: str, chapter: str, cells: int) -> str:
+    """The text of every cell of ``chapter`` (``cells`` of them) as JupyterLab shows it, markdown
+    rendered: read once every cell is on the page and the text has stopped changing (JupyterLab
+    renders markdown a cell at a time, so a first read can miss the last cells)."""
     page.goto(url.format(chapter))
     shown = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"  # the tab in front
-    page.wait_for_selector(f"{shown} .jp-Cell")
+    page.wait_for_function(f"document.querySelectorAll('{shown} .jp-Cell').length >= {cells}")
     page.wait_for_function(f"document.querySelector('{shown}').innerText.includes('Exercise 2.3')")
-    return page.inner_text(shown)
+    text, deadline = "", time.monotonic() + TIMEOUT_MS / 1000
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(1000)
+        now = page.inner_text(shown)
+        if now == text:
+            return text
+        text = now
+    raise AssertionError(f"the page of {chapter} kept changing for {TIMEOUT_MS / 1000:.0f} s")
 
 
 def answer_phrases(chapter: Path) -> list[str]:
@@ -216,13 +225,14 @@ def answer_phrases(chapter: Path) -> list[str]:
 def test_a_chapter_shows_its_exercises_and_no_answer(lab):
     page, url, served = lab
     phrases = answer_phrases(ROOT / "book" / EXERCISES)
-    text = page_text(page, url, EXERCISES)
+    text = page_text(page, url, EXERCISES, len(nbformat.read(served / EXERCISES, 4).cells))
     assert "Exercise 2.3" in text and "Self-check" in text, f"no exercises: {text[-500:]!r}"
     shown = [p for p in phrases if p in text]
     assert shown == [] and ":class: dropdown" not in text, f"answers on the page: {shown}"
     # the same chapter with its answers, served the same way, shows them: the check can fail
     shutil.copy(ROOT / "book" / EXERCISES, served / f"control_{EXERCISES}")
-    control = page_text(page, url, f"control_{EXERCISES}")
+    cells = len(nbformat.read(ROOT / "book" / EXERCISES, 4).cells)
+    control = page_text(page, url, f"control_{EXERCISES}", cells)
     assert all(p in control for p in phrases), [p for p in phrases if p not in control]
 
 
