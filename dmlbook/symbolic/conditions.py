@@ -24,7 +24,17 @@ from contextlib import contextmanager
 
 import sympy as sp
 
-__all__ = ["as_written", "build_as_written", "describe", "divisors", "evaluated", "unguarded"]
+from .domain import Requirement, requirements
+
+__all__ = [
+    "as_written",
+    "build_as_written",
+    "describe",
+    "divisors",
+    "evaluated",
+    "unguarded",
+    "unmet",
+]
 
 
 @contextmanager
@@ -51,15 +61,13 @@ def build_as_written(side: object) -> object:
 
 
 def divisors(expr: sp.Basic) -> list[sp.Expr]:
-    """The bases of the negative powers in ``expr``: every quantity it divides by.
+    """The bases of the powers in ``expr`` whose exponent may be negative: what it may divide by.
 
-    ``1/d`` and ``d**(-1/2)`` both contribute ``d``; a power ``d**e`` whose exponent may be
-    negative but is not known to be does not (it is no division as written).
+    ``1/d`` and ``d**(-1/2)`` contribute ``d``, and so does ``d**x`` for an exponent ``x`` not
+    known to be ``>= 0`` (at ``x = -1`` it is ``1/d``); ``d**a`` with ``a >= 0`` does not.
     """
     found = {
-        evaluated(p.base)
-        for p in sp.sympify(expr).atoms(sp.Pow)
-        if p.exp.is_negative and not p.base.is_number
+        evaluated(r.quantity) for r in requirements(expr) if r.source == "power" and not r.bound
     }
     return sorted(found, key=sp.default_sort_key)
 
@@ -106,8 +114,48 @@ def _known_nonzero(d: sp.Expr, facts: Sequence[sp.Expr], subs: dict) -> bool:
     return False
 
 
+def _known_nonnegative(n: sp.Expr, where: Sequence[sp.Basic], subs: dict) -> bool:
+    if n.xreplace(subs).is_nonnegative:
+        return True
+    lower = [c.lhs - c.rhs for c in where if isinstance(c, sp.GreaterThan | sp.StrictGreaterThan)]
+    lower += [c.rhs - c.lhs for c in where if isinstance(c, sp.LessThan | sp.StrictLessThan)]
+    return any(sp.simplify(n - f).is_nonnegative for f in lower)
+
+
+def _range_cases(bound: Sequence[tuple]) -> list[dict]:
+    """Ways to write the summation indices ``k`` in ``low..high``: ``low + t`` and ``high - t``
+    (``t >= 0`` an integer); a requirement holds on the range if it holds in either form."""
+    cases: list[dict] = [{}]
+    for k, lo, hi in bound:
+        t = sp.Dummy(f"{k}_offset", integer=True, nonnegative=True)
+        cases = [c | {k: e.xreplace(c)} for c in cases for e in (lo + t, hi - t)]
+    return cases
+
+
+def _met(r: Requirement, where: Sequence[sp.Basic], facts: list, subs: dict) -> bool:
+    for case in _range_cases(r.bound):
+        q = r.quantity.xreplace(case) if case else r.quantity
+        if r.kind == "nonzero" and _known_nonzero(q, facts, subs):
+            return True
+        if r.kind == "nonnegative" and _known_nonnegative(q, where, subs):
+            return True
+    return False
+
+
+def unmet(expr: sp.Basic, where: Sequence[sp.Basic] = ()) -> list[Requirement]:
+    """The :func:`~dmlbook.symbolic.domain.requirements` of ``expr`` that neither the symbols'
+    assumptions nor the conditions ``where`` (as for :func:`unguarded`) establish."""
+    where = [sp.sympify(c) for c in where]
+    subs: dict = {}
+    for c in where:
+        subs |= _substitution(c)
+    facts = _nonzero_facts(where)
+    return [r for r in requirements(expr) if not _met(r, where, facts, subs)]
+
+
 def unguarded(expr: sp.Basic, where: Sequence[sp.Basic] = ()) -> list[sp.Expr]:
-    """The denominators of ``expr`` that may be 0 for the symbols' assumptions and ``where``.
+    """The quantities that may be 0 (or a summation range that may be reversed) for the
+    symbols' assumptions and ``where``: each point where ``expr`` may be undefined.
 
     Parameters
     ----------
@@ -117,14 +165,10 @@ def unguarded(expr: sp.Basic, where: Sequence[sp.Basic] = ()) -> list[sp.Expr]:
         The conditions the statement is claimed under: ``sp.Ne(d, 0)`` for a quantity ``d``
         (covers ``d``, ``-d``, its powers and products of covered factors), or a relation of
         one symbol with a number (``s > 0``, ``s < 1``, ``s >= 0``, ``sp.Ne(s, 0)``), which is
-        applied as an assumption on that symbol.
+        applied as an assumption on that symbol (``m >= 0`` also makes ``Sum(f, (k, 1, m))``'s
+        range at least empty, never reversed).
     """
-    where = [sp.sympify(c) for c in where]
-    subs: dict = {}
-    for c in where:
-        subs |= _substitution(c)
-    facts = _nonzero_facts(where)
-    return [d for d in divisors(expr) if not _known_nonzero(d, facts, subs)]
+    return list(dict.fromkeys(evaluated(r.quantity) for r in unmet(expr, where)))
 
 
 def evaluated(expr: sp.Basic) -> sp.Basic:

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from .conditions import build_as_written, describe, evaluated, unguarded
+from .conditions import build_as_written, evaluated, unmet
 from .differentiate import pair_weights
+from .domain import refusals
 from .symbols import AnchorSimilarities, default_range
 
 __all__ = [
@@ -177,6 +178,28 @@ def residual(a: sp.Basic, b: sp.Basic) -> sp.Expr | list[sp.Expr]:
     return out[0] if len(out) == 1 else out
 
 
+def _why_refused(pairs: list[tuple[sp.Expr, sp.Expr]], where: Sequence) -> str:
+    """Why the statement ``pairs`` cannot be proved as given ('' when it may be)."""
+    refused = [why for x, y in pairs for side in (x, y) for why in refusals(side)]
+    if refused:
+        return " ".join(dict.fromkeys(refused))
+    missing = {r.text(): r for x, y in pairs for side in (x, y) for r in unmet(side, where)}
+    if not missing:
+        return ""
+    reasons = "; ".join(r.reason for r in missing.values())
+    first = next(iter(missing.values()))
+    hint = (
+        f"where=[sp.Ne({sp.sstr(first.quantity)}, 0)]"
+        if first.kind == "nonzero"
+        else f"where=[sp.Ge({sp.sstr(first.quantity)}, 0)] (or a bound on the sum's limit)"
+    )
+    return (
+        f"the statement may be undefined (a sum: mean something else) unless "
+        f"{', '.join(missing)} ({reasons}). If it is claimed only there, say so: {hint}, or a "
+        "relation on one symbol that implies it (e.g. s < 1 for 2 - 2*s)."
+    )
+
+
 def prove_equal(
     a: sp.Basic | Callable[[], sp.Basic],
     b: sp.Basic | Callable[[], sp.Basic],
@@ -244,17 +267,10 @@ def prove_equal(
     True
     """
     pairs = _exact_pairs(build_as_written(a), build_as_written(b), "prove_equal")
-    missing = [d for x, y in pairs for side in (x, y) for d in unguarded(side, where)]
-    missing = sorted(set(missing), key=sp.default_sort_key)
-    if missing:
+    why = _why_refused(pairs, where)
+    if why:
         if verbose:
-            names = ", ".join(sp.sstr(d) for d in missing)
-            print(
-                f"prove_equal: refused: the statement divides by {names}, which may be 0; it "
-                f"holds at most where {describe(missing)}. If that is the statement, say so: "
-                f"where=[sp.Ne({sp.sstr(missing[0])}, 0)], or a relation on one symbol that "
-                "implies it (e.g. s < 1 for 2 - 2*s)."
-            )
+            print(f"prove_equal: refused: {why}")
         return False
     pairs = [(evaluated(x), evaluated(y)) for x, y in pairs]
     for n, (x, y) in enumerate(pairs):
