@@ -8,9 +8,11 @@ then "proves" a statement that is false at those points. Two tools keep the divi
 * :func:`as_written` is a context manager (SymPy's ``evaluate(False)``) inside which the two
   sides of a statement keep every factor as typed; :func:`~dmlbook.symbolic.proofs.prove_equal`
   also accepts the sides as zero-argument callables and builds them that way itself;
-* :func:`divisors` lists the bases of the negative powers (the denominators) of an expression;
-  :func:`unguarded` keeps those the symbols' assumptions cannot show to be nonzero, after the
-  conditions the caller states (``where=``).
+* :func:`divisors` lists the bases of the powers whose exponent may be negative (what an
+  expression may divide by); :func:`unmet` keeps, of every point where an expression may be
+  undefined (:func:`~dmlbook.symbolic.domain.requirements`: divisions, logs, poles, sum
+  ranges), those that neither the symbols' assumptions nor the conditions the caller states
+  (``where=``) exclude, and :func:`unguarded` names their quantities.
 
 A statement whose denominators may vanish is proved only together with its condition:
 ``prove_equal(a, b, where=[sp.Ne(d, 0)])`` or ``where=[s > 0]``. Without one,
@@ -83,8 +85,9 @@ def _substitution(condition: sp.Basic) -> dict[sp.Symbol, sp.Expr]:
         lhs, rhs = condition.lhs, condition.rhs
     if not isinstance(lhs, sp.Symbol) or not rhs.is_number:
         return {}
+    integer = {"integer": True} if lhs.is_integer and rhs.is_integer else {}
     if isinstance(condition, sp.Ne) and rhs == 0:
-        return {lhs: sp.Dummy(lhs.name, real=True, nonzero=True)}
+        return {lhs: sp.Dummy(lhs.name, real=True, nonzero=True, **integer)}
     # s > c: s = c + t (t > 0); s >= c: t >= 0; s < c: s = c - t (t > 0); s <= c: t >= 0
     sides = {
         sp.StrictGreaterThan: (1, "positive"),
@@ -95,7 +98,7 @@ def _substitution(condition: sp.Basic) -> dict[sp.Symbol, sp.Expr]:
     if type(condition) not in sides:
         return {}
     sign, assumption = sides[type(condition)]
-    return {lhs: rhs + sign * sp.Dummy(lhs.name, **{assumption: True})}
+    return {lhs: rhs + sign * sp.Dummy(lhs.name, **{assumption: True}, **integer)}
 
 
 def _nonzero_facts(where: Iterable[sp.Basic]) -> list[sp.Expr]:
