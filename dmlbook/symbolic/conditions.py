@@ -136,6 +136,13 @@ def _range_cases(bound: Sequence[tuple]) -> list[dict]:
 
 
 def _met(r: Requirement, where: Sequence[sp.Basic], facts: list, subs: dict) -> bool:
+    try:
+        return _met_in_some_case(r, where, facts, subs)
+    except (ArithmeticError, TypeError, ValueError, RecursionError):
+        return False  # SymPy could not decide (evaluation at a pole, ...): not established
+
+
+def _met_in_some_case(r: Requirement, where: Sequence, facts: list, subs: dict) -> bool:
     for case in _range_cases(r.bound):
         q = r.quantity.xreplace(case) if case else r.quantity
         if r.kind == "nonzero" and _known_nonzero(q, facts, subs):

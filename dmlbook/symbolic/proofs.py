@@ -85,7 +85,14 @@ def _candidates(d: sp.Expr) -> Iterator[sp.Expr]:
         for start in (s, d) if s != d else (s,):
             try:
                 yield rewrite(start)
-            except (TypeError, ValueError, NotImplementedError, sp.PolynomialError):
+            except (
+                ArithmeticError,
+                TypeError,
+                ValueError,
+                NotImplementedError,
+                RecursionError,
+                sp.PolynomialError,
+            ):
                 continue
 
 
