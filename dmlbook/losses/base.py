@@ -41,6 +41,7 @@ from ..pairs import (
     resolve_masks,
     safe_distance,
 )
+from .first_order import first_order_only, second_derivative_refusal
 
 __all__ = [
     "FORMS",
@@ -204,6 +205,7 @@ class PairLoss(nn.Module):
         neg_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         S, y = prepare_batch(embeddings, labels)
+        S = first_order_only(S, second_derivative_refusal(self))  # a detached solution: no Hessian
         masks = {}
         if pos_mask is not None:
             masks["pos_mask"] = pos_mask
