@@ -127,14 +127,23 @@ def _visit(e: sp.Basic, bound: tuple, reqs: list[Requirement], refused: list[str
             _visit(a, bound, reqs, refused)
 
 
+def _fact(e: sp.Expr, name: str) -> bool | None:
+    """``e.is_zero`` and the like, ``None`` (unknown) where SymPy raises deciding it (``cot(0)``
+    evaluated numerically at its pole)."""
+    try:
+        return getattr(e, name)
+    except (ArithmeticError, TypeError, ValueError, RecursionError):
+        return None
+
+
 def _visit_pow(e: sp.Pow, bound: tuple, reqs: list, refused: list) -> None:
     base, ex = e.args
-    if ex.is_nonnegative:
+    if _fact(ex, "is_nonnegative"):
         return
     if base.is_number:
-        if base.is_zero:
+        if _fact(base, "is_zero"):
             refused.append(f"{sp.sstr(e)}: 0 to a power that may be negative.")
-        elif base.is_zero is None:
+        elif _fact(base, "is_zero") is None:
             reqs.append(Requirement(base, "nonzero", f"divides by {sp.sstr(base)}", bound))
         return
     what = "divides by" if ex.is_negative else f"{sp.sstr(e)}, an exponent that may be < 0:"
@@ -156,7 +165,7 @@ def _visit_sum(e: sp.Expr, bound: tuple, reqs: list, refused: list) -> None:
         for end in (lo, hi):
             _visit(end, inner, reqs, refused)
         count = hi - lo + 1
-        if count.is_nonnegative is not True:
+        if _fact(count, "is_nonnegative") is not True:
             reqs.append(
                 Requirement(
                     count,
