@@ -77,3 +77,19 @@ def test_errors_name_the_fix():
         threshold_pair_masks(S, y, 0.9, 0.5)
     with pytest.raises(ValueError, match="epsilon"):
         ms_distance_mining_masks(S, y, -0.1)
+
+
+def test_thresholds_keep_a_pair_exactly_at_the_margin():
+    """Eq. 16-17 are non-strict: a same-class duplicate (D = 0) is a positive at m1 = 0, the
+    Pair-P default, and a different-class duplicate a negative at m2 = 0. Issue 38: made strict
+    (``D > m1``) the duplicate was dropped and Pair-P printed 1.0213 instead of 1.2128."""
+    x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
+    S, y = x @ x.T, torch.tensor([0, 0, 1, 2])
+    pos, neg = threshold_pair_masks(S, y, 0.0, 0.0)
+    assert pos.tolist() == [[False, True, False, False], [True, False, False, False],
+                            [False] * 4, [False] * 4]  # fmt: skip
+    assert neg.tolist() == [[False] * 4, [False] * 4, [False, False, False, True],
+                            [False, False, True, False]]  # fmt: skip
+    D = math.sqrt(2.0)  # a pair at exactly the margin, orthogonal vectors
+    pos, neg = threshold_pair_masks(S, torch.tensor([0, 1, 0, 2]), D, D)
+    assert bool(pos[0, 2]) and bool(neg[0, 1])

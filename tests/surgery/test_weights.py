@@ -8,7 +8,13 @@ import math
 import pytest
 import torch
 
-from dmlbook.surgery.weights import pair_weights, select, triplet_weight
+from dmlbook.surgery.weights import (
+    pair_weights,
+    relative_means,
+    select,
+    sig_ms_weights,
+    triplet_weight,
+)
 
 
 def test_pair_weights_are_eq8_to_14():
@@ -44,3 +50,21 @@ def test_triplet_weights_and_selections():
     assert select("sc1", one, sp, sn).tolist() == [1.0, 0.0]  # the hard triplet loses its pull
     assert select("sc2", one, sp, sn).tolist() == [1.0, 0.0]  # inside the circle: kept
     assert select("none", one, sp, sn).tolist() == [1.0, 1.0]
+
+
+def test_relative_means_of_an_empty_set_are_eq_13_14_neutral_values():
+    """Eq. 13's means are 1 over an empty relative set (so sig_ms falls back to Eq. 11), Eq. 14's
+    0 (lin_ms falls back to lin); a planted 1 -> 0 (issue 38) made sig_ms's weight 1/e^x."""
+    rows = torch.tensor([[0.9, 0.2, 0.5]], dtype=torch.float64)
+    sp, sn = torch.tensor([0.6], dtype=torch.float64), torch.tensor([0.4], dtype=torch.float64)
+    none = torch.zeros(1, 3, dtype=torch.bool)
+    hp = {"alpha": 2.0, "beta": 10.0}
+    assert [float(m) for m in relative_means(rows, sp, sn, none, none, "sig", **hp)] == [1.0, 1.0]
+    assert [float(m) for m in relative_means(rows, sp, sn, none, none, "lin", **hp)] == [0.0, 0.0]
+    some = torch.tensor([[True, False, True]])
+    m_plus, m_minus = relative_means(rows, sp, sn, some, some, "sig", **hp)
+    assert float(m_plus) == pytest.approx((math.exp(2 * (0.6 - 0.9)) + math.exp(2 * 0.1)) / 2)
+    assert float(m_minus) == pytest.approx((math.exp(-10 * (0.4 - 0.9)) + math.exp(1.0)) / 2)
+    p_plus, p_minus = sig_ms_weights(rows, sp, sn, none, none, **hp, lam=0.5)
+    assert float(p_plus) == pytest.approx(1 / (1 + math.exp(2 * (0.6 - 0.5))))  # Eq. 11
+    assert float(p_minus) == pytest.approx(1 / (1 + math.exp(-10 * (0.4 - 0.5))))
