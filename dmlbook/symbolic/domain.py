@@ -109,7 +109,7 @@ def _visit(e: sp.Basic, bound: tuple, reqs: list[Requirement], refused: list[str
     elif isinstance(e, sp.log):
         reqs.append(Requirement(e.args[0], "nonzero", f"{sp.sstr(e)} (log 0)", bound, "log"))
     elif isinstance(e, sp.Function) and type(e) in POLES:
-        pole = POLES[type(e)](e.args[0])
+        pole = POLES[type(e)](e.args[0], evaluate=False)  # as written: SymPy may fail on 0 + 0
         reqs.append(Requirement(pole, "nonzero", f"{sp.sstr(e)} (a pole)", bound, "pole"))
     elif isinstance(e, sp.Piecewise):
         if e.args[-1].cond != sp.true:
