@@ -149,6 +149,8 @@ def _met_in_some_case(r: Requirement, where: Sequence, facts: list, subs: dict) 
             return True
         if r.kind == "nonnegative" and _known_nonnegative(q, where, subs):
             return True
+        if r.kind == "real" and q.xreplace(subs).is_real:
+            return True
     return False
 
 

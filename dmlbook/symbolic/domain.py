@@ -16,7 +16,9 @@ returns what must hold for it to be defined:
   the integers ``a..b``, empty when ``b = a - 1``; SymPy's convention for ``b < a - 1``
   (``Sum(f, (k, a, b)) = -Sum(f, (k, b + 1, a - 1))``) is no empty sum, so such a range is a
   point the statement does not cover. A term undefined somewhere in ``a..b`` (``1/k`` from
-  ``k = 0``) is a requirement too.
+  ``k = 0``) is a requirement too;
+* a real argument for ``Hinge``, ``HingeActive``, ``Max``, ``Min``, ``Heaviside``, ``floor``,
+  ``ceiling`` (``Hinge(s**x)`` at ``s < 0`` has a complex argument, no value).
 
 Some constructions have no condition that ``where=`` could state; they are refused
 (:func:`refusals`): a ``Limit`` whose expression or point has parameters (SymPy's limit is
@@ -46,6 +48,9 @@ TOTAL = (
     sp.conjugate, sp.KroneckerDelta, Hinge, HingeActive,
 )  # fmt: skip
 
+#: Functions of a real argument only (an order: max, a step): a complex one is no point of theirs.
+REAL_ONLY = (Hinge, HingeActive, sp.Max, sp.Min, sp.Heaviside, sp.floor, sp.ceiling)
+
 #: A function's poles: it is defined where the given function of its argument is nonzero.
 POLES = {sp.tan: sp.cos, sp.sec: sp.cos, sp.cot: sp.sin, sp.csc: sp.sin,
          sp.coth: sp.sinh, sp.csch: sp.sinh, sp.tanh: sp.cosh, sp.sech: sp.cosh}  # fmt: skip
@@ -58,15 +63,16 @@ class Requirement:
     Attributes
     ----------
     quantity : Expr
-        ``d`` of ``d != 0`` (kind ``"nonzero"``) or ``n`` of ``n >= 0`` (kind ``"nonnegative"``).
+        ``d`` of ``d != 0`` (kind ``"nonzero"``), ``n`` of ``n >= 0`` (``"nonnegative"``) or
+        ``x`` of ``x`` real (``"real"``).
     kind : str
-        ``"nonzero"`` or ``"nonnegative"``.
+        ``"nonzero"``, ``"nonnegative"`` or ``"real"``.
     reason : str
         Where it comes from, for a message (``"divides by s"``, ``"log(s)"``).
     bound : tuple
         ``(k, low, high)`` for each summation index ``quantity`` may depend on.
     source : str
-        ``"power"``, ``"log"``, ``"pole"`` or ``"range"``.
+        ``"power"``, ``"log"``, ``"pole"``, ``"range"`` or ``"real"``.
     """
 
     quantity: sp.Expr
@@ -77,8 +83,8 @@ class Requirement:
 
     def text(self) -> str:
         """``'s != 0'`` or ``'m >= 0'``, with the summation range where there is one."""
-        rel = "!=" if self.kind == "nonzero" else ">="
-        out = f"{sp.sstr(self.quantity)} {rel} 0"
+        rel = {"nonzero": " != 0", "nonnegative": " >= 0", "real": " real"}[self.kind]
+        out = f"{sp.sstr(self.quantity)}{rel}"
         ranges = [f"{sp.sstr(k)} = {sp.sstr(lo)}..{sp.sstr(hi)}" for k, lo, hi in self.bound]
         return out + (f" for {', '.join(ranges)}" if ranges else "")
 
@@ -111,6 +117,11 @@ def _visit(e: sp.Basic, bound: tuple, reqs: list[Requirement], refused: list[str
     elif isinstance(e, sp.Function) and type(e) in POLES:
         pole = POLES[type(e)](e.args[0], evaluate=False)  # as written: SymPy may fail on 0 + 0
         reqs.append(Requirement(pole, "nonzero", f"{sp.sstr(e)} (a pole)", bound, "pole"))
+    elif isinstance(e, REAL_ONLY):
+        for a in e.args:
+            if isinstance(a, sp.Expr) and _fact(a, "is_real") is not True:
+                why = f"{sp.sstr(e)} (defined for a real argument only)"
+                reqs.append(Requirement(a, "real", why, bound, "real"))
     elif isinstance(e, sp.Piecewise):
         if e.args[-1].cond != sp.true:
             refused.append(

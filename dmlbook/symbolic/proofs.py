@@ -206,11 +206,11 @@ def _why_refused(pairs: list[tuple[sp.Expr, sp.Expr]], where: Sequence) -> str:
         return ""
     reasons = "; ".join(r.reason for r in missing.values())
     first = next(iter(missing.values()))
-    hint = (
-        f"where=[sp.Ne({sp.sstr(first.quantity)}, 0)]"
-        if first.kind == "nonzero"
-        else f"where=[sp.Ge({sp.sstr(first.quantity)}, 0)] (or a bound on the sum's limit)"
-    )
+    hint = {
+        "nonzero": f"where=[sp.Ne({sp.sstr(first.quantity)}, 0)]",
+        "nonnegative": f"where=[sp.Ge({sp.sstr(first.quantity)}, 0)] (or a bound on the sum's limit)",
+        "real": "a relation that makes it real (s > 0 for s**x)",
+    }[first.kind]
     return (
         f"the statement may be undefined (a sum: mean something else) unless "
         f"{', '.join(missing)} ({reasons}). If it is claimed only there, say so: {hint}, or a "

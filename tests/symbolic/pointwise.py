@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import sympy as sp
 
+from dmlbook.symbolic import Hinge, HingeActive
+
+#: Functions of a real argument only (written here, not imported from the module under test).
+REAL_ONLY = (Hinge, HingeActive, sp.Max, sp.Min, sp.Heaviside, sp.floor, sp.ceiling)
+
 #: Equal within this (absolute, after 40-digit evaluation) counts as equal.
 TOLERANCE = sp.Float(1e-25)
 
@@ -45,7 +50,10 @@ def _value(e: sp.Basic, point: dict) -> sp.Basic | None:
         return None
     if any(isinstance(a, sp.Expr) and a.has(sp.nan, sp.zoo) for a in args):
         return None  # undefined below: 0 * (1/0) must not become 0
-    return e.func(*args)
+    v = e.func(*args)
+    if isinstance(e, REAL_ONLY) and any(a.is_real is not True for a in args):
+        return None  # max(z, 0) of a complex z has no value
+    return v
 
 
 def _series(e: sp.Expr, point: dict) -> sp.Basic | None:

@@ -143,7 +143,10 @@ def _holds(condition, point) -> bool:
     with_values = value_at(condition.lhs - condition.rhs, point)
     if with_values is None or not with_values.is_real:
         return False
-    return bool(condition.func(with_values, 0))
+    try:
+        return bool(condition.func(with_values, 0))
+    except TypeError:  # undecidable at this point: not a point the condition allows
+        return False
 
 
 def _points(expr_symbols, seed):
