@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     for area in args.areas:
         t0 = time.time()
         results, cpu = run_area(area, args.max_children)
-        survivors = sorted(m for m, s in results.items() if s == "survived")
+        # a mutant no selected test even runs ("no tests") is as alive as one they miss
+        survivors = sorted(m for m, s in results.items() if s in ("survived", "no tests"))
         argued = [m for m in survivors if m in known]
         counts = {s: sum(v == s for v in results.values()) for s in set(results.values())}
         print(
