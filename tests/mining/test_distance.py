@@ -140,3 +140,18 @@ def test_candidate_masks_narrow_the_distance_miners():
         assert not miner(S, y, neg_mask=none)[1].any() and miner(S, y)[1].any()
         with pytest.raises(ValueError, match="shape"):
             miner(S, y, pos_mask=torch.zeros(2, 2, dtype=torch.bool))
+
+
+def test_half_precision_similarities_are_mined_in_float32():
+    """A float16 S is mined in float32 (compute_dtype): in float16, sqrt(2 - 2 s) at
+    s = -0.93701171875 (a float16 number) is 1.96875, above the float32 distance 1.96825 used
+    here as the margin (which float16 would round to 1.9678)."""
+    S = torch.tensor([[1.0, -0.93701171875], [-0.93701171875, 1.0]], dtype=torch.float16)
+    y = torch.tensor([0, 1])
+    m2 = float(torch.sqrt(2 - 2 * S.float()[0, 1]))
+    assert bool(threshold_pair_masks(S, y, 0.0, m2)[1][0, 1])
+    # Eq. 12 at epsilon = 0.001: 0.5009765625 < 0.5 + 0.001 in float32; in float16 the sum
+    # rounds to 0.5009765625 itself and the positive would be dropped
+    S = torch.tensor([[1.0, 0.5009765625, 0.5], [0.5009765625, 1.0, 0.0], [0.5, 0.0, 1.0]],
+                     dtype=torch.float16)  # fmt: skip
+    assert bool(ms_mining_masks(S, torch.tensor([0, 0, 1]), 0.001)[0][0, 1])
