@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from dmlbook.surgery.weights import (
+    _log_mean_exp,
     pair_weights,
     relative_means,
     select,
@@ -68,3 +69,16 @@ def test_relative_means_of_an_empty_set_are_eq_13_14_neutral_values():
     p_plus, p_minus = sig_ms_weights(rows, sp, sn, none, none, **hp, lam=0.5)
     assert float(p_plus) == pytest.approx(1 / (1 + math.exp(2 * (0.6 - 0.5))))  # Eq. 11
     assert float(p_minus) == pytest.approx(1 / (1 + math.exp(-10 * (0.4 - 0.5))))
+
+
+def test_log_mean_exp_is_the_log_of_eq_13s_mean_and_0_for_an_empty_set():
+    """The log-space form of Eq. 13's means (sig_ms's underflow path): log((1/n) sum e^z) over
+    the masked entries of each row, log 1 = 0 where the relative set is empty."""
+    z = torch.tensor([[0.5, -1.0, 2.0], [3.0, 1.0, -2.0]], dtype=torch.float64)
+    mask = torch.tensor([[True, False, True], [False, False, False]])
+    got = _log_mean_exp(z, mask)
+    assert float(got[0]) == pytest.approx(math.log((math.exp(0.5) + math.exp(2.0)) / 2))
+    assert float(got[1]) == 0.0
+    big = torch.tensor([[-800.0, -801.0]], dtype=torch.float64)  # exp underflows, the log does not
+    expected = -800.0 + math.log((1 + math.exp(-1.0)) / 2)
+    assert float(_log_mean_exp(big, torch.ones(1, 2, dtype=torch.bool))) == pytest.approx(expected)
