@@ -79,6 +79,8 @@ def test_log_mean_exp_is_the_log_of_eq_13s_mean_and_0_for_an_empty_set():
     got = _log_mean_exp(z, mask)
     assert float(got[0]) == pytest.approx(math.log((math.exp(0.5) + math.exp(2.0)) / 2))
     assert float(got[1]) == 0.0
+    one = _log_mean_exp(z, torch.tensor([[False, True, False], [True, False, False]]))
+    assert one.tolist() == pytest.approx([-1.0, 3.0])  # a set of one: its own z
     big = torch.tensor([[-800.0, -801.0]], dtype=torch.float64)  # exp underflows, the log does not
     expected = -800.0 + math.log((1 + math.exp(-1.0)) / 2)
     assert float(_log_mean_exp(big, torch.ones(1, 2, dtype=torch.bool))) == pytest.approx(expected)
