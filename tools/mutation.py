@@ -94,7 +94,9 @@ def parse_results(text: str) -> dict[str, str]:
 def run_area(area: str, max_children: int) -> tuple[dict[str, str], float]:
     """Run mutmut on one area; (mutant -> status, CPU seconds of the run and its children)."""
     work = scratch_copy(area)
-    env = {**os.environ, "PYTHONPATH": str(work)}
+    # one thread: mutmut forks its workers, and a forked child that starts torch's OpenMP pool
+    # inherited from the parent can hang until the timeout (seen as 15 s "timeouts")
+    env = {**os.environ, "PYTHONPATH": str(work), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     mutmut = [sys.executable, "-m", "mutmut"]
     subprocess.run([*mutmut, "run", "--max-children", str(max_children)], cwd=work, env=env,
