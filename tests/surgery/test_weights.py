@@ -84,3 +84,16 @@ def test_log_mean_exp_is_the_log_of_eq_13s_mean_and_0_for_an_empty_set():
     big = torch.tensor([[-800.0, -801.0]], dtype=torch.float64)  # exp underflows, the log does not
     expected = -800.0 + math.log((1 + math.exp(-1.0)) / 2)
     assert float(_log_mean_exp(big, torch.ones(1, 2, dtype=torch.bool))) == pytest.approx(expected)
+
+
+def test_selections_at_their_boundaries():
+    """Eq. 18 drops the pull only when S_an > S_ap (a tie keeps it); Eq. 19 only inside the
+    circle, S_ap (2 - S_ap) - S_an^2 < 1/2 (on it: kept). Exact binary values, no rounding."""
+    one = torch.ones(1, dtype=torch.float64)
+    tie = torch.tensor([0.5], dtype=torch.float64)
+    assert select("sc1", one, tie, tie).tolist() == [1.0]
+    assert select("sc1", one, tie, tie + 2**-20).tolist() == [0.0]
+    s_ap, s_an = torch.tensor([0.5], dtype=torch.float64), torch.tensor([0.5], dtype=torch.float64)
+    assert float(s_ap * (2 - s_ap) - s_an**2) == 0.5  # exactly on the circle
+    assert select("sc2", one, s_ap, s_an).tolist() == [1.0]
+    assert select("sc2", one, s_ap, s_an + 2**-20).tolist() == [0.0]
