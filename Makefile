@@ -22,7 +22,7 @@ JOBS   ?= 2
 export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: help install book check-book test test-quick test-unit test-book refresh lab lint format bench verify-backbones clean \
-	coursework grade gpu-check map
+	coursework grade gpu-check map mutation
 
 help:
 	@echo "make book     install (if needed), execute every chapter into build/book/ and render HTML"
@@ -34,6 +34,7 @@ help:
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"
 	@echo "make lint     ruff check and format check"
 	@echo "make map     regenerate MAP.md's chapter and module tables (tests/test_map.py checks them)"
+	@echo "make mutation  mutation testing of losses, mining, surgery (AREAS=mining ...; long, not in test)"
 	@echo "make bench    CPU benchmarks, results under bench/results/"
 	@echo "make gpu-check  on a GPU machine: the prepared GPU measurements (8 min), build/gpu-check/"
 	@echo "make verify-backbones  ResNet/BN-Inception against torchvision and the port (downloads them)"
@@ -150,6 +151,12 @@ grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-of-notebooks [TIMEOUT=300 MEMORY=4G PARALLEL=n PDF=1]"; exit 2; }
 	$(BIN)/python tools/coursework.py grade $(SUBMISSIONS) --timeout $(TIMEOUT) --memory $(MEMORY) \
 		--isolation $(ISOLATION) $(if $(PARALLEL),--parallel $(PARALLEL)) $(if $(PDF),--pdf)
+
+# Mutation testing (tools/mutation.py, mutmut): each area's code mutated one edit at a time against
+# its fast test selection; a survivor must be killed by a test or argued equivalent in
+# tools/mutation_equivalent.md. Not part of `make test` (minutes to an hour of CPU per area).
+mutation: $(STAMP)
+	$(BIN)/python tools/mutation.py $(AREAS)
 
 clean:
 	rm -rf build book/_build .pytest_cache .hypothesis

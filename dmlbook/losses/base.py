@@ -49,6 +49,7 @@ from ..validation import (
     declared,
     hyper_parameters,
 )
+from .first_order import first_order_only, second_derivative_refusal
 
 __all__ = [
     "FORMS",
@@ -161,6 +162,7 @@ class PairLoss(nn.Module):
         neg_mask: Mask = None,
     ) -> torch.Tensor:
         S, y = prepare_batch(embeddings, labels)
+        S = first_order_only(S, second_derivative_refusal(self))  # a detached solution: no Hessian
         masks = {}
         if pos_mask is not None:
             masks["pos_mask"] = pos_mask

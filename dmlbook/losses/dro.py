@@ -38,7 +38,7 @@ losses), without the pairs whose loss is 0.
 Lemma 1: where ``p*`` is unique and the losses smooth, ``dF/dS_ij = p*_ij dl_ij/dS_ij``. The
 values below are written so that autograd gives exactly that gradient (top-K through
 ``torch.topk``, KL through a log-sum-exp, chi-square through the envelope theorem with ``p*``
-held fixed); :func:`dro_weights` returns ``p*`` and :func:`base_loss_slope` ``dl/dS``, which the
+held fixed, so chi-square refuses a second derivative: :mod:`dmlbook.losses.first_order`); :func:`dro_weights` returns ``p*`` and :func:`base_loss_slope` ``dl/dS``, which the
 tests multiply and compare with autograd. The sampling variant of DRO-KL
 (:func:`dmlbook.losses.dro_grouped.dro_kl_sampled_loss`) draws pairs from ``p*`` and averages
 their losses: an unbiased estimate of that gradient.
@@ -57,6 +57,7 @@ import torch
 
 from ..pairs import pair_sets, softplus
 from .base import Count, Mask, PairLoss, Real, Scale, declared
+from .first_order import CHI2, first_order_only
 
 __all__ = [
     "BASE_LOSSES",
@@ -372,7 +373,7 @@ def dro_loss(
         return torch.where(cand, l, torch.full_like(l, -math.inf)).amax()
     p = torch.zeros_like(l)
     p[cand] = chi2_weights(l[cand], rho)
-    return (p * l).sum()
+    return (p * first_order_only(l, CHI2)).sum()  # p* held fixed: no second derivative
 
 
 class DROLoss(PairLoss):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from ..losses.base import PairLoss
+from ..losses.first_order import first_order_only, second_derivative_refusal
 from ..losses.registry import register_loss
 from ..pairs import check_batch, compute_dtype
 from ..similarity import l2_normalize
@@ -62,7 +63,8 @@ class GradientSurgeryLoss(PairLoss):
         x, y = check_batch(embeddings, labels)
         x = x.to(compute_dtype(x))  # half precision (bf16 autocast): computed in float32
         with torch.autocast(x.device.type, enabled=False):
-            return SurgeryFunction.apply(l2_normalize(x), y, self.spec)
+            f = first_order_only(l2_normalize(x), second_derivative_refusal(self))
+            return SurgeryFunction.apply(f, y, self.spec)
 
     def loss_on_similarity(self, S: torch.Tensor, labels: torch.Tensor, **masks: object) -> None:
         raise TypeError(

@@ -8,9 +8,11 @@ then "proves" a statement that is false at those points. Two tools keep the divi
 * :func:`as_written` is a context manager (SymPy's ``evaluate(False)``) inside which the two
   sides of a statement keep every factor as typed; :func:`~dmlbook.symbolic.proofs.prove_equal`
   also accepts the sides as zero-argument callables and builds them that way itself;
-* :func:`divisors` lists the bases of the negative powers (the denominators) of an expression;
-  :func:`unguarded` keeps those the symbols' assumptions cannot show to be nonzero, after the
-  conditions the caller states (``where=``).
+* :func:`divisors` lists the bases of the powers whose exponent may be negative (what an
+  expression may divide by); :func:`unmet` keeps, of every point where an expression may be
+  undefined (:func:`~dmlbook.symbolic.domain.requirements`: divisions, logs, poles, sum
+  ranges), those that neither the symbols' assumptions nor the conditions the caller states
+  (``where=``) exclude, and :func:`unguarded` names their quantities.
 
 A statement whose denominators may vanish is proved only together with its condition:
 ``prove_equal(a, b, where=[sp.Ne(d, 0)])`` or ``where=[s > 0]``. Without one,
@@ -24,7 +26,17 @@ from contextlib import contextmanager
 
 import sympy as sp
 
-__all__ = ["as_written", "build_as_written", "describe", "divisors", "evaluated", "unguarded"]
+from .domain import Requirement, requirements
+
+__all__ = [
+    "as_written",
+    "build_as_written",
+    "describe",
+    "divisors",
+    "evaluated",
+    "unguarded",
+    "unmet",
+]
 
 
 @contextmanager
@@ -51,15 +63,13 @@ def build_as_written(side: object) -> object:
 
 
 def divisors(expr: sp.Basic) -> list[sp.Expr]:
-    """The bases of the negative powers in ``expr``: every quantity it divides by.
+    """The bases of the powers in ``expr`` whose exponent may be negative: what it may divide by.
 
-    ``1/d`` and ``d**(-1/2)`` both contribute ``d``; a power ``d**e`` whose exponent may be
-    negative but is not known to be does not (it is no division as written).
+    ``1/d`` and ``d**(-1/2)`` contribute ``d``, and so does ``d**x`` for an exponent ``x`` not
+    known to be ``>= 0`` (at ``x = -1`` it is ``1/d``); ``d**a`` with ``a >= 0`` does not.
     """
     found = {
-        evaluated(p.base)
-        for p in sp.sympify(expr).atoms(sp.Pow)
-        if p.exp.is_negative and not p.base.is_number
+        evaluated(r.quantity) for r in requirements(expr) if r.source == "power" and not r.bound
     }
     return sorted(found, key=sp.default_sort_key)
 
@@ -75,8 +85,9 @@ def _substitution(condition: sp.Basic) -> dict[sp.Symbol, sp.Expr]:
         lhs, rhs = condition.lhs, condition.rhs
     if not isinstance(lhs, sp.Symbol) or not rhs.is_number:
         return {}
+    integer = {"integer": True} if lhs.is_integer and rhs.is_integer else {}
     if isinstance(condition, sp.Ne) and rhs == 0:
-        return {lhs: sp.Dummy(lhs.name, real=True, nonzero=True)}
+        return {lhs: sp.Dummy(lhs.name, real=True, nonzero=True, **integer)}
     # s > c: s = c + t (t > 0); s >= c: t >= 0; s < c: s = c - t (t > 0); s <= c: t >= 0
     sides = {
         sp.StrictGreaterThan: (1, "positive"),
@@ -87,7 +98,7 @@ def _substitution(condition: sp.Basic) -> dict[sp.Symbol, sp.Expr]:
     if type(condition) not in sides:
         return {}
     sign, assumption = sides[type(condition)]
-    return {lhs: rhs + sign * sp.Dummy(lhs.name, **{assumption: True})}
+    return {lhs: rhs + sign * sp.Dummy(lhs.name, **{assumption: True}, **integer)}
 
 
 def _nonzero_facts(where: Iterable[sp.Basic]) -> list[sp.Expr]:
@@ -106,8 +117,57 @@ def _known_nonzero(d: sp.Expr, facts: Sequence[sp.Expr], subs: dict) -> bool:
     return False
 
 
+def _known_nonnegative(n: sp.Expr, where: Sequence[sp.Basic], subs: dict) -> bool:
+    if n.xreplace(subs).is_nonnegative:
+        return True
+    lower = [c.lhs - c.rhs for c in where if isinstance(c, sp.GreaterThan | sp.StrictGreaterThan)]
+    lower += [c.rhs - c.lhs for c in where if isinstance(c, sp.LessThan | sp.StrictLessThan)]
+    return any(sp.simplify(n - f).is_nonnegative for f in lower)
+
+
+def _range_cases(bound: Sequence[tuple]) -> list[dict]:
+    """Ways to write the summation indices ``k`` in ``low..high``: ``low + t`` and ``high - t``
+    (``t >= 0`` an integer); a requirement holds on the range if it holds in either form."""
+    cases: list[dict] = [{}]
+    for k, lo, hi in bound:
+        t = sp.Dummy(f"{k}_offset", integer=True, nonnegative=True)
+        cases = [c | {k: e.xreplace(c)} for c in cases for e in (lo + t, hi - t)]
+    return cases
+
+
+def _met(r: Requirement, where: Sequence[sp.Basic], facts: list, subs: dict) -> bool:
+    try:
+        return _met_in_some_case(r, where, facts, subs)
+    except (ArithmeticError, TypeError, ValueError, RecursionError):
+        return False  # SymPy could not decide (evaluation at a pole, ...): not established
+
+
+def _met_in_some_case(r: Requirement, where: Sequence, facts: list, subs: dict) -> bool:
+    for case in _range_cases(r.bound):
+        q = r.quantity.xreplace(case) if case else r.quantity
+        if r.kind == "nonzero" and _known_nonzero(q, facts, subs):
+            return True
+        if r.kind == "nonnegative" and _known_nonnegative(q, where, subs):
+            return True
+        if r.kind == "real" and q.xreplace(subs).is_real:
+            return True
+    return False
+
+
+def unmet(expr: sp.Basic, where: Sequence[sp.Basic] = ()) -> list[Requirement]:
+    """The :func:`~dmlbook.symbolic.domain.requirements` of ``expr`` that neither the symbols'
+    assumptions nor the conditions ``where`` (as for :func:`unguarded`) establish."""
+    where = [sp.sympify(c) for c in where]
+    subs: dict = {}
+    for c in where:
+        subs |= _substitution(c)
+    facts = _nonzero_facts(where)
+    return [r for r in requirements(expr) if not _met(r, where, facts, subs)]
+
+
 def unguarded(expr: sp.Basic, where: Sequence[sp.Basic] = ()) -> list[sp.Expr]:
-    """The denominators of ``expr`` that may be 0 for the symbols' assumptions and ``where``.
+    """The quantities that may be 0 (or a summation range that may be reversed) for the
+    symbols' assumptions and ``where``: each point where ``expr`` may be undefined.
 
     Parameters
     ----------
@@ -117,14 +177,10 @@ def unguarded(expr: sp.Basic, where: Sequence[sp.Basic] = ()) -> list[sp.Expr]:
         The conditions the statement is claimed under: ``sp.Ne(d, 0)`` for a quantity ``d``
         (covers ``d``, ``-d``, its powers and products of covered factors), or a relation of
         one symbol with a number (``s > 0``, ``s < 1``, ``s >= 0``, ``sp.Ne(s, 0)``), which is
-        applied as an assumption on that symbol.
+        applied as an assumption on that symbol (``m >= 0`` also makes ``Sum(f, (k, 1, m))``'s
+        range at least empty, never reversed).
     """
-    where = [sp.sympify(c) for c in where]
-    subs: dict = {}
-    for c in where:
-        subs |= _substitution(c)
-    facts = _nonzero_facts(where)
-    return [d for d in divisors(expr) if not _known_nonzero(d, facts, subs)]
+    return list(dict.fromkeys(evaluated(r.quantity) for r in unmet(expr, where)))
 
 
 def evaluated(expr: sp.Basic) -> sp.Basic:

@@ -5,16 +5,27 @@ when a chain of SymPy rewrites reduces ``a - b`` to the exact number ``0``; ever
 is an identity for the declared assumptions (nothing is forced). When it fails it prints the
 simplest residual it reached and returns ``False``: SymPy could not decide, which is not the
 same as ``a != b``. It refuses ``Float`` numbers, which are rounded when they are made, and a
-statement that divides by a quantity that may vanish unless the condition is stated (``where=``,
-:mod:`.conditions`; write such sides as zero-argument callables so that SymPy cannot cancel the
-factor before the check).
+statement with a point in the symbols' domain where a side may be undefined (a division, a
+power whose exponent may be negative, ``log``, a pole of ``tan``..., a sum whose range may be
+reversed; :mod:`.domain`) unless the condition that excludes it is stated (``where=``,
+:mod:`.conditions`); a limit with parameters, an infinite sum and an unknown function it
+refuses whatever the condition.
+
+The statement is the one ``prove_equal`` receives. SymPy simplifies while an expression is being
+built (``s*x/s`` *is* ``x``, ``log(s) - log(s)`` is ``0``, ``exp(log(s))`` is ``s``), so a
+factor cancelled before the call leaves no trace, and a pre-built side is taken as what SymPy
+built. To claim a statement as typed, pass each side as a zero-argument callable
+(``lambda: s*x/s``): it is built without evaluation and every division in it is checked. The
+book passes sides it derived from the definitions (``pair_weights`` of a loss, a closed form
+typed from the paper), for which the received expression is the statement.
 
 :func:`~dmlbook.symbolic.counterexample.counterexample` is the evidence for ``a != b``: a point where the two sides differ, with
 both values (exact with Rationals where SymPy can evaluate them so).
 
 ``spot_check_equal`` evaluates both sides at random points. It is numeric evidence, never a
 proof: two different expressions can agree at every sampled point.
-Tests: ``tests/symbolic/test_proofs.py``.
+Tests: ``tests/symbolic/test_proofs.py``; soundness: ``tests/symbolic/test_proofs_soundness.py``
+(a property test) and ``tests/symbolic/test_domain.py`` (the named traps).
 """
 
 from __future__ import annotations
@@ -25,8 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from .conditions import build_as_written, describe, evaluated, unguarded
+from .conditions import build_as_written, evaluated, unmet
 from .differentiate import pair_weights
+from .domain import refusals
 from .symbols import AnchorSimilarities, default_range
 
 __all__ = [
@@ -73,7 +85,14 @@ def _candidates(d: sp.Expr) -> Iterator[sp.Expr]:
         for start in (s, d) if s != d else (s,):
             try:
                 yield rewrite(start)
-            except (TypeError, ValueError, NotImplementedError, sp.PolynomialError):
+            except (
+                ArithmeticError,
+                TypeError,
+                ValueError,
+                NotImplementedError,
+                RecursionError,
+                sp.PolynomialError,
+            ):
                 continue
 
 
@@ -177,6 +196,28 @@ def residual(a: sp.Basic, b: sp.Basic) -> sp.Expr | list[sp.Expr]:
     return out[0] if len(out) == 1 else out
 
 
+def _why_refused(pairs: list[tuple[sp.Expr, sp.Expr]], where: Sequence) -> str:
+    """Why the statement ``pairs`` cannot be proved as given ('' when it may be)."""
+    refused = [why for x, y in pairs for side in (x, y) for why in refusals(side)]
+    if refused:
+        return " ".join(dict.fromkeys(refused))
+    missing = {r.text(): r for x, y in pairs for side in (x, y) for r in unmet(side, where)}
+    if not missing:
+        return ""
+    reasons = "; ".join(r.reason for r in missing.values())
+    first = next(iter(missing.values()))
+    hint = {
+        "nonzero": f"where=[sp.Ne({sp.sstr(first.quantity)}, 0)]",
+        "nonnegative": f"where=[sp.Ge({sp.sstr(first.quantity)}, 0)] (or a bound on the sum's limit)",
+        "real": "a relation that makes it real (s > 0 for s**x)",
+    }[first.kind]
+    return (
+        f"the statement may be undefined (a sum: mean something else) unless "
+        f"{', '.join(missing)} ({reasons}). If it is claimed only there, say so: {hint}, or a "
+        "relation on one symbol that implies it (e.g. s < 1 for 2 - 2*s)."
+    )
+
+
 def prove_equal(
     a: sp.Basic | Callable[[], sp.Basic],
     b: sp.Basic | Callable[[], sp.Basic],
@@ -193,13 +234,20 @@ def prove_equal(
     only the exact number ``0`` counts: no numeric test decides the answer. Inputs are exact
     by construction: a ``Float`` anywhere is refused (it was rounded when it was made).
 
-    A side that divides by a quantity the assumptions cannot show to be nonzero is a statement
-    about the points where that quantity is not 0 only: it is proved only when ``where`` states
-    that condition, and refused otherwise (``False``, with the denominator named). SymPy cancels
-    a repeated factor while an expression is being built (``Hinge(s) * x / Hinge(s)`` is ``x``
-    before this function sees it), so pass such a side as a zero-argument callable
-    (``lambda: Hinge(s) * x / Hinge(s)``) or build it inside
-    :func:`~dmlbook.symbolic.conditions.as_written`: it is then checked as typed.
+    Where a side may be undefined for values the assumptions allow (it divides by a quantity
+    not known to be nonzero, raises one to an exponent that may be negative, takes its ``log``,
+    meets a pole of ``tan``, ``cot``, ``sec``, ``csc``, ``tanh``, ``coth``, ``sech``, ``csch``,
+    or sums over a range ``a..b`` that may be reversed, ``b < a - 1``), the statement holds at
+    most where it is defined: it is proved only when ``where`` states that condition, and
+    refused otherwise (``False``, with the condition named). A limit with parameters, a sum to
+    infinity, a ``Piecewise`` without a default and a function whose domain is not known are
+    refused whatever ``where`` says (:func:`~dmlbook.symbolic.domain.refusals`).
+
+    SymPy cancels while an expression is being built (``Hinge(s) * x / Hinge(s)`` is ``x``
+    before this function sees it), so the verdict on a pre-built side is a verdict on what
+    SymPy built. Pass a side as a zero-argument callable (``lambda: Hinge(s) * x / Hinge(s)``)
+    or build it inside :func:`~dmlbook.symbolic.conditions.as_written`: it is then checked as
+    typed.
 
     Parameters
     ----------
@@ -210,8 +258,10 @@ def prove_equal(
         called without SymPy's automatic simplification (as written).
     where : sequence of relations
         The conditions the statement is claimed under, each ``sp.Ne(d, 0)`` for a quantity it
-        divides by, or a relation of one symbol with a number (``s > 0``, ``s < 1``,
-        ``sp.Ne(s, 0)``); see :func:`~dmlbook.symbolic.conditions.unguarded`.
+        divides by (or takes the ``log`` of, ``sp.Ne(sp.cos(s), 0)`` for ``tan(s)``), or a
+        relation of one symbol with a number (``s > 0``, ``s < 1``, ``sp.Ne(s, 0)``,
+        ``m >= 0`` for ``Sum(f, (k, 1, m))``); see
+        :func:`~dmlbook.symbolic.conditions.unguarded`.
     verbose : bool
         When the proof fails or is refused, print why (the residual reached, or the
         denominators whose condition is missing).
@@ -242,19 +292,14 @@ def prove_equal(
     False
     >>> prove_equal(lambda: Hinge(s) * x / Hinge(s), x, where=[s > 0])
     True
+    >>> prove_equal(lambda: sp.exp(sp.log(s)), s, where=[sp.Ne(s, 0)])
+    True
     """
     pairs = _exact_pairs(build_as_written(a), build_as_written(b), "prove_equal")
-    missing = [d for x, y in pairs for side in (x, y) for d in unguarded(side, where)]
-    missing = sorted(set(missing), key=sp.default_sort_key)
-    if missing:
+    why = _why_refused(pairs, where)
+    if why:
         if verbose:
-            names = ", ".join(sp.sstr(d) for d in missing)
-            print(
-                f"prove_equal: refused: the statement divides by {names}, which may be 0; it "
-                f"holds at most where {describe(missing)}. If that is the statement, say so: "
-                f"where=[sp.Ne({sp.sstr(missing[0])}, 0)], or a relation on one symbol that "
-                "implies it (e.g. s < 1 for 2 - 2*s)."
-            )
+            print(f"prove_equal: refused: {why}")
         return False
     pairs = [(evaluated(x), evaluated(y)) for x, y in pairs]
     for n, (x, y) in enumerate(pairs):

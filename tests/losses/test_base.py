@@ -17,7 +17,6 @@ from dmlbook.losses import (
     LiftedLoss,
     PairLoss,
     TripletLoss,
-    available_losses,
     binlifted_loss,
     binomial_deviance_loss,
     contrastive_distance_loss,
@@ -113,24 +112,5 @@ def test_module_forwards_miner_masks():
         assert module(x, y, pos_mask=none, neg_mask=none).item() == 0.0
 
 
-#: Losses whose gradient is not the derivative of their value by design: weights held as numbers
-#: (Liu et al.'s footnote 6; Circle loss's detached a_p, a_n; HAP2S_E's soft-max), a sample drawn
-#: anew on every call (DRO-KL sampled), a designed gradient (Xuan & Pless).
-STOP_GRADIENT = {"pair_p", "pair_e", "triplet_p", "triplet_e", "ms_distance", "circle", "hap2s_e",
-                 "dro_kl_sampled", "gradient_surgery"}  # fmt: skip
-
-
-@pytest.mark.parametrize("name", available_losses())
-def test_modules_take_a_second_derivative(name):
-    # Every loss is autograd all the way, the module's similarity included: a gradient penalty
-    # (the gradient's norm, differentiated again) works; where no weight is held constant, the
-    # second derivative is the true one (autograd against finite differences of the gradient).
-    x = torch.randn(9, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    x.requires_grad_(True)
-    y = torch.arange(9) // 3
-    module = get_loss(name)
-    (grad,) = torch.autograd.grad(module(x, y), x, create_graph=True)
-    grad.pow(2).sum().backward()
-    assert x.grad is not None and torch.isfinite(x.grad).all()
-    if name not in STOP_GRADIENT:
-        assert torch.autograd.gradgradcheck(lambda x: module(x, y), (x,))
+# Second derivatives (gradgradcheck for every loss and setting, or the refusal of a loss that holds
+# part of its gradient fixed): tests/losses/test_first_order.py.

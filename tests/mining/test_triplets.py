@@ -16,6 +16,7 @@ from dmlbook.mining import (
     all_pair_masks,
     all_triplet_mask,
     batch_hard_masks,
+    easy_positive_masks,
     margin_triplet_mask,
     npair_masks,
     semihard_triplet_mask,
@@ -192,3 +193,78 @@ def test_miner_input_errors():
         margin_triplet_mask(S, torch.tensor([0, 0, 1]), 0.1, "medium")
     with pytest.raises(ValueError, match="one label per row"):
         batch_hard_masks(S, torch.tensor([0, 1]))
+
+
+# ---- mutation testing (tools/mutation.py): exact ties, narrowed candidates, easy positives
+
+
+def easy_positive_reference(S, y, pos_mask=None, neg_mask=None):
+    """Per anchor with both: its most similar positive and most similar negative (a loop)."""
+    P, N = loops(y.tolist())
+    pos = torch.zeros(len(y), len(y), dtype=torch.bool)
+    neg = torch.zeros_like(pos)
+    for a in range(len(y)):
+        p_ok = [k for k in P[a] if pos_mask is None or pos_mask[a, k]]
+        n_ok = [k for k in N[a] if neg_mask is None or neg_mask[a, k]]
+        if p_ok and n_ok:
+            pos[a, max(p_ok, key=lambda k: float(S[a, k]))] = True
+            neg[a, max(n_ok, key=lambda k: float(S[a, k]))] = True
+    return pos, neg
+
+
+@FAST
+@given(batches(), st.integers(0, 2**31 - 1))
+def test_easy_positive_mining_matches_a_loop_with_and_without_candidates(batch, seed):
+    S, y = batch
+    assert all(torch.equal(a, b) for a, b in zip(easy_positive_masks(S, y),
+                                                 easy_positive_reference(S, y), strict=True))  # fmt: skip
+    g = torch.Generator().manual_seed(seed)
+    pm, nm = (torch.rand(len(y), len(y), generator=g) < 0.6 for _ in range(2))
+    got = easy_positive_masks(S, y, pos_mask=pm, neg_mask=nm)
+    ref = easy_positive_reference(S, y, pm, nm)
+    assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1])
+    hard = batch_hard_masks(S, y, pos_mask=pm, neg_mask=nm)
+    assert not (hard[0] & ~pm).any() and not (hard[1] & ~nm).any()
+
+
+def test_an_anchor_without_a_negative_gets_no_triplet():
+    S = torch.tensor([[1.0, 0.5, 0.2], [0.5, 1.0, 0.1], [0.2, 0.1, 1.0]], dtype=torch.float64)
+    y = torch.tensor([0, 0, 1])
+    nm = torch.tensor([[False, False, True], [False, False, False], [True, True, False]])
+    for miner in (batch_hard_masks, easy_positive_masks):
+        pos, neg = miner(S, y, neg_mask=nm)
+        assert pos[0, 1] and neg[0, 2] and not pos[1].any() and not neg[1].any()
+
+
+def test_margin_kinds_at_exact_ties():
+    """t = S_ap - S_an (similarity form) exactly 0 or exactly the margin: each kind's inequality
+    as documented (violating t <= m, hard t <= 0, semihard 0 < t <= m, easy t > m)."""
+    S = torch.tensor([[1.0, 0.75, 0.5, 0.75], [0.75, 1.0, 0.0, 0.0], [0.5, 0.0, 1.0, 0.0],
+                      [0.75, 0.0, 0.0, 1.0]], dtype=torch.float64)  # fmt: skip
+    y = torch.tensor([0, 0, 1, 2])  # anchor 0: p = 1; n = 2 (t = 0.25), n = 3 (t = 0)
+    got = {k: margin_triplet_mask(S, y, 0.25, k) for k in TRIPLET_KINDS}
+    assert got["violating"][0, 1, 2] and got["violating"][0, 1, 3]
+    assert got["semihard"][0, 1, 2] and not got["semihard"][0, 1, 3]
+    assert got["hard"][0, 1, 3] and not got["hard"][0, 1, 2]
+    assert not got["easy"][0, 1, 2] and not got["easy"][0, 1, 3]
+    assert margin_triplet_mask(S, y, 0.125, "easy")[0, 1, 2]  # t = 0.25 > 0.125
+
+
+def test_candidate_masks_narrow_every_triplet_miner():
+    S = torch.tensor([[1.0, 0.75, 0.5, 0.75], [0.75, 1.0, 0.0, 0.0], [0.5, 0.0, 1.0, 0.0],
+                      [0.75, 0.0, 0.0, 1.0]], dtype=torch.float64)  # fmt: skip
+    y = torch.tensor([0, 0, 1, 2])
+    no_pos = torch.zeros(4, 4, dtype=torch.bool)
+    no_neg = torch.zeros(4, 4, dtype=torch.bool)
+    assert not all_triplet_mask(y, pos_mask=no_pos).any()
+    assert not all_triplet_mask(y, neg_mask=no_neg).any()
+    for kind in TRIPLET_KINDS:
+        assert not margin_triplet_mask(S, y, 1.0, kind, pos_mask=no_pos).any()
+        assert not margin_triplet_mask(S, y, 1.0, kind, neg_mask=no_neg).any()
+    assert semihard_triplet_mask(S, y, 0.25)[0, 1, 2]
+    assert not semihard_triplet_mask(S, y, 0.25, pos_mask=no_pos).any()
+    assert not semihard_triplet_mask(S, y, 0.25, neg_mask=no_neg).any()
+    with pytest.raises(ValueError, match=r"shape"):
+        all_triplet_mask(y, pos_mask=torch.zeros(3, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"^form must be one of 'similarity', "):
+        margin_triplet_mask(S, y, 0.25, form="cosine")

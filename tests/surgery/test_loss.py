@@ -62,8 +62,12 @@ def test_engine_trains_a_designed_gradient_with_plain_sgd(tmp_path):
 def test_module_spec_round_trips():
     loss = GradientSurgeryLoss(direction="euc", selection="sc2")
     assert loss.spec == SurgerySpec(direction="euc", selection="sc2")
-    with pytest.raises(TypeError, match="acts on embeddings"):
+    with pytest.raises(TypeError) as refused:
         loss.loss_on_similarity(torch.eye(2), torch.tensor([0, 1]))
+    assert str(refused.value) == (
+        "gradient_surgery acts on embeddings, not on S (its orthogonal directions are no "
+        "weights on S); call the module as loss(embeddings, labels)."
+    )
 
 
 @settings(max_examples=20, deadline=None)

@@ -8,7 +8,14 @@ import math
 import pytest
 import torch
 
-from dmlbook.surgery.weights import pair_weights, select, triplet_weight
+from dmlbook.surgery.weights import (
+    _log_mean_exp,
+    pair_weights,
+    relative_means,
+    select,
+    sig_ms_weights,
+    triplet_weight,
+)
 
 
 def test_pair_weights_are_eq8_to_14():
@@ -44,3 +51,49 @@ def test_triplet_weights_and_selections():
     assert select("sc1", one, sp, sn).tolist() == [1.0, 0.0]  # the hard triplet loses its pull
     assert select("sc2", one, sp, sn).tolist() == [1.0, 0.0]  # inside the circle: kept
     assert select("none", one, sp, sn).tolist() == [1.0, 1.0]
+
+
+def test_relative_means_of_an_empty_set_are_eq_13_14_neutral_values():
+    """Eq. 13's means are 1 over an empty relative set (so sig_ms falls back to Eq. 11), Eq. 14's
+    0 (lin_ms falls back to lin); a planted 1 -> 0 (issue 38) made sig_ms's weight 1/e^x."""
+    rows = torch.tensor([[0.9, 0.2, 0.5]], dtype=torch.float64)
+    sp, sn = torch.tensor([0.6], dtype=torch.float64), torch.tensor([0.4], dtype=torch.float64)
+    none = torch.zeros(1, 3, dtype=torch.bool)
+    hp = {"alpha": 2.0, "beta": 10.0}
+    assert [float(m) for m in relative_means(rows, sp, sn, none, none, "sig", **hp)] == [1.0, 1.0]
+    assert [float(m) for m in relative_means(rows, sp, sn, none, none, "lin", **hp)] == [0.0, 0.0]
+    some = torch.tensor([[True, False, True]])
+    m_plus, m_minus = relative_means(rows, sp, sn, some, some, "sig", **hp)
+    assert float(m_plus) == pytest.approx((math.exp(2 * (0.6 - 0.9)) + math.exp(2 * 0.1)) / 2)
+    assert float(m_minus) == pytest.approx((math.exp(-10 * (0.4 - 0.9)) + math.exp(1.0)) / 2)
+    p_plus, p_minus = sig_ms_weights(rows, sp, sn, none, none, **hp, lam=0.5)
+    assert float(p_plus) == pytest.approx(1 / (1 + math.exp(2 * (0.6 - 0.5))))  # Eq. 11
+    assert float(p_minus) == pytest.approx(1 / (1 + math.exp(-10 * (0.4 - 0.5))))
+
+
+def test_log_mean_exp_is_the_log_of_eq_13s_mean_and_0_for_an_empty_set():
+    """The log-space form of Eq. 13's means (sig_ms's underflow path): log((1/n) sum e^z) over
+    the masked entries of each row, log 1 = 0 where the relative set is empty."""
+    z = torch.tensor([[0.5, -1.0, 2.0], [3.0, 1.0, -2.0]], dtype=torch.float64)
+    mask = torch.tensor([[True, False, True], [False, False, False]])
+    got = _log_mean_exp(z, mask)
+    assert float(got[0]) == pytest.approx(math.log((math.exp(0.5) + math.exp(2.0)) / 2))
+    assert float(got[1]) == 0.0
+    one = _log_mean_exp(z, torch.tensor([[False, True, False], [True, False, False]]))
+    assert one.tolist() == pytest.approx([-1.0, 3.0])  # a set of one: its own z
+    big = torch.tensor([[-800.0, -801.0]], dtype=torch.float64)  # exp underflows, the log does not
+    expected = -800.0 + math.log((1 + math.exp(-1.0)) / 2)
+    assert float(_log_mean_exp(big, torch.ones(1, 2, dtype=torch.bool))) == pytest.approx(expected)
+
+
+def test_selections_at_their_boundaries():
+    """Eq. 18 drops the pull only when S_an > S_ap (a tie keeps it); Eq. 19 only inside the
+    circle, S_ap (2 - S_ap) - S_an^2 < 1/2 (on it: kept). Exact binary values, no rounding."""
+    one = torch.ones(1, dtype=torch.float64)
+    tie = torch.tensor([0.5], dtype=torch.float64)
+    assert select("sc1", one, tie, tie).tolist() == [1.0]
+    assert select("sc1", one, tie, tie + 2**-20).tolist() == [0.0]
+    s_ap, s_an = torch.tensor([0.5], dtype=torch.float64), torch.tensor([0.5], dtype=torch.float64)
+    assert float(s_ap * (2 - s_ap) - s_an**2) == 0.5  # exactly on the circle
+    assert select("sc2", one, s_ap, s_an).tolist() == [1.0]
+    assert select("sc2", one, s_ap, s_an + 2**-20).tolist() == [0.0]
