@@ -115,6 +115,10 @@ class OfflineExplorer:
     def _repr_html_(self) -> str:
         return self.html
 
+    def __repr__(self) -> str:  # the stored text/plain: the same on every machine, no address
+        sizes = " x ".join(str(len(v)) for v in self.data["values"])
+        return f"<weight explorer: {self.data['loss']}, {sizes} settings of {', '.join(self.data['names'])}>"
+
 
 def offline_explorer(
     loss: str,

@@ -99,3 +99,9 @@ def test_moving_a_slider_draws_the_precomputed_weights_of_that_setting(tmp_path,
     assert torch.allclose(moved, expected(0.8), rtol=1e-5) and shown == "0.8"
     assert not torch.allclose(moved, first)
     assert torch.allclose(torch.tensor([float(c) for c in cells], dtype=torch.float64), moved)
+
+
+def test_its_stored_text_is_the_same_on_every_machine():
+    """The notebook stores the explorer's ``text/plain`` beside its HTML: no memory address."""
+    text = repr(offline_explorer("contrastive", GRID, start={"margin": 0.5}))
+    assert "0x" not in text and "contrastive" in text, text
