@@ -19,8 +19,7 @@ import yaml
 from tiny_run import tiny_config
 
 from dmlbook.cli import main
-from dmlbook.engine import load_config, train
-from dmlbook.engine import trainer as trainer_module
+from dmlbook.engine import load_config, run_loop, train
 from dmlbook.evaluate import retrieval_metrics
 from dmlbook.training import checkpoint as checkpoint_module
 from dmlbook.training import load_checkpoint
@@ -171,10 +170,8 @@ def stop_signals_restored():
 def test_sighup_stops_like_ctrl_c_exit_129_with_the_resume_command(
     config_file, tmp_path, capsys, monkeypatch, stop_signals_restored
 ):
-    real = trainer_module.build_loss
-    monkeypatch.setattr(
-        trainer_module, "build_loss", lambda cfg: _Sending(real(cfg), 3, signal.SIGHUP)
-    )
+    real = run_loop.build_loss
+    monkeypatch.setattr(run_loop, "build_loss", lambda cfg: _Sending(real(cfg), 3, signal.SIGHUP))
     argv = ["train", "--config", str(config_file), "--set", "train.iterations=8", "--quiet"]
     code, out, err = run(argv, capsys)
     assert code == 129, err  # 128 + SIGHUP, as the shell reports a process SIGHUP killed
@@ -182,7 +179,7 @@ def test_sighup_stops_like_ctrl_c_exit_129_with_the_resume_command(
     assert "stopped at iteration 3 of 8: the exact position is saved in" in out
     assert out.splitlines()[-3].endswith(f"Resume with: {command}")
     assert "best.pt holds the final model" not in out and "(so far: the run was stopped" in out
-    monkeypatch.setattr(trainer_module, "build_loss", real)
+    monkeypatch.setattr(run_loop, "build_loss", real)
     code, out, err = run(shlex.split(command)[1:] + ["--quiet"], capsys)
     assert code == 0 and "resumed at iteration 3" in out and "(so far" not in out
 

@@ -16,8 +16,7 @@ from filelock import FileLock
 from tiny_run import tiny_config
 
 from dmlbook.cli import main
-from dmlbook.engine import ConfigError, load_config, train
-from dmlbook.engine import trainer as trainer_module
+from dmlbook.engine import ConfigError, load_config, run_loop, train
 from dmlbook.engine.run_folder import (
     LOCK_NAME,
     RunFolderBusy,
@@ -37,7 +36,7 @@ def _refuse_to_build(cfg):
 def test_a_second_run_in_the_same_folder_stops_at_once(tmp_path, monkeypatch, capsys):
     cfg = load_config(tiny_config(tmp_path / "run"))
     (tmp_path / "run").mkdir()
-    monkeypatch.setattr(trainer_module, "build_loss", _refuse_to_build)
+    monkeypatch.setattr(run_loop, "build_loss", _refuse_to_build)
     with FileLock(tmp_path / "run" / LOCK_NAME):  # as another dmlbook train would hold it
         with pytest.raises(RunFolderBusy, match="another dmlbook train is running in"):
             train(cfg, progress=False)
@@ -64,7 +63,7 @@ def test_only_the_runs_own_temporary_files_are_removed(tmp_path):
 
 
 def test_a_folder_that_cannot_be_written_is_found_before_training(tmp_path, monkeypatch):
-    monkeypatch.setattr(trainer_module, "build_loss", _refuse_to_build)
+    monkeypatch.setattr(run_loop, "build_loss", _refuse_to_build)
     if Path("/proc/self").is_dir():  # exists, and takes no new file even from root
         with pytest.raises(OSError, match=r"the run folder /proc/self cannot be written .*out_dir"):
             train(load_config(tiny_config(Path("/proc/self"))), progress=False)
@@ -107,7 +106,7 @@ def test_a_fresh_run_into_a_folder_holding_a_run_stops_with_the_choices(
 ):
     out = tmp_path / "run"
     old = _old_run(out)
-    monkeypatch.setattr(trainer_module, "build_loss", _refuse_to_build)
+    monkeypatch.setattr(run_loop, "build_loss", _refuse_to_build)
     cfg = load_config(tiny_config(out, train={"seed": 1}))  # another seed, as --set would give
     for resume in (False, "auto"):  # "auto" finds no last.pt to continue: also a fresh run
         (out / "last.pt").unlink(missing_ok=resume == "auto")

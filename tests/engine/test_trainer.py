@@ -32,10 +32,10 @@ from dmlbook.engine import (
     NothingToResume,
     evaluate_checkpoint,
     load_config,
+    run_loop,
     selection_note,
     train,
 )
-from dmlbook.engine import trainer as trainer_module
 from dmlbook.engine.build import build_model
 from dmlbook.reproducibility import seed_everything
 from dmlbook.training import load_checkpoint
@@ -129,9 +129,9 @@ def test_interrupt_then_resume_equals_uninterrupted(
     tmp_path, monkeypatch, capsys, hard, sigint_default
 ):
     ref = train(load_config(tiny(tmp_path / "a")), progress=False, verbose=False)
-    real = trainer_module.build_loss
+    real = run_loop.build_loss
     monkeypatch.setattr(
-        trainer_module, "build_loss", lambda cfg: _Interrupting(real(cfg), at=7, hard=hard)
+        run_loop, "build_loss", lambda cfg: _Interrupting(real(cfg), at=7, hard=hard)
     )
     cfg = load_config(tiny(tmp_path / "b"))
     stopped = train(cfg, progress=False, verbose=False)
@@ -143,7 +143,7 @@ def test_interrupt_then_resume_equals_uninterrupted(
     else:  # iteration 7 completed, position saved mid-epoch
         assert "stopped at iteration 7" in capsys.readouterr().out
         assert state["position"]["iteration"] == 7 and state["position"]["batch"] == 3
-    monkeypatch.setattr(trainer_module, "build_loss", real)
+    monkeypatch.setattr(run_loop, "build_loss", real)
     resumed = train(cfg, resume=True, progress=False, verbose=False)
     assert not resumed.interrupted
     assert_same_weights(weights(ref.out_dir / "last.pt"), weights(resumed.out_dir / "last.pt"))
@@ -225,8 +225,8 @@ def test_sigterm_saves_the_exact_position_exits_143_and_prints_the_resume_comman
 
 _SECOND_SIGTERM_WHILE_SAVING = """
 import os, signal, sys
-from dmlbook.engine import trainer
-real_checkpoint, real_step = trainer._Run.checkpoint, trainer._Run.after_step
+from dmlbook.engine import run_loop
+real_checkpoint, real_step = run_loop.EngineRun.checkpoint, run_loop.EngineRun.after_step
 
 def after_step(self, loss):
     real_step(self, loss)
@@ -238,7 +238,7 @@ def checkpoint(self, interrupted=False):
         os.kill(os.getpid(), signal.SIGTERM)  # the second, during the final checkpoint
     real_checkpoint(self, interrupted)
 
-trainer._Run.after_step, trainer._Run.checkpoint = after_step, checkpoint
+run_loop.EngineRun.after_step, run_loop.EngineRun.checkpoint = after_step, checkpoint
 from dmlbook.cli import main
 sys.exit(main(["train", "--config", sys.argv[1], "--quiet"]))
 """
@@ -282,13 +282,13 @@ def test_resume_refuses_a_changed_config(tmp_path):
 
 def test_checkpoints_by_time_inside_an_epoch(tmp_path, monkeypatch, capsys):
     saved = []
-    real = trainer_module._Run.checkpoint
+    real = run_loop.EngineRun.checkpoint
 
     def spy(run, interrupted=False):
         saved.append((run.trainer.pos.iteration, run.trainer.pos.batch))
         real(run, interrupted)
 
-    monkeypatch.setattr(trainer_module._Run, "checkpoint", spy)
+    monkeypatch.setattr(run_loop.EngineRun, "checkpoint", spy)
     first = train(load_config(tiny(tmp_path / "a"), ["train.iterations=4"]), progress=False)
     assert saved == [(4, 0)]  # default: every 10 minutes, so only the epoch end here
     best = first.history.loc[first.history["best"], "iteration"].item()
@@ -378,7 +378,7 @@ def test_nan_loss_is_reported_with_the_iteration(tmp_path, monkeypatch):
         def forward(self, emb, y):
             return emb.sum() * float("nan")
 
-    monkeypatch.setattr(trainer_module, "build_loss", lambda cfg: NaNLoss())
+    monkeypatch.setattr(run_loop, "build_loss", lambda cfg: NaNLoss())
     with pytest.raises(FloatingPointError, match="before iteration 2; lower optim.lr"):
         train(load_config(tiny(tmp_path)), progress=False, verbose=False)
 
