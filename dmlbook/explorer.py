@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from .losses import get_loss, loss_parameters
+from .palette import PALETTE
 from .studies.three_similarities import (
     PAPER_TABLE_1,
     SIMILARITIES,
@@ -193,8 +194,6 @@ def explorer_figure(weights: BatchWeights, caption: str = "", dpi: int = 80) -> 
     here (to Agg) silenced every later ``plt.show()`` of the notebook that called it.
     """
     from matplotlib.figure import Figure
-
-    from .palette import PALETTE
 
     w, S = weights.grad.abs().numpy(), weights.S.numpy()
     pos, neg, mined = weights.pos.numpy(), weights.neg.numpy(), weights.mined.numpy()

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from .openmp import POLICY_TOO_LATE
+from .palette import book_rc
 from .profile import Profile, current_profile
 from .reproducibility import seed_everything
 
@@ -95,8 +96,6 @@ def setup(seed: int = 0, threads: int = 2) -> Profile:
         pass
     try:
         import matplotlib
-
-        from .palette import book_rc
 
         matplotlib.rcParams.update(
             {"figure.dpi": 80, "savefig.dpi": 80, "figure.figsize": (6, 3.6), **book_rc()}
