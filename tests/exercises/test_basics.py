@@ -11,6 +11,7 @@ import math
 
 import pytest
 import torch
+from exercise_cases import right_then_wrong
 
 from dmlbook.exercises import basics
 from dmlbook.exercises.registry import EXERCISES, check
@@ -113,10 +114,7 @@ def test_every_entry_of_the_module_is_tested():
 
 @pytest.mark.parametrize("number", sorted(RIGHT))
 def test_right_and_wrong(number, capsys):
-    assert check(number, RIGHT[number]) is True
-    assert capsys.readouterr().out == f"Exercise {number}: right.\n"
-    assert check(number, WRONG[number]) is False
-    out = capsys.readouterr().out
+    out = right_then_wrong(number, RIGHT[number], WRONG[number], capsys)
     assert out.startswith(f"Exercise {number}: not yet. Re-read ")
     assert EXERCISES[number].reread in out
 
