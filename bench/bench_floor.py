@@ -54,7 +54,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from floor_entries import ENTRIES, Entry, registry_entries  # noqa: E402
-from machine import cpu_model, load_average  # noqa: E402
+from machine import cpu_description, load_average  # noqa: E402
 from pytorch_metric_learning import __version__ as pml_version  # noqa: E402
 
 from dmlbook.evaluate import recall_at_k  # noqa: E402
@@ -306,7 +306,7 @@ def render(args, before: str, runs, recall, memory, profiles) -> str:
         "# Every loss against the matrix-product floor and pytorch-metric-learning (CPU)",
         "",
         f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- Machine: {cpu_model()}, `nproc` = {os.cpu_count()}; torch {torch.__version__}, "
+        f"- Machine: {cpu_description()}, `nproc` = {os.cpu_count()}; torch {torch.__version__}, "
         f"pytorch-metric-learning {pml_version}",
         f"- Load average (1, 5, 15 min) before: {before}; after: {load_average()} "
         "(the machine is shared with other jobs: compare ratios within this run)",

@@ -33,7 +33,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from machine import cpu_model, sync  # noqa: E402
+from machine import cpu_description, sync  # noqa: E402
 
 from dmlbook.data import EvalTransform, ImageListDataset, TrainTransform  # noqa: E402
 
@@ -147,7 +147,7 @@ def main() -> None:
                     print(rows[-1], flush=True)
 
     load_after = load()
-    dev_name = torch.cuda.get_device_name() if device.startswith("cuda") else cpu_model()
+    dev_name = torch.cuda.get_device_name() if device.startswith("cuda") else cpu_description()
     lines = [
         f"# Input pipeline throughput ({device})",
         "",
@@ -156,7 +156,7 @@ def main() -> None:
         + f"` on {time.strftime('%Y-%m-%d')}.",
         "",
         f"- device: {dev_name}",
-        f"- CPU: {cpu_model()}, {cores} usable cores; torch {torch.__version__} "
+        f"- CPU: {cpu_description()}, {cores} usable cores; torch {torch.__version__} "
         f"({torch.get_num_threads()} threads); Pillow {Image.__version__}; Python "
         f"{platform.python_version()}",
         f"- load before: `{load_before}`",

@@ -35,7 +35,7 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 import torch  # noqa: E402
-from machine import cpu_model, load_average  # noqa: E402
+from machine import cpu_description, load_average  # noqa: E402
 
 from dmlbook.losses import get_loss  # noqa: E402
 
@@ -121,7 +121,7 @@ def render(rows: list[dict[str, object]], args: argparse.Namespace, before: str)
         "# Liu et al.'s losses on CPU: forward + backward against the bare floor",
         "",
         f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- CPU: {cpu_model()}, `nproc` = {os.cpu_count()}, torch threads = "
+        f"- CPU: {cpu_description()}, `nproc` = {os.cpu_count()}, torch threads = "
         f"{torch.get_num_threads()}",
         f"- torch {torch.__version__}, Python {platform.python_version()}",
         f"- Input: B random raw features, d = {args.dim}, float32, 5 samples per class; the "

@@ -37,7 +37,7 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 import torch  # noqa: E402
-from machine import cpu_model, load_average  # noqa: E402
+from machine import cpu_description, load_average  # noqa: E402
 from pytorch_metric_learning import __version__ as pml_version  # noqa: E402
 from pytorch_metric_learning import losses as pml_losses  # noqa: E402
 from pytorch_metric_learning import miners as pml_miners  # noqa: E402
@@ -109,7 +109,7 @@ def render_header(args: argparse.Namespace, before: str) -> list[str]:
         "# MS loss with mining on CPU: dmlbook vs pytorch-metric-learning vs a per-anchor loop",
         "",
         f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- CPU: {cpu_model()}, `nproc` = {os.cpu_count()}",
+        f"- CPU: {cpu_description()}, `nproc` = {os.cpu_count()}",
         f"- torch {torch.__version__}, pytorch-metric-learning {pml_version}, "
         f"Python {platform.python_version()}",
         f"- Input: B random raw features, d = {args.dim}, float32, 5 samples per class; "

@@ -33,7 +33,7 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported: keep the output clean
 
 import torch  # noqa: E402
-from machine import cpu_model, load_average  # noqa: E402
+from machine import cpu_description, load_average  # noqa: E402
 
 from dmlbook.evaluate import recall_at_k, retrieval_metrics  # noqa: E402
 
@@ -90,7 +90,7 @@ def render(rows: list[dict[str, object]], args: argparse.Namespace, load: str) -
         "# Retrieval metrics on CPU: `dmlbook.evaluate` vs the bare similarity product",
         "",
         f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- CPU: {cpu_model()}, `nproc` = {os.cpu_count()}",
+        f"- CPU: {cpu_description()}, `nproc` = {os.cpu_count()}",
         f"- torch {torch.__version__}, {torch.get_num_threads()} intra-op threads, "
         f"Python {platform.python_version()}",
         f"- Data: N random unit vectors, d = {args.dim}, 5 items per class (SOP-like), "

@@ -36,7 +36,7 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 import torch  # noqa: E402
-from machine import cpu_model, load_average  # noqa: E402
+from machine import cpu_description, load_average  # noqa: E402
 
 from dmlbook.losses import MultiSimilarityLoss, get_loss  # noqa: E402
 
@@ -120,7 +120,7 @@ def main() -> None:
         "# Designed gradient (custom backward) vs autograd of the MS loss, on CPU",
         "",
         f"- Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
-        f"- CPU: {cpu_model()}, `nproc` = {os.cpu_count()}, {args.threads} intra-op threads",
+        f"- CPU: {cpu_description()}, `nproc` = {os.cpu_count()}, {args.threads} intra-op threads",
         f"- torch {torch.__version__}, Python {platform.python_version()}",
         f"- Input: B random raw features, d = {args.dim}, float32, 4 samples per class",
         f"- Timing: median of {args.repeats} interleaved rounds of forward + backward, after a "

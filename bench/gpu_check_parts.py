@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
-from machine import cpu_model, device_name  # noqa: E402
+from machine import cpu_description, device_name  # noqa: E402
 
 #: The benchmark configs whose training the part ``training`` measures (BN-Inception at 227 px
 #: and batch 80 and 1000, Liu et al.'s recipe, ResNet-50 at 224 px and batch 128).
@@ -408,7 +408,7 @@ def part_chapters(ctx: Ctx) -> None:
     status = run_child(ctx, cmd, env)
     from gpu_check_report import junit_counts
 
-    ctx.emit(status=status, cpu=cpu_model(), chapters=len(book), **junit_counts(xml))  # fmt: skip
+    ctx.emit(status=status, cpu=cpu_description(), chapters=len(book), **junit_counts(xml))  # fmt: skip
 
 
 PARTS = {
@@ -429,7 +429,7 @@ def main() -> int:
     device = torch.device("cuda" if cuda else "cpu")
     ctx = Ctx(args.out, device, start + args.budget_s, args.smoke, args.part)
     if args.part == "machine":  # first, once per run: what it ran on
-        ctx.emit(kind="machine", device=device_name(device), cpu=cpu_model(),
+        ctx.emit(kind="machine", device=device_name(device), cpu=cpu_description(),
                  torch=torch.__version__, cuda=torch.version.cuda, smoke=args.smoke,
                  cpus=os.cpu_count(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                  cuda_available=torch.cuda.is_available())  # fmt: skip

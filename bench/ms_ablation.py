@@ -36,7 +36,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
-from machine import cpu_model  # noqa: E402
+from machine import cpu_description  # noqa: E402
 
 from dmlbook.data import load_dataset  # noqa: E402
 from dmlbook.losses import ablation_loss, table_2_names  # noqa: E402
@@ -64,7 +64,7 @@ def header(args: argparse.Namespace, study: str) -> str:
     lines = [
         f"MS {'Table 2 ablation' if study == 'table2' else 'embedding-size study (Fig. 3)'} "
         "on synthetic (bench/ms_ablation.py)",
-        f"started {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; CPU {cpu_model()}, "
+        f"started {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; CPU {cpu_description()}, "
         f"nproc {os.cpu_count()}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"Python {platform.python_version()}",
         f"protocol: SmallCNN(width={args.width}), epochs={args.epochs}, batch 60 = 12 classes x 5, "

@@ -142,3 +142,24 @@ def test_stored_chapters_were_executed_top_to_bottom():
         assert set(nb.metadata) <= {"kernelspec", "language_info"}, f"{path.name}: unnormalised"
         # The kernel's whole language_info (its version is the Python that executed the chapter)
         assert set(nb.metadata.language_info) == set(IPythonKernel.language_info), path.name
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("avx2" not in Path("/proc/cpuinfo").read_text(), reason="needs an AVX2 CPU")
+def test_refresh_runs_chapters_on_avx2_kernels_and_names_the_cpu(tmp_path, capsys, monkeypatch):
+    """Issue 46: the budget `make refresh` checks is for an AVX2 CPU; `--kernels native` is not."""
+    for key in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA"):
+        monkeypatch.delenv(key, raising=False)
+    src = tmp_path / "01_kernels.ipynb"
+    code = "import os, torch\nprint(torch.backends.cpu.get_cpu_capability(), os.environ.get('ONEDNN_MAX_CPU_ISA'))"
+    seen = {}
+    for kernels in ("avx2", "native"):
+        nbformat.write(notebook(code), src)
+        args = ["refresh", str(src)] + ([] if kernels == "avx2" else ["--kernels", kernels])
+        assert book.main(args) == 0
+        seen[kernels] = nbformat.read(src, as_version=4).cells[0].outputs[0].text.split()
+        assert "kernels" in capsys.readouterr().out.splitlines()[0]
+    assert seen["avx2"] == ["AVX2", "AVX2"]
+    assert seen["native"][1] == "None"  # oneDNN not capped; torch uses the CPU's best
+    if "avx512f" in Path("/proc/cpuinfo").read_text():
+        assert seen["native"][0] == "AVX512"
