@@ -46,7 +46,7 @@ def cpu_description() -> str:
     onednn = os.environ.get("ONEDNN_MAX_CPU_ISA")
     capped = f", oneDNN capped at {onednn}" if onednn else ""
     return (
-        f"{cpu_model()} ({cpu_flags()}; torch CPU capability "
+        f"{cpu_model()} (instruction sets {cpu_flags()}; torch CPU capability "
         f"{torch.backends.cpu.get_cpu_capability()}{capped})"
     )
 
