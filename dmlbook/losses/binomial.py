@@ -54,7 +54,7 @@ __all__ = [
 
 
 # Defaults: the scale Wang et al. use for their MS loss (alpha = 2, beta = 50, lambda = 0.5);
-# Eq. 9 fixes no values. BinLifted and the weights functions declare the same ones.
+# Eq. 9 fixes no values. BinLifted and the weights functions take the same ones (like=).
 @declared
 def binomial_deviance_loss(
     S: torch.Tensor,
@@ -109,17 +109,9 @@ def binomial_deviance_loss(
     return reduce(per, reduction, pos.any(dim=1) | neg.any(dim=1))
 
 
-@declared
+@declared(like=binomial_deviance_loss)
 def binlifted_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    margin: Real = 0.5,
-    *,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, alpha, beta, margin, *, reduction, pos_mask, neg_mask
 ) -> torch.Tensor:
     """BinLifted: the loss whose negative-pair weight is Wang et al. 2019, supplement Eq. 10.
 
@@ -168,16 +160,9 @@ def binlifted_loss(
     return reduce(per, reduction, has_pos | has_neg)
 
 
-@declared
+@declared(like=binomial_deviance_loss)
 def binomial_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    margin: Real = 0.5,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, alpha, beta, margin, *, pos_mask, neg_mask
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The GPW weights of Eq. 9 as Wang et al. 2019 print them, Eq. 10.
 
@@ -199,16 +184,9 @@ def binomial_weights(
     return torch.where(pos, w_pos, 0.0), torch.where(neg, w_neg, 0.0)
 
 
-@declared
+@declared(like=binomial_deviance_loss)
 def binlifted_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    margin: Real = 0.5,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, alpha, beta, margin, *, pos_mask, neg_mask
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BinLifted's weights, Wang et al. 2019, supplement Eq. 10, and their positive analogue.
 

@@ -43,7 +43,7 @@ import torch
 
 from ..pairs import pair_sets, reduce
 from .base import Mask, Number, PairLoss, Real, Reduction, Scale, declared
-from .dro import Base, dro_candidates, pair_losses
+from .dro import Base, dro_candidates, dro_loss, pair_losses
 
 #: Pairs drawn per step by :func:`dro_kl_sampled_loss`.
 Draws = Annotated[int, Number(1, 10**7, "pairs drawn per step", integer=True)]
@@ -63,22 +63,22 @@ __all__ = [
 # the swept values {1, 0.1, 0.01, 0.001}; zero-loss pairs removed, Sec. 4.2.1).
 
 
-@declared
+@declared(like=dro_loss)
 def dro_kl_sampled_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     num_samples: Draws,
     generator: torch.Generator,
-    base: Base = "margin",
-    gamma: Scale = 0.1,
-    margin: Real = 0.2,
-    threshold: Real = 0.5,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
+    base,
+    gamma,
+    margin,
+    threshold,
+    alpha,
+    beta,
     *,
-    drop_zero: bool = True,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    drop_zero,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """DRO-KL with pairs sampled from ``p*`` (Sec. 3.2): mean loss of ``num_samples`` draws.
 
@@ -206,23 +206,23 @@ def dro_kl_grouped_loss(
     return reduce(per, reduction, pos.any(dim=1) | neg.any(dim=1))
 
 
-@declared
+@declared(like=dro_kl_grouped_loss)
 def dro_kl_grouped_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    gamma_pos: Scale = 0.1,
-    gamma_neg: Scale = 0.1,
-    base: Base = "margin",
-    margin: Real = 0.2,
-    threshold: Real = 0.5,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
+    S,
+    labels,
+    gamma_pos,
+    gamma_neg,
+    base,
+    margin,
+    threshold,
+    alpha,
+    beta,
     *,
-    pseudo_pairs: bool = False,
-    pseudo_loss: Real = 0.0,
-    drop_zero: bool = True,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    pseudo_pairs,
+    pseudo_loss,
+    drop_zero,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """``p*`` of Eq. 7 (supplement Eq. 19, or Eq. 25 with pseudo pairs), a detached (B, B) matrix.
 

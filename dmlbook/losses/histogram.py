@@ -94,15 +94,8 @@ def histograms(
     return _histogram(S[pos], nodes), _histogram(S[neg], nodes)
 
 
-@declared
-def histogram_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    R: Nodes = 101,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
-) -> torch.Tensor:
+@declared(like=histograms)
+def histogram_loss(S, labels, R, *, pos_mask, neg_mask) -> torch.Tensor:
     """Histogram loss, Wang et al. 2019, supplement Eq. 3 (Ustinova & Lempitsky 2016).
 
     ``L = sum_r h^-_r sum_{q <= r} h^+_q`` with the histograms of :func:`histograms`.

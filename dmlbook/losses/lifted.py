@@ -115,15 +115,8 @@ def lifted_loss(
     return reduce(per, reduction, valid)
 
 
-@declared
-def lifted_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: Real = 1.0,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+@declared(like=lifted_loss)
+def lifted_weights(S, labels, margin, *, pos_mask, neg_mask) -> tuple[torch.Tensor, torch.Tensor]:
     """The GPW weights of Eq. 6 as Wang et al. 2019 print them, Eq. 7-8 (similarity form).
 
     ``w_ij^+ = e^{lambda - S_ij} / sum_{P_i} e^{lambda - S_ik}`` on a positive pair (Eq. 7) and
