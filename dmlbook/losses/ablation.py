@@ -39,7 +39,9 @@ from typing import Any
 import torch
 
 from ..mining.multi_similarity import check_epsilon, ms_mining_masks
-from .base import Mask, NonNegative, PairLoss, Real, Scale, declared
+from ..pairs import Mask
+from ..validation import NonNegative, Real, Scale, declared
+from .base import PairLoss
 from .binomial import binlifted_loss, binomial_deviance_loss
 from .lifted import lifted_star_loss
 from .multi_similarity import MSMiningLoss, MultiSimilarityLoss

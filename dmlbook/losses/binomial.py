@@ -30,18 +30,9 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import masked_softmax, softplus
-from .base import (
-    Mask,
-    PairLoss,
-    Real,
-    Reduction,
-    Scale,
-    declared,
-    masked_logsumexp,
-    pair_sets,
-    reduce,
-)
+from ..pairs import Mask, masked_logsumexp, masked_softmax, pair_sets, reduce, softplus
+from ..validation import Real, Reduction, Scale, declared
+from .base import PairLoss
 
 __all__ = [
     "binomial_deviance_loss",

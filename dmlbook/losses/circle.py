@@ -20,18 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import softplus
-from .base import (
-    Mask,
-    PairLoss,
-    Real,
-    Reduction,
-    Scale,
-    declared,
-    masked_logsumexp,
-    pair_sets,
-    reduce,
-)
+from ..pairs import Mask, masked_logsumexp, pair_sets, reduce, softplus
+from ..validation import Real, Reduction, Scale, declared
+from .base import PairLoss
 
 __all__ = ["CircleLoss", "circle_loss"]
 

@@ -31,17 +31,9 @@ from typing import Annotated, Literal
 
 import torch
 
-from .base import (
-    Mask,
-    NonNegative,
-    Number,
-    PairLoss,
-    Reduction,
-    declared,
-    dissimilarity,
-    pair_sets,
-    reduce,
-)
+from ..pairs import Mask, dissimilarity, pair_sets, reduce
+from ..validation import NonNegative, Number, Reduction, declared
+from .base import PairLoss
 
 __all__ = [
     "contrastive_loss",

@@ -55,8 +55,9 @@ from typing import Literal, get_args
 
 import torch
 
-from ..pairs import pair_sets, softplus
-from .base import Count, Mask, PairLoss, Real, Scale, declared
+from ..pairs import Mask, pair_sets, softplus
+from ..validation import Count, Real, Scale, declared
+from .base import PairLoss
 from .first_order import CHI2, first_order_only
 
 __all__ = [

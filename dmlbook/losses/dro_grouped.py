@@ -41,8 +41,9 @@ from typing import Annotated
 
 import torch
 
-from ..pairs import pair_sets, reduce
-from .base import Mask, Number, PairLoss, Real, Reduction, Scale, declared
+from ..pairs import Mask, pair_sets, reduce
+from ..validation import Number, Real, Reduction, Scale, declared
+from .base import PairLoss
 from .dro import Base, dro_candidates, dro_loss, pair_losses
 
 #: Pairs drawn per step by :func:`dro_kl_sampled_loss`.

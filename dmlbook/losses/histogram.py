@@ -29,7 +29,9 @@ from typing import Annotated
 
 import torch
 
-from .base import Mask, Number, PairLoss, declared, pair_sets
+from ..pairs import Mask, pair_sets
+from ..validation import Number, declared
+from .base import PairLoss
 
 __all__ = ["HistogramLoss", "histogram_loss", "histograms"]
 

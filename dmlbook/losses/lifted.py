@@ -34,20 +34,9 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import masked_softmax
-from .base import (
-    Form,
-    Mask,
-    PairLoss,
-    Real,
-    Reduction,
-    Scale,
-    declared,
-    dissimilarity,
-    masked_logsumexp,
-    pair_sets,
-    reduce,
-)
+from ..pairs import Form, Mask, dissimilarity, masked_logsumexp, masked_softmax, pair_sets, reduce
+from ..validation import Real, Reduction, Scale, declared
+from .base import PairLoss
 
 __all__ = [
     "lifted_loss",

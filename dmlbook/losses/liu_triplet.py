@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import torch
 
-from .base import Mask, NonNegative, PairLoss, Reduction, declared, dissimilarity, pair_sets, reduce
+from ..pairs import Mask, dissimilarity, pair_sets, reduce
+from ..validation import NonNegative, Reduction, declared
+from .base import PairLoss
 from .liu_weighting import Normalization, Weighting, liu_weights, log_weights
 from .triplet import triplet_sums
 

@@ -56,19 +56,9 @@ from typing import Literal
 import torch
 
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
-from ..pairs import masked_softmax
-from .base import (
-    Mask,
-    NonNegative,
-    PairLoss,
-    Reduction,
-    Scale,
-    declared,
-    dissimilarity,
-    masked_logsumexp,
-    pair_sets,
-    reduce,
-)
+from ..pairs import Mask, dissimilarity, masked_logsumexp, masked_softmax, pair_sets, reduce
+from ..validation import NonNegative, Reduction, Scale, declared
+from .base import PairLoss
 
 __all__ = [
     "MS_VERSIONS", "NORMALIZATIONS", "WEIGHTINGS", "MSDistanceLoss", "PairExponentialLoss",

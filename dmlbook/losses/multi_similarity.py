@@ -75,20 +75,9 @@ from typing import Annotated
 import torch
 
 from ..mining.multi_similarity import ms_mining_masks
-from ..pairs import masked_softmax
-from .base import (
-    Mask,
-    NonNegative,
-    Number,
-    PairLoss,
-    Real,
-    Reduction,
-    Scale,
-    declared,
-    masked_logsumexp,
-    pair_sets,
-    reduce,
-)
+from ..pairs import Mask, masked_logsumexp, masked_softmax, pair_sets, reduce
+from ..validation import NonNegative, Number, Real, Reduction, Scale, declared
+from .base import PairLoss
 
 __all__ = [
     "MSMiningLoss",

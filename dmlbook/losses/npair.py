@@ -29,19 +29,19 @@ from typing import Literal
 import torch
 
 from ..mining import npair_pairs
-from ..pairs import check_batch, softplus
-from ..similarity import cosine_similarity
-from .base import (
+from ..pairs import (
     Form,
     Mask,
-    PairLoss,
-    Reduction,
-    declared,
+    check_batch,
     dissimilarity,
     masked_logsumexp,
     pair_sets,
     reduce,
+    softplus,
 )
+from ..similarity import cosine_similarity
+from ..validation import Reduction, declared
+from .base import PairLoss
 
 __all__ = ["npair_block_terms", "npair_loss", "NPairLoss", "NPAIR_SAMPLING"]
 

@@ -40,8 +40,9 @@ from torch.utils.checkpoint import checkpoint
 
 from .. import mining as miners
 from ..pair_lists import positive_lists
-from ..pairs import check_triplet_mask, softplus
-from .base import Form, Mask, NonNegative, PairLoss, Scale, declared, dissimilarity, pair_sets
+from ..pairs import Form, Mask, check_triplet_mask, dissimilarity, pair_sets, softplus
+from ..validation import NonNegative, Scale, declared
+from .base import PairLoss
 
 __all__ = [
     "COSINE_TRIPLET_MINING",
