@@ -62,8 +62,6 @@ def binomial_deviance_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     alpha, beta : float
         Slopes of the positive and negative softplus (> 0).
     margin : float
@@ -73,7 +71,6 @@ def binomial_deviance_loss(
         ``"mean"``: the average over the anchors that have at least one pair, so the weights are
         Eq. 10 divided by that count (:func:`binomial_weights`). ``"none"``: the (B,) vector
         of anchor terms.
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------
@@ -113,8 +110,6 @@ def binlifted_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     alpha, beta : float
         Temperatures (> 0), as in binomial deviance (Eq. 9) and LiftedStruct* (Eq. 16).
     margin : float
@@ -123,7 +118,6 @@ def binlifted_loss(
         ``"sum"`` has gradient exactly supplement Eq. 10 on every negative pair; ``"mean"``
         averages over the anchors that have at least one pair (weights divided by that count;
         :func:`binlifted_weights`).
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------

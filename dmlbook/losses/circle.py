@@ -43,8 +43,6 @@ def circle_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     gamma, margin : float
         Scale and relaxation ``m`` (module docstring); Sun et al.'s fine-grained retrieval
         setting is ``gamma = 80``, ``m = 0.4``.

@@ -69,7 +69,6 @@ def contrastive_loss(
     ----------
     S : Tensor of shape (B, B)
         Cosine similarity matrix of the batch.
-    labels : Tensor of shape (B,)
     margin : float
         ``lambda`` of Eq. 4, in (-1, 1): negative pairs with ``S_ij <= margin`` contribute nothing.
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
@@ -135,7 +134,6 @@ def contrastive_distance_loss(
     ----------
     S : Tensor of shape (B, B)
         Cosine similarity matrix of the batch (rows are unit vectors, so ``D^2 = 2 - 2 S``).
-    labels : Tensor of shape (B,)
     pos_margin : float
         ``m1``: positive pairs closer than this are left alone (0 in Liu et al.'s Eq. 11).
     neg_margin : float

@@ -255,8 +255,6 @@ def dro_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     uncertainty : {"uniform", "simplex", "topk", "topk_pn", "kl", "chi2"}
         The set ``U`` (see the module docstring).
     base : {"margin", "binomial"}

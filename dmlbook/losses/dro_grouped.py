@@ -179,8 +179,6 @@ def dro_kl_grouped_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     gamma_pos, gamma_neg : float
         ``gamma_i^+`` and ``gamma_i^-`` (the same for every anchor), > 0.
     base, margin, threshold, alpha, beta

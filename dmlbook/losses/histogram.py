@@ -65,7 +65,6 @@ def histograms(
     ----------
     S : Tensor of shape (B, B)
         Cosine similarities, in [-1, 1].
-    labels : Tensor of shape (B,)
     R : int
         Number of nodes, ``t_r = -1 + (r - 1) 2 / (R - 1)``.
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional

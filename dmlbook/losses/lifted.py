@@ -70,8 +70,6 @@ def lifted_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     margin : float
         ``lambda`` of Eq. 6.
     form : {"similarity", "distance", "squared_distance"}
@@ -79,7 +77,6 @@ def lifted_loss(
         ``"sum"``: Eq. 6 as printed (a sum over anchors). ``"mean"``: the average over the
         anchors that have at least one positive *and* one negative. ``"none"``: the (B,) vector
         of anchor terms.
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------
@@ -153,8 +150,6 @@ def lifted_structure_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     margin : float
         ``m``. In pytorch-metric-learning's ``LiftedStructureLoss(neg_margin, pos_margin)`` the
         pair term is ``J - pos_margin`` with ``m = neg_margin``; only ``neg_margin - pos_margin``
@@ -168,7 +163,6 @@ def lifted_structure_loss(
         (each unordered pair appears twice with the same ``J``, so this is Song et al.'s
         ``1 / (2 |P|) sum_P [J]_+^2`` for ``squared_hinge``). ``"sum"``: the sum over ordered
         pairs. ``"none"``: the (B, B) matrix of pair terms.
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------
@@ -222,14 +216,11 @@ def lifted_star_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     alpha, beta : float
         Positive temperatures; Wang et al. use ``alpha = 2``, ``beta = 50``.
     reduction : {"mean", "sum", "none"}
         ``"mean"``: Eq. 16's ``1/m`` average over anchors, taken over the anchors that have at
         least one pair. ``"sum"``, ``"none"`` (the (B,) anchor terms).
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------

@@ -297,7 +297,6 @@ def ms_distance_loss(
     ----------
     S : Tensor of shape (B, B)
         Cosine similarities of unit vectors.
-    labels : Tensor of shape (B,)
     margin, alpha, beta : float
         ``m`` (a distance), ``alpha``, ``beta`` (> 0).
     version : {"v1", "v2"}

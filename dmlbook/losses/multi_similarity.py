@@ -110,8 +110,6 @@ def ms_weights(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     alpha, beta : float
         Scales of the positive and negative weights (> 0).
     margin : float
@@ -241,7 +239,6 @@ def multi_similarity_loss(
     S : Tensor of shape (B, B)
         Cosine similarities of the batch (any floating dtype; half precision is computed in
         float32).
-    labels : Tensor of shape (B,)
     alpha, beta : float
         Scales of the positive and negative terms (> 0). Defaults: the paper's Sec. 5 values
         ``alpha = 2``, ``beta = 50``.
@@ -299,8 +296,6 @@ def ms_mining_loss(S, labels, epsilon, *, mining, reduction, pos_mask, neg_mask)
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     epsilon : float
         Mining margin (Eq. 11-12).
     mining : bool

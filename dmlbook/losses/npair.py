@@ -67,8 +67,6 @@ def npair_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     form : {"similarity", "distance", "squared_distance"}
         ``"similarity"``: Sohn's form on cosine similarities (what pytorch-metric-learning's
         ``NPairsLoss`` computes by default); ``"distance"``: Liu et al.'s Eq. 13 on ``D``.

@@ -137,7 +137,6 @@ def triplet_loss(
     ----------
     S : Tensor of shape (B, B)
         Cosine similarity matrix of the batch.
-    labels : Tensor of shape (B,)
     margin : float
         ``lambda`` (Eq. 5) or ``m`` (Eq. 12, 37), in the units of ``form``.
     form : {"similarity", "distance", "squared_distance"}
@@ -247,8 +246,6 @@ def cosine_triplet_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     tau : float
         The scale ``tau`` of Eq. 4.
     mining : {"ephn", "all"}
@@ -256,7 +253,6 @@ def cosine_triplet_loss(
         (Xuan & Pless, Sec. 4; :func:`dmlbook.mining.easy_positive_masks`); ``"all"``: every
         valid triplet. Given pair masks narrow the pairs first.
     reduction : {"mean", "sum"}
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------
