@@ -56,6 +56,7 @@ from typing import Literal
 import torch
 
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
+from ..mining.distance import margins_in_order
 from ..pairs import Mask, dissimilarity, masked_logsumexp, masked_softmax, pair_sets, reduce
 from ..validation import NonNegative, Reduction, Scale, declared
 from .base import PairLoss
@@ -89,15 +90,6 @@ MS_VERSIONS: dict[str, str] = {
     "v1": "the MS loss: log[1 + sum exp] (Eq. 39 with the '+1')",
     "v2": "the MS loss without adding 1: log sum exp (Eq. 39 without the '+1')",
 }
-
-
-def margins_in_order(pos_margin: float, neg_margin: float) -> None:
-    """Eq. 16-17 keep a positive pair above ``m1`` and a negative one below ``m2 >= m1``."""
-    if pos_margin > neg_margin:
-        raise ValueError(
-            "Eq. 16-17 need 0 <= pos_margin <= neg_margin, got "
-            f"pos_margin={pos_margin}, neg_margin={neg_margin}."
-        )
 
 
 # ----------------------------------------------------------------------------- weights

@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import (
-    check_nonnegative,
-    check_similarity,
-    compute_dtype,
-    dissimilarity,
-    resolve_masks,
-)
+from ..pairs import check_nonnegative, compute_dtype, dissimilarity, pair_sets
 from .multi_similarity import check_epsilon, hardest
 
 
 def _distances(S: torch.Tensor) -> torch.Tensor:
     """Detached Euclidean distances of unit vectors, ``D = sqrt(2 - 2 S)`` (Liu et al., Eq. 1)."""
     return dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+
+
+def margins_in_order(pos_margin: float, neg_margin: float) -> None:
+    """Eq. 16-17 keep a positive pair above ``m1`` and a negative one below ``m2 >= m1``."""
+    if pos_margin > neg_margin:
+        raise ValueError(
+            "Eq. 16-17 need 0 <= pos_margin <= neg_margin, got "
+            f"pos_margin={pos_margin}, neg_margin={neg_margin}."
+        )
 
 
 def threshold_pair_masks(
@@ -57,12 +60,8 @@ def threshold_pair_masks(
     """
     m1 = check_nonnegative(pos_margin, "pos_margin", " (Liu et al. use m1 = 0)")
     m2 = check_nonnegative(neg_margin, "neg_margin", " (Liu et al. use m2 = 0.8)")
-    if m1 > m2:
-        raise ValueError(
-            f"Eq. 16-17 need 0 <= pos_margin <= neg_margin, got pos_margin={m1}, neg_margin={m2}."
-        )
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    margins_in_order(m1, m2)
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     D = _distances(S)
     return pos & (D >= m1), neg & (D <= m2)
 
@@ -107,8 +106,7 @@ def ms_distance_mining_masks(
         negative (the minimum or maximum of an empty set does not exist).
     """
     eps = check_epsilon(epsilon)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     D = _distances(S)
     # On -D the hardest pairs are :func:`hardest`'s: -(farthest positive), -(nearest negative).
     minus_farthest_pos, minus_nearest_neg = hardest(-D, pos, neg)

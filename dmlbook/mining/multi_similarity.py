@@ -9,12 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import (
-    check_nonnegative,
-    check_similarity,
-    compute_dtype,
-    resolve_masks,
-)
+from ..pairs import check_nonnegative, pair_sets
 
 
 def check_epsilon(epsilon: float) -> float:
@@ -79,9 +74,8 @@ def ms_mining_masks(
     ([False, True, False, False], [False, False, True, False])
     """
     eps = check_epsilon(epsilon)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    s = S.detach().to(compute_dtype(S))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
+    s = S.detach()
     min_pos, max_neg = hardest(s, pos, neg)  # thresholds from the unmined sets
     mined_pos = pos & (s < (max_neg + eps)[:, None])  # Eq. 12
     mined_neg = neg & (s > (min_pos - eps)[:, None])  # Eq. 11
