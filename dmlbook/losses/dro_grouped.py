@@ -144,15 +144,22 @@ def _groups(S, labels, pos_mask, neg_mask, drop_zero, **base_loss):
     return l, pos, neg
 
 
+def _group_logits(l: torch.Tensor, mask: torch.Tensor, gamma: float, l0: float | None):
+    """``(z, empty)``: ``l / gamma`` on each anchor's group (``-inf`` off it), the pseudo pair's
+    ``l_0 / gamma`` as one more column, and the anchors whose group is empty (their row of
+    ``z`` is 0, so that a log-sum-exp or soft-max over it stays finite)."""
+    z = torch.where(mask, l / gamma, torch.full_like(l, -math.inf))
+    if l0 is not None:  # the pseudo pair: no group is empty
+        z = torch.cat([z, torch.full_like(l[:, :1], l0 / gamma)], dim=1)
+    empty = ~mask.any(dim=1) if l0 is None else torch.zeros_like(mask[:, 0])
+    return torch.where(empty[:, None], torch.zeros_like(z), z), empty
+
+
 def _group_value(l: torch.Tensor, mask: torch.Tensor, gamma: float, l0: float | None):
     """Per anchor ``gamma log((1/n_i) [e^{l_0/gamma}] + sum_{mask} e^{l/gamma})``; 0 if empty."""
-    count = mask.sum(dim=1).to(l.dtype)
-    z = torch.where(mask, l / gamma, torch.full_like(l, -math.inf))
-    if l0 is not None:  # the pseudo pair
-        z = torch.cat([z, torch.full_like(l[:, :1], l0 / gamma)], dim=1)
-        count = count + 1
-    empty = count == 0
-    lse = torch.logsumexp(torch.where(empty[:, None], torch.zeros_like(z), z), dim=1)
+    z, empty = _group_logits(l, mask, gamma, l0)
+    count = mask.sum(dim=1).to(l.dtype) + (l0 is not None)
+    lse = torch.logsumexp(z, dim=1)
     return torch.where(empty, torch.zeros_like(lse), gamma * (lse - count.clamp_min(1).log()))
 
 
@@ -233,12 +240,8 @@ def dro_kl_grouped_weights(
     l = l.detach()
     out = torch.zeros_like(l)
     for mask, gamma in ((pos, gamma_pos), (neg, gamma_neg)):
-        z = torch.where(mask, l / gamma, torch.full_like(l, -math.inf))
-        if pseudo_pairs:
-            z = torch.cat([z, torch.full_like(l[:, :1], pseudo_loss / gamma)], dim=1)
-        rows = mask.any(dim=1) | pseudo_pairs
-        w = torch.softmax(torch.where(rows[:, None], z, torch.zeros_like(z)), dim=1)
-        out = torch.where(mask, w[:, : l.shape[1]], out)
+        z, _ = _group_logits(l, mask, gamma, pseudo_loss if pseudo_pairs else None)
+        out = torch.where(mask, torch.softmax(z, dim=1)[:, : l.shape[1]], out)
     return out
 
 
