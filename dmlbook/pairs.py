@@ -7,7 +7,7 @@
   :func:`check_similarity` is the prologue of every pure function of ``S``;
   :func:`resolve_masks` combines the label masks with a miner's masks (which only narrow them);
   :func:`pair_sets` is both at once, with ``S`` in the dtype the loss computes in;
-  :func:`check_choice`, :func:`check_positive`, :func:`check_nonnegative` check hyper-parameters.
+  :func:`check_choice` and :func:`check_positive` check hyper-parameters.
 * **Forms.** :func:`dissimilarity` reads ``S`` as ``-S``, ``D = sqrt(2 - 2 S)`` or ``D^2``
   (:data:`FORMS`), with :func:`safe_distance`'s finite gradient at ``S = 1``.
 * **Numerics.** :func:`masked_logsumexp` (finite for empty masks) and its weights
@@ -36,7 +36,6 @@ __all__ = [
     "Form",
     "Mask",
     "check_choice",
-    "check_nonnegative",
     "check_positive",
     "check_similarity",
     "check_triplet_mask",
@@ -81,14 +80,6 @@ def check_positive(value: float, name: str) -> float:
     v = float(value)
     if not (v > 0.0 and v < float("inf")):
         raise ValueError(f"{name} must be a finite number > 0, got {value}.")
-    return v
-
-
-def check_nonnegative(value: float, name: str, hint: str = "") -> float:
-    """Raise ``ValueError`` unless ``value`` is a finite number >= 0; return it as a float."""
-    v = float(value)
-    if not (v >= 0.0 and v < float("inf")):
-        raise ValueError(f"{name} must be a finite number >= 0{hint}, got {value}.")
     return v
 
 

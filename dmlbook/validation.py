@@ -307,6 +307,30 @@ def _check(name: str, value: Any, options: tuple[Any, ...]) -> Any:
     return value
 
 
+def _take_declaration(function: Callable[..., Any], like: Callable[..., Any]) -> None:
+    """Give ``function``'s bare parameters the annotation and default of ``like``'s (see
+    :func:`declared`); ``TypeError`` for a bare name that ``like`` does not declare."""
+    source = inspect.signature(like, eval_str=True).parameters
+    own = inspect.signature(function).parameters.values()
+    bare = {p.name for p in own if p.annotation is p.empty and p.default is p.empty}
+    if bare - set(source):
+        missing = sorted(bare - set(source))
+        raise TypeError(f"{function.__name__}: {missing} are not declared by {like.__name__}.")
+    for name in bare:
+        function.__annotations__[name] = source[name].annotation
+    defaults = [source[p.name].default if p.name in bare else p.default for p in own]
+    positional = [
+        d for p, d in zip(own, defaults, strict=True) if p.kind == p.POSITIONAL_OR_KEYWORD
+    ]
+    while positional and positional[0] is inspect.Parameter.empty:
+        positional.pop(0)
+    if inspect.Parameter.empty in positional:
+        raise TypeError(f"{function.__name__}: a parameter without default follows one with.")
+    function.__defaults__ = tuple(positional) or None
+    keyword = {p.name: d for p, d in zip(own, defaults, strict=True) if p.kind == p.KEYWORD_ONLY}
+    function.__kwdefaults__ = {n: d for n, d in keyword.items() if d is not inspect.Parameter.empty}
+
+
 @functools.cache
 def hyper_parameters(function: Callable[..., Any]) -> dict[str, inspect.Parameter]:
     """The hyper-parameters a loss function declares: its parameters whose annotation is a
@@ -317,7 +341,10 @@ def hyper_parameters(function: Callable[..., Any]) -> dict[str, inspect.Paramete
 
 
 def declared(
-    function: Callable[..., Any] | None = None, *, rules: tuple[Callable[..., None], ...] = ()
+    function: Callable[..., Any] | None = None,
+    *,
+    like: Callable[..., Any] | None = None,
+    rules: tuple[Callable[..., None], ...] = (),
 ) -> Any:
     """Decorate a loss function so that its signature is the declaration of its hyper-parameters.
 
@@ -328,9 +355,19 @@ def declared(
     **values)`` runs the same checks once and returns every value normalised (what a module
     does at construction); ``function.trusted(...)`` computes without them (what the module
     calls).
+
+    ``like=other`` says that ``function`` shares the declaration of the declared function
+    ``other`` (``binomial_weights`` takes ``binomial_deviance_loss``'s): each of its parameters
+    written bare (no annotation, no default) takes ``other``'s annotation and default of that
+    name, and ``other``'s rules come along where ``function`` has all their parameters.
     """
     if function is None:
-        return functools.partial(declared, rules=rules)
+        return functools.partial(declared, like=like, rules=rules)
+    if like is not None:
+        _take_declaration(function, like)
+        names = set(inspect.signature(function).parameters)
+        inherited = [r for r in like.rules if set(inspect.signature(r).parameters) <= names]
+        rules = tuple(dict.fromkeys((*rules, *inherited)))
     signature = inspect.signature(function)
     params = hyper_parameters(function)
 
@@ -359,5 +396,5 @@ def declared(
             bound.arguments.update({n: v for n, v in check(**given).items() if n in given})
         return trusted(*bound.args, **bound.kwargs)
 
-    checked.check, checked.trusted = check, trusted
+    checked.check, checked.trusted, checked.rules = check, trusted, rules
     return checked

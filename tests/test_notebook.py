@@ -119,3 +119,8 @@ def test_show_signature_names_the_declared_ranges(capsys):
     show_signature(contrastive_loss)
     out = capsys.readouterr().out
     assert "margin: Cosine = 0.5" in out and "pos_mask: Mask = None" in out
+    from dmlbook.losses import binomial_weights  # declared like=binomial_deviance_loss
+
+    show_signature(binomial_weights)
+    out = capsys.readouterr().out
+    assert "alpha: Scale = 2.0" in out and "neg_mask: Mask = None" in out

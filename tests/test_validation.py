@@ -4,6 +4,7 @@ silent wrong number, a NaN, or an error that did not name what was wrong (issue 
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import numpy as np
@@ -12,7 +13,14 @@ import torch
 
 from dmlbook.losses import TripletLoss, get_loss
 from dmlbook.pairs import check_batch
-from dmlbook.validation import NothingToLearnWarning, as_labels
+from dmlbook.validation import (
+    NothingToLearnWarning,
+    Real,
+    Scale,
+    as_labels,
+    declared,
+    hyper_parameters,
+)
 
 X = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
 Y = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
@@ -198,3 +206,43 @@ def test_every_declared_default_is_in_its_own_range():
             n: p.default for n, p in hyper_parameters(f).items() if p.default is not p.empty
         }
         assert f.check(**defaults) == {**defaults, **f.check()}, f.__name__
+
+
+def test_like_gives_bare_parameters_the_other_declaration_and_its_rules():
+    """Issue 37: a family that reuses another's hyper-parameters says so once. The bare
+    parameters of a ``like=`` function take the annotation, the default and the rules of the
+    other; what it writes itself stays its own; a bare name the other lacks is refused."""
+
+    def ordered(low: float, high: float) -> None:
+        if low > high:
+            raise ValueError("low > high")
+
+    @declared(rules=(ordered,))
+    def root(x, low: Real = 0.0, high: Real = 1.0, *, scale: Scale = 2.0, flag: bool = False):
+        return (low, high, scale, flag)
+
+    @declared(like=root)
+    def sibling(x, low, high, *, scale: Scale = 5.0, flag):
+        return (low, high, scale, flag)
+
+    @declared(like=root)
+    def part(x, *, scale, flag):
+        return (scale, flag)
+
+    assert sibling(None) == (0.0, 1.0, 5.0, False)  # root's defaults, its own scale
+    assert part(None) == (2.0, False)
+    assert sibling(None, 0.5, high=0.75, flag=True) == (0.5, 0.75, 5.0, True)
+    params = inspect.signature(sibling).parameters
+    assert params["low"].annotation is Real and params["flag"].annotation is bool
+    assert list(hyper_parameters(sibling)) == ["low", "high", "scale", "flag"]
+    with pytest.raises(ValueError, match="low > high"):  # root's rule came along
+        sibling(None, 0.9, 0.1)
+    with pytest.raises(ValueError, match="scale must be a finite number"):
+        part(None, scale=0.0)
+    with pytest.raises(TypeError, match="flag must be True or False"):
+        sibling(None, flag="yes")
+    with pytest.raises(TypeError, match=r"\['other'\] are not declared by root"):
+
+        @declared(like=root)
+        def stray(x, other):
+            return other

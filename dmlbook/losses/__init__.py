@@ -13,6 +13,12 @@ reference loop, its tests and its chapter section: the loss table of ``MAP.md`` 
 it complete). Xuan & Pless's designed gradient, ``GradientSurgeryLoss``, lives in
 :mod:`dmlbook.surgery.loss` and registers itself as ``gradient_surgery``.
 
+Every loss function takes ``S``, the (B, B) similarity matrix of a batch, and ``labels``, its (B,)
+class ids, and the keywords ``pos_mask`` and ``neg_mask``: optional bool (B, B) pairs from a
+miner, which narrow the label masks (:func:`dmlbook.pairs.pair_sets`). A docstring documents
+them only where its function reads them differently. A family that reuses another's
+hyper-parameters says so once, ``@declared(like=...)`` (:func:`dmlbook.validation.declared`).
+
 ``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
 The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet masks) are in
 :mod:`dmlbook.mining`, the pair algebra in :mod:`dmlbook.pairs`. The paper-literal loops are in

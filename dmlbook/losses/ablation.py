@@ -38,8 +38,10 @@ from typing import Any
 
 import torch
 
-from ..mining.multi_similarity import check_epsilon, ms_mining_masks
-from .base import Mask, NonNegative, PairLoss, Real, Scale, declared
+from ..mining.multi_similarity import ms_mining_masks
+from ..pairs import Mask
+from ..validation import NonNegative, Real, Scale, declared
+from .base import PairLoss
 from .binomial import binlifted_loss, binomial_deviance_loss
 from .lifted import lifted_star_loss
 from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
@@ -155,7 +157,7 @@ class MinedPairLoss(PairLoss):
         self.loss_fn = loss_fn
         self.hparams = dict(hparams or {})
         self.mining = bool(mining)
-        self.epsilon = check_epsilon(epsilon)
+        self.epsilon = ms_mining_masks.check(epsilon=epsilon)["epsilon"]
         self.name = name or getattr(loss_fn, "__name__", "loss")
 
     def mine(

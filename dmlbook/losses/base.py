@@ -8,8 +8,8 @@ derived from that signature; it checks the values once, at construction, and its
 ``loss(embeddings, labels)`` forms ``S`` and calls the function without checking them again.
 
 The pair algebra (input checks, forms, masked log-sum-exp, reductions) lives one layer down in
-:mod:`dmlbook.pairs` and is re-exported here for the names chapters already use
-(``dmlbook.losses.base.dissimilarity``, ``resolve_masks``, ...). Tests: ``tests/losses/test_base.py``.
+:mod:`dmlbook.pairs` and the declared ranges in :mod:`dmlbook.validation`; the loss modules
+import them from there. Tests: ``tests/losses/test_base.py``.
 """
 
 from __future__ import annotations
@@ -21,61 +21,12 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ..pairs import (
-    FORMS,
-    REDUCTIONS,
-    Form,
-    Mask,
-    check_choice,
-    check_positive,
-    check_similarity,
-    dissimilarity,
-    masked_logsumexp,
-    masked_mean,
-    pair_sets,
-    prepare_batch,
-    reduce,
-    resolve_masks,
-    safe_distance,
-)
-from ..validation import (
-    Count,
-    NonNegative,
-    Number,
-    Real,
-    Reduction,
-    Scale,
-    check_argument,
-    declared,
-    hyper_parameters,
-)
+from ..pairs import Mask, dissimilarity, pair_sets, prepare_batch, resolve_masks
+from ..validation import check_argument, hyper_parameters
 from .first_order import first_order_only, second_derivative_refusal
 
-__all__ = [
-    "FORMS",
-    "REDUCTIONS",
-    "Count",
-    "Form",
-    "Mask",
-    "NonNegative",
-    "Number",
-    "PairLoss",
-    "Real",
-    "Reduction",
-    "Scale",
-    "check_choice",
-    "check_positive",
-    "check_similarity",
-    "dissimilarity",
-    "masked_logsumexp",
-    "masked_mean",
-    "declared",
-    "pair_sets",
-    "prepare_batch",
-    "reduce",
-    "resolve_masks",
-    "safe_distance",
-]
+#: Re-exported for the chapters' ``dmlbook.losses.base.dissimilarity`` and the package face.
+__all__ = ["PairLoss", "dissimilarity", "pair_sets", "prepare_batch", "resolve_masks"]
 
 
 class _Declaration:

@@ -30,18 +30,9 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import masked_softmax, softplus
-from .base import (
-    Mask,
-    PairLoss,
-    Real,
-    Reduction,
-    Scale,
-    declared,
-    masked_logsumexp,
-    pair_sets,
-    reduce,
-)
+from ..pairs import Mask, masked_logsumexp, masked_softmax, pair_sets, reduce, softplus
+from ..validation import Real, Reduction, Scale, declared
+from .base import PairLoss
 
 __all__ = [
     "binomial_deviance_loss",
@@ -54,7 +45,7 @@ __all__ = [
 
 
 # Defaults: the scale Wang et al. use for their MS loss (alpha = 2, beta = 50, lambda = 0.5);
-# Eq. 9 fixes no values. BinLifted and the weights functions declare the same ones.
+# Eq. 9 fixes no values. BinLifted and the weights functions take the same ones (like=).
 @declared
 def binomial_deviance_loss(
     S: torch.Tensor,
@@ -71,8 +62,6 @@ def binomial_deviance_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     alpha, beta : float
         Slopes of the positive and negative softplus (> 0).
     margin : float
@@ -82,7 +71,6 @@ def binomial_deviance_loss(
         ``"mean"``: the average over the anchors that have at least one pair, so the weights are
         Eq. 10 divided by that count (:func:`binomial_weights`). ``"none"``: the (B,) vector
         of anchor terms.
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------
@@ -109,17 +97,9 @@ def binomial_deviance_loss(
     return reduce(per, reduction, pos.any(dim=1) | neg.any(dim=1))
 
 
-@declared
+@declared(like=binomial_deviance_loss)
 def binlifted_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    margin: Real = 0.5,
-    *,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, alpha, beta, margin, *, reduction, pos_mask, neg_mask
 ) -> torch.Tensor:
     """BinLifted: the loss whose negative-pair weight is Wang et al. 2019, supplement Eq. 10.
 
@@ -130,8 +110,6 @@ def binlifted_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     alpha, beta : float
         Temperatures (> 0), as in binomial deviance (Eq. 9) and LiftedStruct* (Eq. 16).
     margin : float
@@ -140,7 +118,6 @@ def binlifted_loss(
         ``"sum"`` has gradient exactly supplement Eq. 10 on every negative pair; ``"mean"``
         averages over the anchors that have at least one pair (weights divided by that count;
         :func:`binlifted_weights`).
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------
@@ -168,16 +145,9 @@ def binlifted_loss(
     return reduce(per, reduction, has_pos | has_neg)
 
 
-@declared
+@declared(like=binomial_deviance_loss)
 def binomial_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    margin: Real = 0.5,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, alpha, beta, margin, *, pos_mask, neg_mask
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The GPW weights of Eq. 9 as Wang et al. 2019 print them, Eq. 10.
 
@@ -199,16 +169,9 @@ def binomial_weights(
     return torch.where(pos, w_pos, 0.0), torch.where(neg, w_neg, 0.0)
 
 
-@declared
+@declared(like=binomial_deviance_loss)
 def binlifted_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    margin: Real = 0.5,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, alpha, beta, margin, *, pos_mask, neg_mask
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BinLifted's weights, Wang et al. 2019, supplement Eq. 10, and their positive analogue.
 

@@ -20,18 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import softplus
-from .base import (
-    Mask,
-    PairLoss,
-    Real,
-    Reduction,
-    Scale,
-    declared,
-    masked_logsumexp,
-    pair_sets,
-    reduce,
-)
+from ..pairs import Mask, masked_logsumexp, pair_sets, reduce, softplus
+from ..validation import Real, Reduction, Scale, declared
+from .base import PairLoss
 
 __all__ = ["CircleLoss", "circle_loss"]
 
@@ -52,8 +43,6 @@ def circle_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     gamma, margin : float
         Scale and relaxation ``m`` (module docstring); Sun et al.'s fine-grained retrieval
         setting is ``gamma = 80``, ``m = 0.4``.

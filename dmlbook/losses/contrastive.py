@@ -31,17 +31,9 @@ from typing import Annotated, Literal
 
 import torch
 
-from .base import (
-    Mask,
-    NonNegative,
-    Number,
-    PairLoss,
-    Reduction,
-    declared,
-    dissimilarity,
-    pair_sets,
-    reduce,
-)
+from ..pairs import Mask, dissimilarity, pair_sets, reduce
+from ..validation import NonNegative, Number, Reduction, declared
+from .base import PairLoss
 
 __all__ = [
     "contrastive_loss",
@@ -77,7 +69,6 @@ def contrastive_loss(
     ----------
     S : Tensor of shape (B, B)
         Cosine similarity matrix of the batch.
-    labels : Tensor of shape (B,)
     margin : float
         ``lambda`` of Eq. 4, in (-1, 1): negative pairs with ``S_ij <= margin`` contribute nothing.
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
@@ -143,7 +134,6 @@ def contrastive_distance_loss(
     ----------
     S : Tensor of shape (B, B)
         Cosine similarity matrix of the batch (rows are unit vectors, so ``D^2 = 2 - 2 S``).
-    labels : Tensor of shape (B,)
     pos_margin : float
         ``m1``: positive pairs closer than this are left alone (0 in Liu et al.'s Eq. 11).
     neg_margin : float

@@ -55,8 +55,9 @@ from typing import Literal, get_args
 
 import torch
 
-from ..pairs import pair_sets, softplus
-from .base import Count, Mask, PairLoss, Real, Scale, declared
+from ..pairs import Mask, pair_sets, softplus
+from ..validation import Count, Real, Scale, declared
+from .base import PairLoss
 from .first_order import CHI2, first_order_only
 
 __all__ = [
@@ -138,17 +139,8 @@ def pair_losses(
     return torch.where(pos, lp, torch.where(neg, ln, 0.0))
 
 
-@declared
-def base_loss_slope(
-    S: torch.Tensor,
-    pos: torch.Tensor,
-    neg: torch.Tensor,
-    base: Base = "margin",
-    margin: Real = 0.2,
-    threshold: Real = 0.5,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-) -> torch.Tensor:
+@declared(like=pair_losses)
+def base_loss_slope(S, pos, neg, base, margin, threshold, alpha, beta) -> torch.Tensor:
     """``dl_ij / dS_ij`` in closed form (no autograd): what Lemma 1 multiplies by ``p*_ij``.
 
     Margin loss: ``-y_ij`` where the hinge is open (``l_ij > 0``), else 0. Binomial loss:
@@ -242,64 +234,6 @@ def chi2_weights(losses: torch.Tensor, rho: float) -> torch.Tensor:
 
 
 @declared(rules=(even_k_for_topk_pn,))
-def dro_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    uncertainty: Uncertainty = "topk",
-    base: Base = "margin",
-    K: Count = 160,
-    gamma: Scale = 0.1,
-    rho: Scale = 1.0,
-    margin: Real = 0.2,
-    threshold: Real = 0.5,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    *,
-    drop_zero: bool = True,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
-) -> torch.Tensor:
-    """The optimal distribution ``p*`` of Eq. 1 as a (B, B) matrix (detached; 0 off candidates).
-
-    Closed forms: uniform, ``1/n`` on every candidate; simplex, uniform on the argmax;
-    top-K, ``1/K`` on the ``K`` largest;
-    TopK-PN, ``1/K`` on the ``K/2`` largest of each sign; KL, ``softmax(l / gamma)``
-    (Namkoong and Duchi 2016); chi-square, :func:`chi2_weights`. For top-K with fewer than ``K``
-    candidates every candidate gets ``1/K`` (the set ``sum p <= 1``, see :func:`dro_loss`).
-    Parameters as :func:`dro_loss`.
-    """
-    base_loss = dict(base=base, margin=margin, threshold=threshold, alpha=alpha, beta=beta)
-    l, cand, pos, neg = dro_candidates(S, labels, pos_mask, neg_mask, drop_zero, **base_loss)
-    l = l.detach()
-    p = torch.zeros_like(l)
-    if not bool(cand.any()):
-        return p
-    if uncertainty == "kl":
-        z = torch.where(cand, l / gamma, torch.full_like(l, -math.inf))
-        return torch.softmax(z.reshape(-1), 0).reshape(l.shape)
-    if uncertainty == "chi2":
-        p[cand] = chi2_weights(l[cand], rho)
-        return p
-    if uncertainty == "uniform":
-        return cand.to(l.dtype) / cand.sum()
-    if uncertainty == "simplex":
-        top = l[cand].max()
-        ties = cand & (l == top)
-        return ties.to(l.dtype) / ties.sum()
-    if uncertainty == "topk":
-        groups = [(cand, K)]
-    else:
-        groups = [(pos & cand, K // 2), (neg & cand, K // 2)]
-    flat = p.reshape(-1)
-    for group, k in groups:
-        k = min(k, int(group.sum()))
-        if k:
-            idx = torch.where(group, l, torch.full_like(l, -math.inf)).reshape(-1).topk(k).indices
-            flat[idx] = 1.0 / K
-    return p
-
-
-@declared(rules=(even_k_for_topk_pn,))
 def dro_loss(
     S: torch.Tensor,
     labels: torch.Tensor,
@@ -321,8 +255,6 @@ def dro_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     uncertainty : {"uniform", "simplex", "topk", "topk_pn", "kl", "chi2"}
         The set ``U`` (see the module docstring).
     base : {"margin", "binomial"}
@@ -374,6 +306,64 @@ def dro_loss(
     p = torch.zeros_like(l)
     p[cand] = chi2_weights(l[cand], rho)
     return (p * first_order_only(l, CHI2)).sum()  # p* held fixed: no second derivative
+
+
+@declared(like=dro_loss)
+def dro_weights(
+    S,
+    labels,
+    uncertainty,
+    base,
+    K,
+    gamma,
+    rho,
+    margin,
+    threshold,
+    alpha,
+    beta,
+    *,
+    drop_zero,
+    pos_mask,
+    neg_mask,
+) -> torch.Tensor:
+    """The optimal distribution ``p*`` of Eq. 1 as a (B, B) matrix (detached; 0 off candidates).
+
+    Closed forms: uniform, ``1/n`` on every candidate; simplex, uniform on the argmax;
+    top-K, ``1/K`` on the ``K`` largest;
+    TopK-PN, ``1/K`` on the ``K/2`` largest of each sign; KL, ``softmax(l / gamma)``
+    (Namkoong and Duchi 2016); chi-square, :func:`chi2_weights`. For top-K with fewer than ``K``
+    candidates every candidate gets ``1/K`` (the set ``sum p <= 1``, see :func:`dro_loss`).
+    Parameters as :func:`dro_loss`.
+    """
+    base_loss = dict(base=base, margin=margin, threshold=threshold, alpha=alpha, beta=beta)
+    l, cand, pos, neg = dro_candidates(S, labels, pos_mask, neg_mask, drop_zero, **base_loss)
+    l = l.detach()
+    p = torch.zeros_like(l)
+    if not bool(cand.any()):
+        return p
+    if uncertainty == "kl":
+        z = torch.where(cand, l / gamma, torch.full_like(l, -math.inf))
+        return torch.softmax(z.reshape(-1), 0).reshape(l.shape)
+    if uncertainty == "chi2":
+        p[cand] = chi2_weights(l[cand], rho)
+        return p
+    if uncertainty == "uniform":
+        return cand.to(l.dtype) / cand.sum()
+    if uncertainty == "simplex":
+        top = l[cand].max()
+        ties = cand & (l == top)
+        return ties.to(l.dtype) / ties.sum()
+    if uncertainty == "topk":
+        groups = [(cand, K)]
+    else:
+        groups = [(pos & cand, K // 2), (neg & cand, K // 2)]
+    flat = p.reshape(-1)
+    for group, k in groups:
+        k = min(k, int(group.sum()))
+        if k:
+            idx = torch.where(group, l, torch.full_like(l, -math.inf)).reshape(-1).topk(k).indices
+            flat[idx] = 1.0 / K
+    return p
 
 
 class DROLoss(PairLoss):

@@ -41,9 +41,10 @@ from typing import Annotated
 
 import torch
 
-from ..pairs import pair_sets, reduce
-from .base import Mask, Number, PairLoss, Real, Reduction, Scale, declared
-from .dro import Base, dro_candidates, pair_losses
+from ..pairs import Mask, pair_sets, reduce
+from ..validation import Number, Real, Reduction, Scale, declared
+from .base import PairLoss
+from .dro import Base, dro_candidates, dro_loss, pair_losses
 
 #: Pairs drawn per step by :func:`dro_kl_sampled_loss`.
 Draws = Annotated[int, Number(1, 10**7, "pairs drawn per step", integer=True)]
@@ -63,22 +64,22 @@ __all__ = [
 # the swept values {1, 0.1, 0.01, 0.001}; zero-loss pairs removed, Sec. 4.2.1).
 
 
-@declared
+@declared(like=dro_loss)
 def dro_kl_sampled_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     num_samples: Draws,
     generator: torch.Generator,
-    base: Base = "margin",
-    gamma: Scale = 0.1,
-    margin: Real = 0.2,
-    threshold: Real = 0.5,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
+    base,
+    gamma,
+    margin,
+    threshold,
+    alpha,
+    beta,
     *,
-    drop_zero: bool = True,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    drop_zero,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """DRO-KL with pairs sampled from ``p*`` (Sec. 3.2): mean loss of ``num_samples`` draws.
 
@@ -143,15 +144,22 @@ def _groups(S, labels, pos_mask, neg_mask, drop_zero, **base_loss):
     return l, pos, neg
 
 
+def _group_logits(l: torch.Tensor, mask: torch.Tensor, gamma: float, l0: float | None):
+    """``(z, empty)``: ``l / gamma`` on each anchor's group (``-inf`` off it), the pseudo pair's
+    ``l_0 / gamma`` as one more column, and the anchors whose group is empty (their row of
+    ``z`` is 0, so that a log-sum-exp or soft-max over it stays finite)."""
+    z = torch.where(mask, l / gamma, torch.full_like(l, -math.inf))
+    if l0 is not None:  # the pseudo pair: no group is empty
+        z = torch.cat([z, torch.full_like(l[:, :1], l0 / gamma)], dim=1)
+    empty = ~mask.any(dim=1) if l0 is None else torch.zeros_like(mask[:, 0])
+    return torch.where(empty[:, None], torch.zeros_like(z), z), empty
+
+
 def _group_value(l: torch.Tensor, mask: torch.Tensor, gamma: float, l0: float | None):
     """Per anchor ``gamma log((1/n_i) [e^{l_0/gamma}] + sum_{mask} e^{l/gamma})``; 0 if empty."""
-    count = mask.sum(dim=1).to(l.dtype)
-    z = torch.where(mask, l / gamma, torch.full_like(l, -math.inf))
-    if l0 is not None:  # the pseudo pair
-        z = torch.cat([z, torch.full_like(l[:, :1], l0 / gamma)], dim=1)
-        count = count + 1
-    empty = count == 0
-    lse = torch.logsumexp(torch.where(empty[:, None], torch.zeros_like(z), z), dim=1)
+    z, empty = _group_logits(l, mask, gamma, l0)
+    count = mask.sum(dim=1).to(l.dtype) + (l0 is not None)
+    lse = torch.logsumexp(z, dim=1)
     return torch.where(empty, torch.zeros_like(lse), gamma * (lse - count.clamp_min(1).log()))
 
 
@@ -178,8 +186,6 @@ def dro_kl_grouped_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     gamma_pos, gamma_neg : float
         ``gamma_i^+`` and ``gamma_i^-`` (the same for every anchor), > 0.
     base, margin, threshold, alpha, beta
@@ -206,23 +212,23 @@ def dro_kl_grouped_loss(
     return reduce(per, reduction, pos.any(dim=1) | neg.any(dim=1))
 
 
-@declared
+@declared(like=dro_kl_grouped_loss)
 def dro_kl_grouped_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    gamma_pos: Scale = 0.1,
-    gamma_neg: Scale = 0.1,
-    base: Base = "margin",
-    margin: Real = 0.2,
-    threshold: Real = 0.5,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
+    S,
+    labels,
+    gamma_pos,
+    gamma_neg,
+    base,
+    margin,
+    threshold,
+    alpha,
+    beta,
     *,
-    pseudo_pairs: bool = False,
-    pseudo_loss: Real = 0.0,
-    drop_zero: bool = True,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    pseudo_pairs,
+    pseudo_loss,
+    drop_zero,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """``p*`` of Eq. 7 (supplement Eq. 19, or Eq. 25 with pseudo pairs), a detached (B, B) matrix.
 
@@ -234,12 +240,8 @@ def dro_kl_grouped_weights(
     l = l.detach()
     out = torch.zeros_like(l)
     for mask, gamma in ((pos, gamma_pos), (neg, gamma_neg)):
-        z = torch.where(mask, l / gamma, torch.full_like(l, -math.inf))
-        if pseudo_pairs:
-            z = torch.cat([z, torch.full_like(l[:, :1], pseudo_loss / gamma)], dim=1)
-        rows = mask.any(dim=1) | pseudo_pairs
-        w = torch.softmax(torch.where(rows[:, None], z, torch.zeros_like(z)), dim=1)
-        out = torch.where(mask, w[:, : l.shape[1]], out)
+        z, _ = _group_logits(l, mask, gamma, pseudo_loss if pseudo_pairs else None)
+        out = torch.where(mask, torch.softmax(z, dim=1)[:, : l.shape[1]], out)
     return out
 
 

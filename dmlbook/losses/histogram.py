@@ -29,7 +29,9 @@ from typing import Annotated
 
 import torch
 
-from .base import Mask, Number, PairLoss, declared, pair_sets
+from ..pairs import Mask, pair_sets
+from ..validation import Number, declared
+from .base import PairLoss
 
 __all__ = ["HistogramLoss", "histogram_loss", "histograms"]
 
@@ -63,7 +65,6 @@ def histograms(
     ----------
     S : Tensor of shape (B, B)
         Cosine similarities, in [-1, 1].
-    labels : Tensor of shape (B,)
     R : int
         Number of nodes, ``t_r = -1 + (r - 1) 2 / (R - 1)``.
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
@@ -94,15 +95,8 @@ def histograms(
     return _histogram(S[pos], nodes), _histogram(S[neg], nodes)
 
 
-@declared
-def histogram_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    R: Nodes = 101,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
-) -> torch.Tensor:
+@declared(like=histograms)
+def histogram_loss(S, labels, R, *, pos_mask, neg_mask) -> torch.Tensor:
     """Histogram loss, Wang et al. 2019, supplement Eq. 3 (Ustinova & Lempitsky 2016).
 
     ``L = sum_r h^-_r sum_{q <= r} h^+_q`` with the histograms of :func:`histograms`.

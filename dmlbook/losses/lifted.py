@@ -34,20 +34,9 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import masked_softmax
-from .base import (
-    Form,
-    Mask,
-    PairLoss,
-    Real,
-    Reduction,
-    Scale,
-    declared,
-    dissimilarity,
-    masked_logsumexp,
-    pair_sets,
-    reduce,
-)
+from ..pairs import Form, Mask, dissimilarity, masked_logsumexp, masked_softmax, pair_sets, reduce
+from ..validation import Real, Reduction, Scale, declared
+from .base import PairLoss
 
 __all__ = [
     "lifted_loss",
@@ -81,8 +70,6 @@ def lifted_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     margin : float
         ``lambda`` of Eq. 6.
     form : {"similarity", "distance", "squared_distance"}
@@ -90,7 +77,6 @@ def lifted_loss(
         ``"sum"``: Eq. 6 as printed (a sum over anchors). ``"mean"``: the average over the
         anchors that have at least one positive *and* one negative. ``"none"``: the (B,) vector
         of anchor terms.
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------
@@ -115,15 +101,8 @@ def lifted_loss(
     return reduce(per, reduction, valid)
 
 
-@declared
-def lifted_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: Real = 1.0,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+@declared(like=lifted_loss)
+def lifted_weights(S, labels, margin, *, pos_mask, neg_mask) -> tuple[torch.Tensor, torch.Tensor]:
     """The GPW weights of Eq. 6 as Wang et al. 2019 print them, Eq. 7-8 (similarity form).
 
     ``w_ij^+ = e^{lambda - S_ij} / sum_{P_i} e^{lambda - S_ik}`` on a positive pair (Eq. 7) and
@@ -171,8 +150,6 @@ def lifted_structure_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     margin : float
         ``m``. In pytorch-metric-learning's ``LiftedStructureLoss(neg_margin, pos_margin)`` the
         pair term is ``J - pos_margin`` with ``m = neg_margin``; only ``neg_margin - pos_margin``
@@ -186,7 +163,6 @@ def lifted_structure_loss(
         (each unordered pair appears twice with the same ``J``, so this is Song et al.'s
         ``1 / (2 |P|) sum_P [J]_+^2`` for ``squared_hinge``). ``"sum"``: the sum over ordered
         pairs. ``"none"``: the (B, B) matrix of pair terms.
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------
@@ -240,14 +216,11 @@ def lifted_star_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     alpha, beta : float
         Positive temperatures; Wang et al. use ``alpha = 2``, ``beta = 50``.
     reduction : {"mean", "sum", "none"}
         ``"mean"``: Eq. 16's ``1/m`` average over anchors, taken over the anchors that have at
         least one pair. ``"sum"``, ``"none"`` (the (B,) anchor terms).
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import torch
 
-from .base import Mask, NonNegative, PairLoss, Reduction, declared, dissimilarity, pair_sets, reduce
+from ..pairs import Mask, dissimilarity, pair_sets, reduce
+from ..validation import NonNegative, Reduction, declared
+from .base import PairLoss
 from .liu_weighting import Normalization, Weighting, liu_weights, log_weights
 from .triplet import triplet_sums
 
@@ -75,18 +77,18 @@ def _largest_log_weight(D, pos, neg, margin, weighting, exponent) -> torch.Tenso
     return torch.where(has, log_weights(top.where(has, 1.0), weighting, exponent), 0.0)
 
 
-@declared
+@declared(like=triplet_weights)
 def triplet_weighted_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: NonNegative = 0.1,
+    S,
+    labels,
+    margin,
     *,
-    weighting: Weighting = "power",
-    exponent: NonNegative = 5.0,
-    normalization: Normalization = "anchor",
+    weighting,
+    exponent,
+    normalization,
     reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """Liu et al.'s triplet-based weighting loss, Eq. 21, with any weighting of Eq. 25-34.
 
@@ -120,17 +122,9 @@ def triplet_weighted_loss(
     return reduce(per, reduction).to(dtype)
 
 
-@declared
+@declared(like=triplet_weighted_loss)
 def triplet_power_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: NonNegative = 0.1,
-    *,
-    p: NonNegative = 5.0,
-    normalization: Normalization = "anchor",
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, margin, *, p: NonNegative = 5.0, normalization, reduction, pos_mask, neg_mask
 ) -> torch.Tensor:
     """Triplet-P: Eq. 21 with ``w_ijk = (D_ij - D_ik + m)^p`` (Eq. 28, 34)."""
     return triplet_weighted_loss(
@@ -139,17 +133,9 @@ def triplet_power_loss(
     )  # fmt: skip
 
 
-@declared
+@declared(like=triplet_weighted_loss)
 def triplet_exponential_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: NonNegative = 0.1,
-    *,
-    alpha: NonNegative = 40.0,
-    normalization: Normalization = "anchor",
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, margin, *, alpha: NonNegative = 40.0, normalization, reduction, pos_mask, neg_mask
 ) -> torch.Tensor:
     """Triplet-E: Eq. 21 with ``w_ijk = e^{alpha (D_ij - D_ik + m)}`` (Eq. 31, 34)."""
     return triplet_weighted_loss(

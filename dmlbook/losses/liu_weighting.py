@@ -56,19 +56,10 @@ from typing import Literal
 import torch
 
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
-from ..pairs import masked_softmax
-from .base import (
-    Mask,
-    NonNegative,
-    PairLoss,
-    Reduction,
-    Scale,
-    declared,
-    dissimilarity,
-    masked_logsumexp,
-    pair_sets,
-    reduce,
-)
+from ..mining.distance import margins_in_order
+from ..pairs import Mask, dissimilarity, masked_logsumexp, masked_softmax, pair_sets, reduce
+from ..validation import NonNegative, Reduction, Scale, declared
+from .base import PairLoss
 
 __all__ = [
     "MS_VERSIONS", "NORMALIZATIONS", "WEIGHTINGS", "MSDistanceLoss", "PairExponentialLoss",
@@ -99,15 +90,6 @@ MS_VERSIONS: dict[str, str] = {
     "v1": "the MS loss: log[1 + sum exp] (Eq. 39 with the '+1')",
     "v2": "the MS loss without adding 1: log sum exp (Eq. 39 without the '+1')",
 }
-
-
-def margins_in_order(pos_margin: float, neg_margin: float) -> None:
-    """Eq. 16-17 keep a positive pair above ``m1`` and a negative one below ``m2 >= m1``."""
-    if pos_margin > neg_margin:
-        raise ValueError(
-            "Eq. 16-17 need 0 <= pos_margin <= neg_margin, got "
-            f"pos_margin={pos_margin}, neg_margin={neg_margin}."
-        )
 
 
 # ----------------------------------------------------------------------------- weights
@@ -176,21 +158,21 @@ def pair_weights(
     return w_pos, w_neg
 
 
-@declared(rules=(margins_in_order,))
+@declared(like=pair_weights)
 def pair_weighted_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    pos_margin: NonNegative = 0.0,
-    neg_margin: NonNegative = 0.8,
+    S,
+    labels,
+    pos_margin,
+    neg_margin,
     *,
-    weighting: Weighting = "power",
-    pos_exponent: NonNegative = 0.0,
-    neg_exponent: NonNegative = 1.0,
-    normalization: Normalization = "anchor",
-    epsilon: NonNegative | None = None,
+    weighting,
+    pos_exponent,
+    neg_exponent,
+    normalization,
+    epsilon,
     reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """Liu et al.'s pair-based weighting loss, Eq. 18, with any weighting of Eq. 24-33.
 
@@ -209,20 +191,20 @@ def pair_weighted_loss(
     return reduce(per_pair.sum(dim=1), reduction).to(S.dtype)
 
 
-@declared(rules=(margins_in_order,))
+@declared(like=pair_weighted_loss)
 def pair_power_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    pos_margin: NonNegative = 0.0,
-    neg_margin: NonNegative = 0.8,
+    S,
+    labels,
+    pos_margin,
+    neg_margin,
     *,
     p: NonNegative = 0.0,
     q: NonNegative = 1.0,
-    normalization: Normalization = "anchor",
-    epsilon: NonNegative | None = None,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    normalization,
+    epsilon,
+    reduction,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """Pair-P: Eq. 18 with the power weights ``(D - m1)^p``, ``(m2 - D)^q`` (Eq. 26-27, 32-33)."""
     return pair_weighted_loss(
@@ -232,20 +214,20 @@ def pair_power_loss(
     )  # fmt: skip
 
 
-@declared(rules=(margins_in_order,))
+@declared(like=pair_weighted_loss)
 def pair_exponential_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    pos_margin: NonNegative = 0.0,
-    neg_margin: NonNegative = 0.8,
+    S,
+    labels,
+    pos_margin,
+    neg_margin,
     *,
     alpha: NonNegative = 0.0,
     beta: NonNegative = 2.0,
-    normalization: Normalization = "anchor",
-    epsilon: NonNegative | None = None,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    normalization,
+    epsilon,
+    reduction,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """Pair-E: Eq. 18 with ``e^{alpha (D - m1)}``, ``e^{beta (m2 - D)}`` (Eq. 29-30, 32-33)."""
     return pair_weighted_loss(
@@ -307,7 +289,6 @@ def ms_distance_loss(
     ----------
     S : Tensor of shape (B, B)
         Cosine similarities of unit vectors.
-    labels : Tensor of shape (B,)
     margin, alpha, beta : float
         ``m`` (a distance), ``alpha``, ``beta`` (> 0).
     version : {"v1", "v2"}
@@ -331,18 +312,9 @@ def ms_distance_loss(
     return reduce(lse_pos / alpha + lse_neg / beta, reduction).to(S.dtype)
 
 
-@declared
+@declared(like=ms_distance_loss)
 def ms_distance_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: NonNegative = 1.0,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    *,
-    version: Literal["v1", "v2"] = "v2",
-    epsilon: NonNegative | None = 0.1,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, margin, alpha, beta, *, version, epsilon, pos_mask, neg_mask
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 39's weights ``w+``, ``w-`` (with the "+1" for v1, without for v2), shape (B, B).
 

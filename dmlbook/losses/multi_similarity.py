@@ -75,20 +75,9 @@ from typing import Annotated
 import torch
 
 from ..mining.multi_similarity import ms_mining_masks
-from ..pairs import masked_softmax
-from .base import (
-    Mask,
-    NonNegative,
-    Number,
-    PairLoss,
-    Real,
-    Reduction,
-    Scale,
-    declared,
-    masked_logsumexp,
-    pair_sets,
-    reduce,
-)
+from ..pairs import Mask, masked_logsumexp, masked_softmax, pair_sets, reduce
+from ..validation import NonNegative, Number, Real, Reduction, Scale, declared
+from .base import PairLoss
 
 __all__ = [
     "MSMiningLoss",
@@ -121,8 +110,6 @@ def ms_weights(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     alpha, beta : float
         Scales of the positive and negative weights (> 0).
     margin : float
@@ -152,13 +139,9 @@ def ms_weights(
     return w_pos, w_neg
 
 
-@declared
+@declared(like=ms_weights)
 def ms_anchor_weights(
-    s_pos: torch.Tensor,
-    s_neg: torch.Tensor,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    margin: Real = 0.5,
+    s_pos: torch.Tensor, s_neg: torch.Tensor, alpha, beta, margin
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 13-14 for one anchor, given its (already mined) similarities; batched over leading dims.
 
@@ -186,16 +169,16 @@ def ms_anchor_weights(
     return weights(-alpha * (s_pos - margin)), weights(beta * (s_neg - margin))
 
 
-@declared
+@declared(like=ms_weights)
 def ms_case_weights(
     s: torch.Tensor | float,
     others_harder_by: float,
     n_others: Annotated[int, Number(0, 10**6, "other pairs", integer=True)] = 5,
     *,
     positive: bool = False,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    margin: Real = 0.5,
+    alpha,
+    beta,
+    margin,
 ) -> torch.Tensor:
     """Weight of one pair against ``n_others`` pairs of the same kind that are all equally hard.
 
@@ -235,19 +218,19 @@ def ms_case_weights(
     return (w_pos if positive else w_neg)[..., 0]
 
 
-@declared
+@declared(like=ms_weights)
 def multi_similarity_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    margin: Real = 0.5,
+    S,
+    labels,
+    alpha,
+    beta,
+    margin,
     epsilon: NonNegative = 0.1,
     *,
     mining: bool = True,
     reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """The Multi-Similarity loss, Wang et al. 2019, Eq. 15 (with the mining of Eq. 11-12).
 
@@ -256,7 +239,6 @@ def multi_similarity_loss(
     S : Tensor of shape (B, B)
         Cosine similarities of the batch (any floating dtype; half precision is computed in
         float32).
-    labels : Tensor of shape (B,)
     alpha, beta : float
         Scales of the positive and negative terms (> 0). Defaults: the paper's Sec. 5 values
         ``alpha = 2``, ``beta = 50``.
@@ -301,17 +283,8 @@ def multi_similarity_loss(
     return reduce(per, reduction)
 
 
-@declared
-def ms_mining_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    epsilon: NonNegative = 0.1,
-    *,
-    mining: bool = True,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
-) -> torch.Tensor:
+@declared(like=multi_similarity_loss)
+def ms_mining_loss(S, labels, epsilon, *, mining, reduction, pos_mask, neg_mask) -> torch.Tensor:
     """The "MS mining" row of Wang et al. 2019, Table 2: mined pairs, each with the same weight.
 
     Anchor term ``sum_{k in N_i} S_ik - sum_{k in P_i} S_ik``, so that ``dL_i/dS_ij = +1`` on
@@ -323,8 +296,6 @@ def ms_mining_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     epsilon : float
         Mining margin (Eq. 11-12).
     mining : bool

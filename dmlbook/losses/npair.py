@@ -29,19 +29,19 @@ from typing import Literal
 import torch
 
 from ..mining import npair_pairs
-from ..pairs import check_batch, softplus
-from ..similarity import cosine_similarity
-from .base import (
+from ..pairs import (
     Form,
     Mask,
-    PairLoss,
-    Reduction,
-    declared,
+    check_batch,
     dissimilarity,
     masked_logsumexp,
     pair_sets,
     reduce,
+    softplus,
 )
+from ..similarity import cosine_similarity
+from ..validation import Reduction, declared
+from .base import PairLoss
 
 __all__ = ["npair_block_terms", "npair_loss", "NPairLoss", "NPAIR_SAMPLING"]
 
@@ -67,8 +67,6 @@ def npair_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     form : {"similarity", "distance", "squared_distance"}
         ``"similarity"``: Sohn's form on cosine similarities (what pytorch-metric-learning's
         ``NPairsLoss`` computes by default); ``"distance"``: Liu et al.'s Eq. 13 on ``D``.

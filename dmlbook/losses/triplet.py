@@ -40,8 +40,9 @@ from torch.utils.checkpoint import checkpoint
 
 from .. import mining as miners
 from ..pair_lists import positive_lists
-from ..pairs import check_triplet_mask, softplus
-from .base import Form, Mask, NonNegative, PairLoss, Scale, declared, dissimilarity, pair_sets
+from ..pairs import Form, Mask, check_triplet_mask, dissimilarity, pair_sets, softplus
+from ..validation import NonNegative, Scale, declared
+from .base import PairLoss
 
 __all__ = [
     "COSINE_TRIPLET_MINING",
@@ -136,7 +137,6 @@ def triplet_loss(
     ----------
     S : Tensor of shape (B, B)
         Cosine similarity matrix of the batch.
-    labels : Tensor of shape (B,)
     margin : float
         ``lambda`` (Eq. 5) or ``m`` (Eq. 12, 37), in the units of ``form``.
     form : {"similarity", "distance", "squared_distance"}
@@ -246,8 +246,6 @@ def cosine_triplet_loss(
 
     Parameters
     ----------
-    S : Tensor of shape (B, B)
-    labels : Tensor of shape (B,)
     tau : float
         The scale ``tau`` of Eq. 4.
     mining : {"ephn", "all"}
@@ -255,7 +253,6 @@ def cosine_triplet_loss(
         (Xuan & Pless, Sec. 4; :func:`dmlbook.mining.easy_positive_masks`); ``"all"``: every
         valid triplet. Given pair masks narrow the pairs first.
     reduction : {"mean", "sum"}
-    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
 
     Returns
     -------

@@ -8,16 +8,16 @@ They work on Euclidean distances ``D = sqrt(2 - 2 S)`` of unit vectors. Chapter:
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
-from ..pairs import (
-    check_nonnegative,
-    check_similarity,
-    compute_dtype,
-    dissimilarity,
-    resolve_masks,
-)
-from .multi_similarity import check_epsilon, hardest
+from ..pairs import Mask, compute_dtype, dissimilarity, pair_sets
+from ..validation import Number, declared
+from .multi_similarity import hardest, ms_mining_masks
+
+#: Liu et al.'s thresholds ``m1``, ``m2`` of Eq. 16-17, distances of unit vectors.
+Threshold = Annotated[float, Number(0.0, 1e6, "a distance; Liu et al. use m1 = 0, m2 = 0.8")]
 
 
 def _distances(S: torch.Tensor) -> torch.Tensor:
@@ -25,14 +25,24 @@ def _distances(S: torch.Tensor) -> torch.Tensor:
     return dissimilarity(S.detach().to(compute_dtype(S)), "distance")
 
 
+def margins_in_order(pos_margin: float, neg_margin: float) -> None:
+    """Eq. 16-17 keep a positive pair above ``m1`` and a negative one below ``m2 >= m1``."""
+    if pos_margin > neg_margin:
+        raise ValueError(
+            "Eq. 16-17 need 0 <= pos_margin <= neg_margin, got "
+            f"pos_margin={pos_margin}, neg_margin={neg_margin}."
+        )
+
+
+@declared(rules=(margins_in_order,))
 def threshold_pair_masks(
     S: torch.Tensor,
     labels: torch.Tensor,
-    pos_margin: float = 0.0,
-    neg_margin: float = 0.8,
+    pos_margin: Threshold = 0.0,
+    neg_margin: Threshold = 0.8,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Positive and negative thresholds on distances, Liu et al., Eq. 16-17.
 
@@ -55,25 +65,14 @@ def threshold_pair_masks(
     -------
     pos, neg : bool Tensor of shape (B, B)
     """
-    m1 = check_nonnegative(pos_margin, "pos_margin", " (Liu et al. use m1 = 0)")
-    m2 = check_nonnegative(neg_margin, "neg_margin", " (Liu et al. use m2 = 0.8)")
-    if m1 > m2:
-        raise ValueError(
-            f"Eq. 16-17 need 0 <= pos_margin <= neg_margin, got pos_margin={m1}, neg_margin={m2}."
-        )
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     D = _distances(S)
-    return pos & (D >= m1), neg & (D <= m2)
+    return pos & (D >= pos_margin), neg & (D <= neg_margin)
 
 
+@declared(like=ms_mining_masks)
 def ms_distance_mining_masks(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    epsilon: float = 0.1,
-    *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    S, labels, epsilon, *, pos_mask, neg_mask
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """MS mining written on distances, Liu et al., Eq. 22-23.
 
@@ -106,11 +105,9 @@ def ms_distance_mining_masks(
         An anchor without a negative keeps no positive and one without a positive keeps no
         negative (the minimum or maximum of an empty set does not exist).
     """
-    eps = check_epsilon(epsilon)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
     D = _distances(S)
     # On -D the hardest pairs are :func:`hardest`'s: -(farthest positive), -(nearest negative).
     minus_farthest_pos, minus_nearest_neg = hardest(-D, pos, neg)
-    keep_pos = D >= (-minus_nearest_neg - eps)[:, None]
-    return pos & keep_pos, neg & (D <= (eps - minus_farthest_pos)[:, None])
+    keep_pos = D >= (-minus_nearest_neg - epsilon)[:, None]
+    return pos & keep_pos, neg & (D <= (epsilon - minus_farthest_pos)[:, None])

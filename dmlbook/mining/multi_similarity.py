@@ -7,19 +7,15 @@ Chapter: ``book/10_multi_similarity.ipynb``, 10.1 "Mining with Similarity-P (Eq.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 
-from ..pairs import (
-    check_nonnegative,
-    check_similarity,
-    compute_dtype,
-    resolve_masks,
-)
+from ..pairs import Mask, pair_sets
+from ..validation import Number, declared
 
-
-def check_epsilon(epsilon: float) -> float:
-    """The MS mining margin ``epsilon`` of Eq. 11-12: a finite number >= 0, as a float."""
-    return check_nonnegative(epsilon, "epsilon", " (Wang et al. use 0.1)")
+#: The mining margin ``epsilon`` of Eq. 11-12 (and of Liu et al.'s Eq. 22-23 on distances).
+Epsilon = Annotated[float, Number(0.0, 1e6, "a mining margin; both papers use 0.1")]
 
 
 def hardest(
@@ -32,13 +28,14 @@ def hardest(
     return min_pos, max_neg
 
 
+@declared
 def ms_mining_masks(
     S: torch.Tensor,
     labels: torch.Tensor,
-    epsilon: float = 0.1,
+    epsilon: Epsilon = 0.1,
     *,
-    pos_mask: torch.Tensor | None = None,
-    neg_mask: torch.Tensor | None = None,
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """MS pair mining with *Similarity-P*, Wang et al. 2019, Eq. 11-12.
 
@@ -78,11 +75,9 @@ def ms_mining_masks(
     >>> pos[0].tolist(), neg[0].tolist()
     ([False, True, False, False], [False, False, True, False])
     """
-    eps = check_epsilon(epsilon)
-    y = check_similarity(S, labels)
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, tuple(S.shape))
-    s = S.detach().to(compute_dtype(S))
+    S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)
+    s = S.detach()
     min_pos, max_neg = hardest(s, pos, neg)  # thresholds from the unmined sets
-    mined_pos = pos & (s < (max_neg + eps)[:, None])  # Eq. 12
-    mined_neg = neg & (s > (min_pos - eps)[:, None])  # Eq. 11
+    mined_pos = pos & (s < (max_neg + epsilon)[:, None])  # Eq. 12
+    mined_neg = neg & (s > (min_pos - epsilon)[:, None])  # Eq. 11
     return mined_pos, mined_neg

@@ -117,17 +117,19 @@ def test_defaults_are_the_papers_values_and_errors_say_them():
     assert not torch.equal(threshold_pair_masks(S, y, 1.0, 1.8)[0], threshold_pair_masks(S, y)[0])
     assert not torch.equal(ms_mining_masks(S, y, 1.1)[0], ms_mining_masks(S, y)[0])
     messages = {
-        "pos_margin must be a finite number >= 0 (Liu et al. use m1 = 0), got -1.": (
-            lambda: threshold_pair_masks(S, y, -1.0, 0.8)),
-        "neg_margin must be a finite number >= 0 (Liu et al. use m2 = 0.8), got -1.": (
-            lambda: threshold_pair_masks(S, y, 0.0, -1.0)),
-        "epsilon must be a finite number >= 0 (Wang et al. use 0.1), got -1.": (
-            lambda: ms_mining_masks(S, y, -1.0)),
+        "pos_margin must be a finite number in [0, 1e+06] (a distance; Liu et al. use m1 = 0, "
+        "m2 = 0.8), got -1.": (lambda: threshold_pair_masks(S, y, -1.0, 0.8)),
+        "neg_margin must be a finite number in [0, 1e+06] (a distance; Liu et al. use m1 = 0, "
+        "m2 = 0.8), got -1.": (lambda: threshold_pair_masks(S, y, 0.0, -1.0)),
+        "epsilon must be a finite number in [0, 1e+06] (a mining margin; both papers use 0.1), "
+        "got -1.": (lambda: ms_mining_masks(S, y, -1.0)),
     }  # fmt: skip
     for message, call in messages.items():
         with pytest.raises(ValueError) as refused:
             call()
         assert str(refused.value).startswith(message)
+    with pytest.raises(ValueError, match=r"epsilon must be a finite number in \[0, 1e\+06\]"):
+        ms_distance_mining_masks(S, y, -1.0)
 
 
 def test_candidate_masks_narrow_the_distance_miners():
