@@ -9,6 +9,8 @@ as ``json.load(...)["cells"]`` counts) and the rule with its limit:
   exempt from the code rule (the reader does not see their source);
 - test scaffolding is out of sight: a shown code cell calls no ``check_close``, and a cell of
   nothing but ``assert`` statements is hidden;
+- no chapter but 14 plans a benchmark run (its "At benchmark scale" cell is a link to Chapter 14's
+  table);
 - every chapter 1-15 has a "Summary" section;
 - a metric, acronym or term of ``TERMS`` is defined (expanded) no later, in reading order
   (introduction, then the chapters by number), than the first cell that uses it;
@@ -143,6 +145,22 @@ def test_the_length_and_scaffolding_rules_catch_what_they_name(tmp_path):
         "01_x.ipynb cell 4",
         "01_x.ipynb cell 6",
     ]
+
+
+def benchmark_plans(path: Path) -> list[str]:
+    """Code cells that plan a benchmark run: one table in Chapter 14 holds them (issue 39)."""
+    return [
+        f"{path.name} cell {i}: plans a benchmark run (plan_benchmark); link to Chapter 14's table"
+        for i, cell in enumerate(cells(path))
+        if cell["cell_type"] == "code" and re.search(r"\bplan_benchmark\(", text(cell))
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in CHAPTERS if not p.name.startswith("14_")], ids=lambda p: p.stem
+)
+def test_benchmark_plans_live_in_chapter_14_only(path):
+    assert benchmark_plans(path) == []
 
 
 # ----------------------------------------------------------------------------- summaries
