@@ -22,7 +22,7 @@ JOBS   ?= 2
 export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: help install book check-book test test-quick test-unit test-book refresh lab lint format bench verify-backbones clean \
-	coursework grade gpu-check map mutation
+	coursework grade gpu-check map mutation reading-times
 
 help:
 	@echo "make book     install (if needed), execute every chapter into build/book/ and render HTML"
@@ -34,6 +34,7 @@ help:
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"
 	@echo "make lint     ruff check and format check"
 	@echo "make map     regenerate MAP.md's chapter and module tables (tests/test_map.py checks them)"
+	@echo "make reading-times  recompute the introduction's reading times from the chapters"
 	@echo "make mutation  mutation testing of losses, mining, surgery (AREAS=mining ...; long, not in test)"
 	@echo "make bench    CPU benchmarks, results under bench/results/"
 	@echo "make gpu-check  on a GPU machine: the prepared GPU measurements (8 min), build/gpu-check/"
@@ -107,6 +108,11 @@ lab: $(STAMP)
 # library only: no install needed); tests/test_map.py fails while they are stale.
 map:
 	$(PYTHON) tools/map_tables.py
+
+# The introduction's reading times, computed from the stored chapters (standard library only);
+# tests/test_book_teaching.py fails while book/intro.md holds another table.
+reading-times:
+	$(PYTHON) tools/reading_times.py --write
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -134,6 +134,20 @@ def test_chapters_are_in_reading_order_and_toc_lists_them(tmp_path):
     assert (tmp_path / "_toc.yml").read_text().splitlines()[-2:] == ["- file: 01_a", "- file: 02_b"]
 
 
+def test_the_notation_page_is_read_right_after_the_introduction(tmp_path):
+    assert "notation" in book.FRONT_PAGES and (book.BOOK / "notation.md").is_file()
+    book.write_toc([tmp_path / "01_a.ipynb"], tmp_path, ("errata",), front=book.FRONT_PAGES)
+    toc = (tmp_path / "_toc.yml").read_text().splitlines()
+    assert toc == [
+        "format: jb-book",
+        "root: intro",
+        "chapters:",
+        "- file: notation",
+        "- file: 01_a",
+        "- file: errata",
+    ]
+
+
 def test_stored_chapters_were_executed_top_to_bottom():
     for path in book.chapters():
         nb = nbformat.read(path, as_version=4)

@@ -305,9 +305,16 @@ def machine_line() -> str:
     return f"CPU: {cpu_model()} ({cpu_flags()}); chapters run on {chosen} kernels"
 
 
-def write_toc(paths: list[Path], root: Path, appendices: tuple[str, ...] = ()) -> None:
-    """Jupyter Book 1.x table of contents: intro page, the chapters in reading order, appendices."""
+#: Pages of ``book/`` read right after the introduction, before Chapter 1 (the notation page).
+FRONT_PAGES = ("notation",)
+
+
+def write_toc(
+    paths: list[Path], root: Path, appendices: tuple[str, ...] = (), front: tuple[str, ...] = ()
+) -> None:
+    """Jupyter Book 1.x table of contents: intro page, ``front`` pages, the chapters, appendices."""
     lines = ["format: jb-book", "root: intro", "chapters:"]
+    lines += [f"- file: {name}" for name in front]
     for p in paths:
         lines.append(f"- file: {p.relative_to(root).with_suffix('').as_posix()}")
     lines += [f"- file: {name}" for name in appendices]
@@ -339,9 +346,10 @@ def prepare(
     ``tools/book_links.py``) and a record of it for ``make check-book``, the intro page, the API
     reference generated from the package (``tools/api_reference.py``; ``api=False`` leaves it out),
     ``_static/`` (the book's CSS), the errata page collected from the chapters, and the table of
-    contents listing ``paths`` (chapters under ``out``) in reading order. The ``student``
-    edition deletes the answer cells from ``paths`` (copies under ``out``, never ``book/``); the
-    ``instructor`` edition keeps them and says so in the title.
+    contents listing the notation page (``FRONT_PAGES``, where ``book`` has it) and ``paths``
+    (chapters under ``out``) in reading order. The ``student`` edition deletes the answer cells
+    from ``paths`` (copies under ``out``, never ``book/``); the ``instructor`` edition keeps them
+    and says so in the title.
     """
     if edition not in EDITIONS:
         raise ValueError(f"edition must be one of {EDITIONS}, got {edition!r}")
@@ -358,9 +366,10 @@ def prepare(
     apply_to_config(config, launch)
     (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     write_manifest(out, edition, launch)
-    for extra in ("intro.md", "references.bib"):
+    for extra in ("intro.md", "references.bib", *(f"{name}.md" for name in FRONT_PAGES)):
         if (book / extra).exists():
             shutil.copy2(book / extra, out / extra)
+    front = tuple(name for name in FRONT_PAGES if (book / f"{name}.md").exists())
     if (book / "_static").is_dir():
         shutil.copytree(book / "_static", out / "_static", dirs_exist_ok=True)
     (out / "errata.md").write_text(errata_page(collect(paths)))
@@ -374,7 +383,7 @@ def prepare(
         (out / "_sources_extra").mkdir(exist_ok=True)
         (out / "_sources_extra" / "api.txt").write_text(api_reference.docstring_text(found))
         appendices += ("api",)
-    write_toc(paths, out, appendices=appendices)
+    write_toc(paths, out, appendices=appendices, front=front)
 
 
 def render(out: Path) -> int:
