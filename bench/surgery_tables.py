@@ -19,6 +19,7 @@ the machine, its load and torch's CPU capability of each invocation. Uses torch 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -97,14 +98,14 @@ def train_cell(parts: dict, seed: int, train, test, epochs: int = 4) -> float:
     return float(history["R@1"].iloc[-1])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--cells", nargs="+", default=list(CELLS))
     parser.add_argument("--threads", type=int, default=1)
     here = Path(__file__).resolve().parent
     parser.add_argument("--out", type=Path, default=here / "results" / "surgery_tables_cpu.csv")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     train, test = load_dataset("omniglot", "train"), load_dataset("omniglot", "test")
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -136,7 +137,8 @@ def main() -> None:
             with args.out.open("a") as out:  # one row as soon as it finishes
                 pd.DataFrame([row]).to_csv(out, index=False, header=False)
             print(row, flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
