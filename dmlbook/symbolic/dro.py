@@ -52,6 +52,24 @@ def _losses(n: int, name: str = "l") -> list[sp.Symbol]:
     return [sp.Symbol(f"{name}_{k}", real=True) for k in range(1, n + 1)]
 
 
+def _print_steps(title: str, out: dict[str, bool], shown: dict[str, object]) -> None:
+    """Print each step's verdict beside the intermediate result it rests on (``verbose=True``)."""
+
+    def text(value: object) -> str:
+        if isinstance(value, sp.Equality):
+            return f"{sp.sstr(value.lhs)} = {sp.sstr(value.rhs)}"
+        return sp.sstr(value)
+
+    print(title)
+    width = max(map(len, [*out, *shown]))
+    for name, value in shown.items():
+        if name not in out:  # an intermediate result with no verdict of its own
+            print(f"  {name:{width}s}  {'':10s}  {text(value)}")
+    for name, ok in out.items():
+        extra = f"  {text(shown[name])}" if name in shown else ""
+        print(f"  {name:{width}s}  {'proved' if ok else 'NOT PROVED':10s}{extra}".rstrip())
+
+
 def _kl_stationary_point(ls: list[sp.Expr], gamma: sp.Symbol) -> tuple[list[sp.Expr], sp.Expr]:
     """Solve ``d/dp_j [sum p l - gamma sum p log(n p) - v (sum p - 1)] = 0`` and ``sum p = 1``."""
     n = len(ls)
@@ -64,18 +82,19 @@ def _kl_stationary_point(ls: list[sp.Expr], gamma: sp.Symbol) -> tuple[list[sp.E
     return [sp.simplify(p.subs(v, v_star)) for p in p_of_v], v_star
 
 
-def kl_inner_max(n: int = 3) -> dict[str, bool]:
+def kl_inner_max(n: int = 3, verbose: bool = False) -> dict[str, bool]:
     """DRO-KL (Sec. 3.2): closed form of ``max_{p in Delta} p.l - gamma KL(p || 1/n)``.
 
     Returns proofs of: ``p*`` is the softmax of ``l/gamma``; the objective is strictly concave
     (Hessian ``-gamma / p_j`` on the diagonal, so ``p*`` is the unique maximiser); the optimal
     value is ``gamma log((1/n) sum e^{l/gamma})``; its limits are ``max l`` (``gamma -> 0+``,
     with ``l_1`` the strict maximum) and ``mean l`` (``gamma -> inf``); and Lemma 1 (smooth):
-    ``dF/dtheta = sum p*_j dl_j/dtheta`` for losses ``l_j(theta)``.
+    ``dF/dtheta = sum p*_j dl_j/dtheta`` for losses ``l_j(theta)``. With ``verbose`` it prints
+    the stationary point, the multiplier, ``p*_1``, the value and the limits beside the verdicts.
     """
     gamma = sp.Symbol("gamma", positive=True)
     ls = _losses(n)
-    p_star, _ = _kl_stationary_point(ls, gamma)
+    p_star, v_star = _kl_stationary_point(ls, gamma)
     total = sum(sp.exp(l / gamma) for l in ls)
     out = {"p* = softmax(l/gamma)": prove_equal(p_star, [sp.exp(l / gamma) / total for l in ls])}
     ps = sp.symbols(f"p_1:{n + 1}", positive=True)
@@ -106,10 +125,24 @@ def kl_inner_max(n: int = 3) -> dict[str, bool]:
     pw = [sp.exp(l / gamma) / sum(sp.exp(m / gamma) for m in lf) for l in lf]
     grad = sum(p * sp.diff(l, theta) for p, l in zip(pw, lf, strict=True))
     out["Lemma 1: dF = sum p* dl"] = prove_equal(sp.diff(F, theta), grad)
+    if verbose:
+        v = sp.Symbol("v", real=True)
+        shown = {
+            "stationary point p_1(v)": sp.exp((ls[0] - v) / gamma - 1) / n,
+            "multiplier v* (sum p = 1)": sp.simplify(v_star),
+            "p* = softmax(l/gamma)": sp.Eq(sp.Symbol("p*_1"), p_star[0]),
+            "value = gamma log mean e^{l/gamma}": closed,
+            "value = max l + remainder": sp.Eq(sp.Symbol("remainder"), rest),
+            "gamma -> 0: max l": sp.Eq(sp.Symbol("lim remainder"), 0),
+            "gamma -> inf: mean l": sp.Eq(sp.Symbol("lim value"), lim_inf),
+        }
+        _print_steps(
+            f"DRO-KL, n = {n} losses (one instance of the argument for every n)", out, shown
+        )
     return out
 
 
-def topk_lp_value(n: int = 5, K: int = 2) -> dict[str, bool]:
+def topk_lp_value(n: int = 5, K: int = 2, verbose: bool = False) -> dict[str, bool]:
     """Top-K (Sec. 3.1): ``max {p.l : sum p = 1, 0 <= p <= 1/K} = (1/K) sum_{i <= K} l_[i]``.
 
     With ``l_1 >= ... >= l_n`` and any feasible ``p`` (``p_n = 1 - sum_{j<n} p_j``):
@@ -125,10 +158,17 @@ def topk_lp_value(n: int = 5, K: int = 2) -> dict[str, bool]:
     parts = sum((ps[i] - sp.Rational(1, K)) * (ls[i] - ls[K - 1]) for i in range(K))
     parts += sum(ps[i] * (ls[i] - ls[K - 1]) for i in range(K, n))
     attained = gap.subs({p: sp.Rational(1, K) for p in ps[:K]} | {p: 0 for p in ps[K:-1]})
-    return {"gap identity": prove_equal(gap, parts), "attained at 1/K on top K": attained == 0}
+    out = {"gap identity": prove_equal(gap, parts), "attained at 1/K on top K": attained == 0}
+    if verbose:
+        shown = {
+            "gap identity": sp.Eq(sp.Symbol("gap"), parts),
+            "attained at 1/K on top K": attained,
+        }
+        _print_steps(f"top-K, n = {n} losses, K = {K} (one instance; every n, K alike)", out, shown)
+    return out
 
 
-def chi2_inner_max(n: int = 3) -> dict[str, bool]:
+def chi2_inner_max(n: int = 3, verbose: bool = False) -> dict[str, bool]:
     """Chi-square ball (Sec. 3.1): ``p* = 1/n + sqrt(2 rho) (l - mean) / (n ||l - mean||)``.
 
     Proves: ``sum p* = 1``; the ball ``(1/n) sum (n p_i - 1)^2 / 2 <= rho / n`` is tight at
@@ -149,7 +189,7 @@ def chi2_inner_max(n: int = 3) -> dict[str, bool]:
     nonneg_lhs = p[0] * n * norm / sp.sqrt(2 * rho)  # p_1 >= 0, times a positive number
     cond = c[0] + sp.sqrt(n * var / (2 * rho))
     spread = [sp.Ne(sum(x**2 for x in c), 0)]  # p* divides by ||l - mean||: not all equal
-    return {
+    out = {
         "sum p* = 1": prove_equal(sum(p), 1, where=spread),
         "ball tight": prove_equal(ball, rho / n, where=spread),
         "value = mean + sqrt(2 rho Var/n)": prove_equal(
@@ -157,9 +197,22 @@ def chi2_inner_max(n: int = 3) -> dict[str, bool]:
         ),
         "p*_i >= 0 iff condition": prove_equal(nonneg_lhs, cond, where=spread),
     }
+    if verbose:
+        mean_, norm_, var_ = sp.symbols("mean ||l-mean|| Var_n")
+        shown = {
+            "maximiser p*_1": sp.Eq(
+                sp.Symbol("p*_1"),
+                sp.Rational(1, n) + sp.sqrt(2 * rho) * (ls[0] - mean_) / (n * norm_),
+            ),
+            "Var_n": sp.Eq(var_, sp.factor(var)),
+            "value = mean + sqrt(2 rho Var/n)": mean_ + sp.sqrt(2 * rho * var_ / n),
+            "p*_i >= 0 iff condition": sp.Ge(ls[0] - mean_ + sp.sqrt(n * var_ / (2 * rho)), 0),
+        }
+        _print_steps(f"chi-square ball, n = {n} losses (one instance; every n alike)", out, shown)
+    return out
 
 
-def grouped_kkt(P: int = 2, N: int = 3) -> dict[str, bool]:
+def grouped_kkt(P: int = 2, N: int = 3, verbose: bool = False) -> dict[str, bool]:
     """Supplement Eq. 14-19: KKT of Eq. 7 for one anchor, each group on its own.
 
     Proves Eq. 15 (stationarity, ``p_j = (1/n) e^{(l_j - v)/gamma - 1}``), Eq. 18 (the
@@ -169,7 +222,7 @@ def grouped_kkt(P: int = 2, N: int = 3) -> dict[str, bool]:
     constraints is vacuous (equality constraints); the constraint itself fixes ``v``.
     """
     gamma, m, lam = hyperparameters("gamma m lambda")
-    out = {}
+    out, shown = {}, {}
     for name, size, sign in (("positive", P, 1), ("negative", N, -1)):
         s = _losses(size, "S")
         ls = [m + sign * (lam - x) for x in s]
@@ -178,6 +231,9 @@ def grouped_kkt(P: int = 2, N: int = 3) -> dict[str, bool]:
         out[f"Eq. 18 ({name})"] = prove_equal(v_star, eq18)
         eq19 = [1 / sum(sp.exp(sign * (sj - sk) / gamma) for sk in s) for sj in s]
         out[f"Eq. 19 ({name})"] = prove_equal(p_star, eq19)
+        shown[f"Eq. 19 ({name})"] = sp.Eq(sp.Symbol("p*_1"), eq19[0])
+    if verbose:
+        _print_steps(f"Eq. 7 per group, {P} positives, {N} negatives (one instance)", out, shown)
     return out
 
 
@@ -188,7 +244,7 @@ def _group_value(ls: list[sp.Expr], gamma: sp.Expr, pseudo: sp.Expr | None = Non
     return gamma * sp.log(sum(terms) / len(terms))
 
 
-def ls_recovery(P: int = 2, N: int = 3) -> dict[str, bool]:
+def ls_recovery(P: int = 2, N: int = 3, verbose: bool = False) -> dict[str, bool]:
     """Sec. 3.3: DRO-KL-G with the margin loss (open hinges) and the lifted-structure loss.
 
     Proves, for one anchor: ``F_i(gamma = 1) = LS_i + 2 m - log(P N)`` where ``LS_i`` is Eq. 3's
@@ -211,16 +267,24 @@ def ls_recovery(P: int = 2, N: int = 3) -> dict[str, bool]:
     eq6 = [-1 / sum(sp.exp(sj - sk) for sk in sp_) for sj in sp_]
     eq6 += [1 / sum(sp.exp(sk - sj) for sk in sn) for sj in sn]
     f1 = F.subs(gamma, 1)
-    return {
+    out = {
         "F(gamma=1) - LS = 2m - log(PN)": prove_equal(
             sp.expand_log(f1 - ls_inner), 2 * m - sp.log(P * N)
         ),
         "weights(gamma=1) = Eq. 6": prove_equal([sp.diff(f1, x) for x in wrt], eq6),
         "F - LiftedStruct*(1/gamma) constant": prove_equal(sp.expand_log(F - star), const),
     }
+    if verbose:
+        shown = {
+            "F(gamma=1) - LS = 2m - log(PN)": 2 * m - sp.log(P * N),
+            "weights(gamma=1) = Eq. 6": sp.Eq(sp.Symbol("dF/ds^+_1"), eq6[0]),
+            "F - LiftedStruct*(1/gamma) constant": const,
+        }
+        _print_steps(f"LS recovery, {P} positives, {N} negatives (one instance)", out, shown)
+    return out
 
 
-def ms_recovery(P: int = 2, N: int = 2) -> dict[str, bool]:
+def ms_recovery(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, bool]:
     """Supplement Eq. 23-27: pseudo pairs of loss ``l_0``, ``gamma^+ = 1/alpha``, ``gamma^- = 1/beta``.
 
     Proves: the weights are MS's (Wang et al. 2019, gradient of Eq. 15 without mining) with the
@@ -248,7 +312,7 @@ def ms_recovery(P: int = 2, N: int = 2) -> dict[str, bool]:
     single = [sp.diff(ms(lam, lam), x) for x in wrt]
     eq27 = [-1 / (sp.exp(a * (sj - lam)) + sum(sp.exp(a * (sj - sk)) for sk in sp_)) for sj in sp_]
     eq27 += [1 / (sp.exp(b * (lam - sj)) + sum(sp.exp(b * (sk - sj)) for sk in sn)) for sj in sn]
-    return {
+    out = {
         "weights = MS(lambda + m - l0, lambda - m + l0)": prove_equal(grad, shifted),
         "l0 = m: weights = MS(lambda)": prove_equal(corrected, single),
         "MS(lambda) weights = Eq. 27": prove_equal(single, eq27),
@@ -256,6 +320,14 @@ def ms_recovery(P: int = 2, N: int = 2) -> dict[str, bool]:
             [g.subs({l0: 0}).subs(m, 0) for g in grad], single
         ),
     }
+    if verbose:
+        c = sp.Symbol("c^+")
+        shown = {
+            "weights = MS(lambda + m - l0, lambda - m + l0)": sp.Eq(c, lam + m - l0),
+            "MS(lambda) weights = Eq. 27": sp.Eq(sp.Symbol("w^+_1"), eq27[0]),
+        }
+        _print_steps(f"MS recovery, {P} positives, {N} negatives (one instance)", out, shown)
+    return out
 
 
 def hap2s_recovery(P: int = 2, N: int = 2) -> dict[str, bool]:

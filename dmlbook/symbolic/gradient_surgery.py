@@ -72,9 +72,12 @@ def _grad(L: sp.Expr, v: sp.Matrix) -> sp.Matrix:
     return sp.Matrix([sp.diff(L, x) for x in v])
 
 
-def eq5_holds() -> bool:
+def eq5_holds(verbose: bool = False) -> bool:
     """Eq. 5 is the gradient of Eq. 3 (active branch) for all vectors with ``f_p != f_a`` and
-    ``f_n != f_a`` (the unit directions ``e = (f_p - f_a) / D`` divide by the distances)."""
+    ``f_n != f_a`` (the unit directions ``e = (f_p - f_a) / D`` divide by the distances).
+
+    With ``verbose`` it prints the first component of each gradient SymPy computed, beside the
+    verdict."""
     fa, fp, fn = vectors()
     (m,) = hyperparameters("m")
     L = (fa - fp).dot(fa - fp) - (fa - fn).dot(fa - fn) + m
@@ -85,13 +88,21 @@ def eq5_holds() -> bool:
         e_p, e_n = (fp - fa) / D_ap, (fa - fn) / D_an
         return [*(2 * D_ap * e_p), *(2 * D_an * e_n), *(-2 * D_ap * e_p - 2 * D_an * e_n)]
 
-    return prove_equal(
-        [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)], printed,
-        where=[sp.Ne(sq_ap, 0), sp.Ne(sq_an, 0)], verbose=False,
-    )  # fmt: skip
+    grads = [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)]
+    ok = prove_equal(grads, printed, where=[sp.Ne(sq_ap, 0), sp.Ne(sq_an, 0)], verbose=False)
+    if verbose:
+        _print_gradients("Eq. 5 = gradient of Eq. 3", ok, grads)
+    return ok
 
 
-def eq6_holds() -> bool:
+def _print_gradients(title: str, ok: bool, grads: list[sp.Expr]) -> None:
+    """The first component of dL/df_p, dL/df_n, dL/df_a (vectors in R^3), and the verdict."""
+    print(f"{title}: {'proved' if ok else 'NOT PROVED'} (vectors in R^3: one instance)")
+    for k, name in enumerate(("f_p", "f_n", "f_a")):
+        print(f"  dL/d{name}, first component: {sp.sstr(sp.factor(grads[3 * k]))}")
+
+
+def eq6_holds(verbose: bool = False) -> bool:
     """Eq. 6 is the gradient of Eq. 4 with ``e_p = -f_a``, ``e_n = f_a``, ``e_ap = -f_p``,
     ``e_an = f_n``, for all vectors (unit length needs the features on the sphere)."""
     fa, fp, fn = vectors()
@@ -99,10 +110,14 @@ def eq6_holds() -> bool:
     L = -sp.log(sp.exp(tau * sap) / (sp.exp(tau * sap) + sp.exp(tau * san)))
     T = 1 / (1 + sp.exp(tau * (sap - san)))
     printed = (T * tau * -fa, T * tau * fa, T * tau * (-fp + fn))
-    return prove_equal(
-        [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)], [*printed[0], *printed[1], *printed[2]],
-        verbose=False,
-    )  # fmt: skip
+    grads = [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)]
+    ok = prove_equal(grads, [*printed[0], *printed[1], *printed[2]], verbose=False)
+    if verbose:  # the scalar derivatives the chain rule multiplies by dS_ap/df_p = f_a, ...
+        Ls = L.subs({sap: s_ap, san: s_an}, simultaneous=True)
+        print(f"Eq. 6 = gradient of Eq. 4: {'proved' if ok else 'NOT PROVED'} (vectors in R^3)")
+        for S in (s_ap, s_an):
+            print(f"  dL/d{S}: {sp.sstr(sp.simplify(sp.diff(Ls, S)))}")
+    return ok
 
 
 def _weights_of(loss: sp.Expr) -> tuple[sp.Expr, sp.Expr]:

@@ -86,3 +86,15 @@ def test_eq27_as_printed_lacks_the_one_over_n_of_eq9():
     grad = (loss(s[0] + h) - loss(s[0] - h)) / (2 * h)
     printed = -1 / (math.exp(a * (s[0] - lam)) + sum(math.exp(a * (s[0] - sk)) for sk in s))
     assert grad == pytest.approx(printed / n, rel=1e-6) and abs(printed - grad) > 0.1
+
+
+def test_verbose_proofs_print_their_intermediate_results_beside_the_verdicts(capsys):
+    """Chapter 12 prints each step's result (stationary point, value, limit) next to its verdict."""
+    results = dro.kl_inner_max(n=2, verbose=True)  # n = 2: the cheapest instance
+    lines = capsys.readouterr().out.splitlines()
+    assert "n = 2 losses" in lines[0] and "one instance" in lines[0]
+    row = {line.split("  ")[1].strip(): line for line in lines[1:]}
+    assert "exp(-1 + (l_1 - v)/gamma)/2" in row["stationary point p_1(v)"]
+    assert "p*_1 = exp(l_1/gamma)/(exp(l_1/gamma) + " in row["p* = softmax(l/gamma)"]
+    assert "proved" in row["gamma -> inf: mean l"] and "l_1/2 + l_2/2" in lines[-2]
+    assert len(lines) == 1 + 2 + len(results) and all(results.values())

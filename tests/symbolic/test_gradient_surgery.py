@@ -113,3 +113,14 @@ def test_the_negative_relative_term_of_eq13_lowers_the_weight_when_above_one():
     with_term = 1 / (math.exp(-beta * 0.1) + math.exp(-beta * (s - lam)))
     above_one = 1 / (math.exp(beta * 0.1) + math.exp(-beta * (s - lam)))
     assert with_term > sig > above_one
+
+
+def test_verbose_gradient_proofs_print_what_sympy_differentiated(capsys):
+    """Chapter 13 prints the derivatives beside the verdicts of Eq. 5 and Eq. 6."""
+    assert gs.eq5_holds(verbose=True) and gs.eq6_holds(verbose=True)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Eq. 5 = gradient of Eq. 3: proved")
+    assert out[1].endswith("-2*(a_1 - p_1)") and out[2].endswith("2*(a_1 - n_1)")
+    assert out[4].startswith("Eq. 6 = gradient of Eq. 4: proved")
+    assert out[5] == "  dL/ds_ap: -tau*exp(s_an*tau)/(exp(s_an*tau) + exp(s_ap*tau))"
+    assert gs.eq5_holds() and capsys.readouterr().out == ""  # silent by default
