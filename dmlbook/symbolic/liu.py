@@ -20,10 +20,13 @@ on its mined negatives (where the hinges of Eq. 18 are active and linear), ``t_j
   concentrates Triplet-E on the hardest triplet, ``alpha -> 0`` in MS.
 * :func:`ms_v2_is_lifted_star`: MS v2 on distances *is* LiftedStruct* on distances (the margin
   cancels); the "+1" of v1 is a virtual pair at distance ``m`` on each side.
+* :func:`ms_margin_derivatives`: the intermediate result behind it, ``d/dm`` of each version's
+  anchor term: 0 for v2, not 0 for v1.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import sympy as sp
@@ -35,6 +38,7 @@ __all__ = [
     "ClosedForm",
     "closed_forms",
     "eq18_detached_gradient",
+    "ms_margin_derivatives",
     "ms_v2_is_lifted_star",
     "normalised_power_is_not_a_gradient",
     "paper_limits",
@@ -48,10 +52,12 @@ def _positive(name: str, n: int) -> list[sp.Symbol]:
 def eq18_detached_gradient(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     """Eq. 18 with weights held constant (``D.detach()``) has the GPW gradient ``dL/dD = w``.
 
-    Returns ``{"detached": bool, "on_S": bool, "not_detached_extra": Expr}``: the proofs that
-    ``dL/dD+_j = w+_j``, ``dL/dD-_k = -w-_k`` for every weight function ``w`` (an undefined
-    SymPy function), that on unit vectors ``dL/dS_ij = -w_ij / D_ij``, and the extra term an
-    un-detached weight would add to ``dL/dD+_1``.
+    Returns ``{"detached": bool, "on_S": bool, "not_detached_extra": Expr, "gradient": list,
+    "dL_dS": Expr}``: the proofs that ``dL/dD+_j = w+_j``, ``dL/dD-_k = -w-_k`` for every weight
+    function ``w`` (an undefined SymPy function), that on unit vectors ``dL/dS_ij = -w_ij /
+    D_ij``, the extra term an un-detached weight would add to ``dL/dD+_1``, and the intermediate
+    results the proofs compare: the gradient ``[dL/dD+_1, ..., dL/dD-_n]`` as differentiated
+    (weights detached), and ``d/dS [c (D(S) - m1)]`` for a constant ``c``.
     """
     m1, m2 = (
         sp.Symbol(n, **HYPERPARAMETER_DOMAINS[d][0]) for n, d in (("m1", "m_1"), ("m2", "m_2"))
@@ -80,16 +86,28 @@ def eq18_detached_gradient(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     )
     live = L.subs(detach)
     extra = sp.simplify(sp.diff(live, Dp[0]) - wp(Dp[0]))
-    return {"detached": detached, "on_S": on_S, "not_detached_extra": extra}
+    dL_dS = sp.simplify(sp.diff(c * (unit_sphere_distance(s) - m1), s))
+    return {
+        "detached": detached,
+        "on_S": on_S,
+        "not_detached_extra": extra,
+        "gradient": grad,
+        "dL_dS": dL_dS,
+    }
 
 
 @dataclass(frozen=True)
 class ClosedForm:
-    """A weighting, the loss ``F`` whose gradient it is, and whether that was proved."""
+    """A weighting, the loss ``F`` whose gradient it is, and whether that was proved.
+
+    ``gradient`` is the intermediate result the proof compares with the weight: ``dF/dx_1``
+    (``dF/dD+_1`` for the triplet row) as SymPy differentiates it.
+    """
 
     weighting: str
     loss: sp.Expr
     proved: bool
+    gradient: sp.Expr | None = None
 
 
 #: Liu et al.'s exponent of the exponential weights (Eq. 29-31): the book uses alpha = 0 (Pair-E's
@@ -149,8 +167,15 @@ def closed_forms(n: int = 3) -> list[ClosedForm]:
       margins cancel from the weights and act only through the mining;
     * constant per anchor: the mean;
     * Triplet-E per anchor: ``F = (1/alpha) log sum_{j,k} e^{alpha t_jk}``.
+
+    Each row carries ``dF/dx_1`` (``dF/dD+_1``), the derivative the proof compares with ``w_1``.
     """
-    return [*_pair_rows(n), _triplet_row(2, 2)]
+    rows = [*_pair_rows(n), _triplet_row(2, 2)]
+    first = [sp.Symbol("x1", positive=True)] * (len(rows) - 1) + [sp.Symbol("D^+_1", positive=True)]
+    return [
+        dataclasses.replace(r, gradient=sp.simplify(sp.diff(r.loss, v)))
+        for r, v in zip(rows, first, strict=True)
+    ]
 
 
 def normalised_power_is_not_a_gradient() -> dict[str, object]:
@@ -250,3 +275,25 @@ def ms_v2_is_lifted_star(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
         "v2_weight_sum": sp.simplify(sum(sp.exp(a * (d - m)) / Zp for d in Dp)),
         "v1_weight_sum": sp.simplify(sum(sp.exp(a * (d - m)) / (1 + Zp) for d in Dp)),
     }
+
+
+def ms_margin_derivatives(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
+    """``d/dm`` of MS v2's and MS v1's anchor term on distances: 0 for v2, not 0 for v1.
+
+    v2 ``= (1/alpha) log Z_P + (1/beta) log Z_N`` with ``Z_P = sum_P e^{alpha (D - m)}`` and
+    ``Z_N = sum_N e^{beta (m - D)}``: ``d/dm`` of the first log is ``-1``, of the second ``+1``,
+    so v2's derivative in ``m`` is 0. v1 puts ``1 +`` inside each log, and its derivative is
+    ``-Z_P / (1 + Z_P) + Z_N / (1 + Z_N)``. Returns ``{"v2": Expr, "v1": Expr, "v1_proved":
+    bool}``: v2's derivative simplified, v1's written in the symbols ``Z_P``, ``Z_N``, and the
+    proof that this form equals v1's derivative as SymPy differentiates it.
+    """
+    m, a, b = sp.symbols("m alpha beta", positive=True)
+    Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
+    Zp = sum(sp.exp(a * (d - m)) for d in Dp)
+    Zn = sum(sp.exp(b * (m - d)) for d in Dn)
+    v2 = sp.log(Zp) / a + sp.log(Zn) / b
+    v1 = sp.log(1 + Zp) / a + sp.log(1 + Zn) / b
+    z_p, z_n = sp.symbols("Z_P Z_N", positive=True)
+    compact = -z_p / (1 + z_p) + z_n / (1 + z_n)
+    v1_proved = prove_equal(sp.diff(v1, m), compact.subs({z_p: Zp, z_n: Zn}), verbose=False)
+    return {"v2": sp.simplify(sp.diff(v2, m)), "v1": compact, "v1_proved": v1_proved}

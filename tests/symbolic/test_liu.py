@@ -14,11 +14,30 @@ def test_eq18_detached_weights_are_the_gradient():
     r = liu.eq18_detached_gradient()
     assert r["detached"] and r["on_S"]
     assert r["not_detached_extra"] != 0  # without detach: + w'(D) (D - m1)
+    # the intermediate results the chapter prints: the gradient as differentiated, and dD/dS
+    wp, wn = sp.Function("w^+"), sp.Function("w^-")
+    Dp1, Dn1 = sp.Symbol("D^+_1", positive=True), sp.Symbol("D^-_1", positive=True)
+    assert r["gradient"][0] == wp(Dp1) and r["gradient"][2] == -wn(Dn1)
+    s, c = sp.Symbol("s", real=True), sp.Symbol("c", real=True)
+    at = {s: sp.Rational(1, 2), c: 3}  # D(1/2) = 1, so -c / D = -3 (worked by hand)
+    assert r["dL_dS"].subs(at) == -3
 
 
 def test_closed_forms_are_proved():
     rows = liu.closed_forms()
     assert len(rows) == 5 and all(r.proved for r in rows), [r.weighting for r in rows]
+    # each row's dF/dx_1, written by hand from the weight it should equal
+    x1, x2, x3, p, a = sp.symbols("x1 x2 x3 p alpha", positive=True)
+    by_hand = [
+        x1**p,
+        sp.exp(a * x1),
+        sp.exp(a * x1) / (sp.exp(a * x1) + sp.exp(a * x2) + sp.exp(a * x3)),
+        sp.Rational(1, 3),
+    ]
+    for row, expected in zip(rows[:4], by_hand, strict=True):
+        diff = row.gradient - expected  # alpha may carry other assumptions in the module
+        diff = diff.subs({v: 2 for v in diff.free_symbols if v.name == "alpha"})
+        assert sp.simplify(diff) == 0, row.weighting
 
 
 def test_normalised_power_weights_are_no_gradient():
@@ -47,6 +66,13 @@ def test_ms_v2_is_lifted_star_on_distances():
     r = liu.ms_v2_is_lifted_star()
     assert r["v2_equals_lifted_star"] and r["v1_is_v2_plus_virtual_pair"]
     assert r["v2_weight_sum"] == 1 and r["v1_weight_sum"] != 1
+
+
+def test_ms_margin_derivatives():
+    r = liu.ms_margin_derivatives()
+    assert r["v2"] == 0 and r["v1_proved"]
+    z_p, z_n = sp.symbols("Z_P Z_N", positive=True)
+    assert r["v1"].subs({z_p: 1, z_n: 3}) == sp.Rational(1, 4)  # -1/2 + 3/4, by hand
 
 
 def test_pair_e_margins_only_mine():
