@@ -77,8 +77,8 @@ def test_a_stale_table_is_found_and_rewritten(tmp_path):
     """A chapter added without MAP.md: --check names the table, the rewrite puts its row in."""
     for part in ("dmlbook", "tests", "book"):
         (tmp_path / part).mkdir()
-    (tmp_path / "dmlbook" / "pairs.py").write_text("def masks():\n    pass\n")
-    (tmp_path / "tests" / "test_pairs.py").write_text("from dmlbook.pairs import masks\n")
+    (tmp_path / "dmlbook" / "masks.py").write_text("def masks():\n    pass\n")
+    (tmp_path / "tests" / "test_masks.py").write_text("from dmlbook.masks import masks\n")
     (tmp_path / "MAP.md").write_text(
         "hand-written\n"
         + "\n".join(f"{map_tables.BEGIN.format(name=n)}\n{map_tables.END.format(name=n)}"
@@ -86,7 +86,7 @@ def test_a_stale_table_is_found_and_rewritten(tmp_path):
         + "\nhand-written too\n"
     )  # fmt: skip
     chapter = {
-        "cells": [{"cell_type": "code", "source": ["import dmlbook.pairs as p\n", "p.masks()"]}]
+        "cells": [{"cell_type": "code", "source": ["import dmlbook.masks as p\n", "p.masks()"]}]
     }
     (tmp_path / "book" / "01_x.ipynb").write_text(json.dumps(chapter))
     list_markers = [m.format(name="layer list") for m in (map_tables.BEGIN, map_tables.END)]
@@ -96,9 +96,9 @@ def test_a_stale_table_is_found_and_rewritten(tmp_path):
     assert map_tables.write(tmp_path) == every
     assert map_tables.stale(tmp_path) == []
     text = (tmp_path / "MAP.md").read_text()
-    assert "| [01_x](book/01_x.ipynb) | `dmlbook/pairs.py` |" in text
-    assert "| `dmlbook/pairs.py` | `tests/test_pairs.py` |" in text
-    assert "| the face and the command | `dmlbook/` | `dmlbook.pairs` |" in text  # its layer
+    assert "| [01_x](book/01_x.ipynb) | `dmlbook/masks.py` |" in text
+    assert "| `dmlbook/masks.py` | `tests/test_masks.py` |" in text
+    assert "| the face and the command | `dmlbook/` | `dmlbook.masks` |" in text  # its layer
     assert text.startswith("hand-written\n") and text.endswith("hand-written too\n")
     listed = (tmp_path / "CONTRIBUTING.md").read_text()
     assert "\n1. `dmlbook/core/` pair algebra" in listed and listed.startswith("Layers:\n")
@@ -167,11 +167,11 @@ def test_the_loss_table_covers_every_registered_loss():
 def test_resolution_follows_package_reexports_and_aliases():
     source = (
         "import dmlbook.symbolic as sy\nfrom dmlbook.losses import ContrastiveLoss\n"
-        "from dmlbook import pairs\nsy.prove_equal(1, 1)\npairs.masked_logsumexp\n"
+        "from dmlbook.core import pairs\nsy.prove_equal(1, 1)\npairs.masked_logsumexp\n"
     )
     used = modules_used(source)
     assert "dmlbook/losses/contrastive.py" in used
-    assert "dmlbook/pairs.py" in used
+    assert "dmlbook/core/pairs.py" in used
     assert any(m.startswith("dmlbook/symbolic/") for m in used)
     assert "dmlbook/losses/triplet.py" not in used
 

@@ -1,7 +1,7 @@
 """The package's layers, declared once: every folder of ``dmlbook/`` is one layer, bottom up.
 
-A module belongs to the layer of the deepest folder that holds it (``dmlbook/data/cache/x.py`` to
-``dmlbook.data.cache``; ``dmlbook/data/__init__.py``, the face of the data folders, to
+A module belongs to the layer of the deepest folder that holds it (``dmlbook/data/cache/image_cache.py``
+to ``dmlbook.data.cache``; ``dmlbook/data/__init__.py``, the face of the data folders, to
 ``dmlbook.data``). A module may import from its own layer and from the layers before it, never
 from one after it: ``tests/test_import_graph.py`` checks every import of the package against this
 list (at module level, under ``TYPE_CHECKING``, inside functions, at the end of a package face).

@@ -10,8 +10,8 @@ order, are declared in ``tools/layers.py``. ``--apply``
    is now: Python imports (absolute and relative, ``from . import x`` too, inside functions too;
    a relative import stays relative, re-expressed from the file's new folder), the relative
    module strings of a lazy package face (``_LAZY = {"setup": ".notebook"}``), dotted names
-   ``dmlbook.a.b`` in any text (code, docstrings, notebook sources and stored outputs, Markdown,
-   TOML, YAML, CSV, bench results), and the paths ``dmlbook/a/b.py`` and ``tests/a/test_b.py``;
+   (``dmlbook.core.pairs``) in any text (code, docstrings, notebook sources and stored outputs, Markdown,
+   TOML, YAML, CSV, bench results), and the paths (``dmlbook/core/pairs.py``, ``tests/core/test_pairs.py``);
 3. moves the modules with ``git mv``, and their mirror tests with them (``dmlbook/x/y.py`` is
    tested in ``tests/x/test_y.py``), writes each new folder's ``__init__.py`` (its layer's line
    of ``tools/layers.py``; an empty one beside the tests), applies the few edits a move needs
@@ -139,6 +139,19 @@ FIXUPS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
 }
 
+#: Prose a move makes wrong, by new path: (text before, text after), applied where still found
+#: (an owner may have reworded it already; nothing fails if it is gone).
+REWORDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "dmlbook/losses/__init__.py": (
+        (
+            "# Last: the designed-gradient module lives in dmlbook.surgery and registers itself on"
+            " import.",
+            "# Last: the designed-gradient module (gradient_surgery.py, built on dmlbook.surgery)"
+            " registers itself on import.",
+        ),
+    ),
+}
+
 #: Files never rewritten: this script and its test hold the old names on purpose, the layers'
 #: declaration and the import-graph test are written for the new layout already.
 SKIP = (
@@ -195,10 +208,11 @@ def unplaced(
     stay_folders: tuple[str, ...] = STAY_FOLDERS,
     stay_files: tuple[str, ...] = STAY_FILES,
     root: Path = ROOT,
+    layers: tuple = LAYERS,
 ) -> tuple[list[str], list[str]]:
     """(modules under ``dmlbook/`` that the mapping does not place, mapped modules found at
     neither of their paths)."""
-    new_inits = {f"{folder_of(layer.package)}/__init__.py" for layer in LAYERS}
+    new_inits = {f"{folder_of(layer.package)}/__init__.py" for layer in layers}
     placed = set(moves) | set(moves.values()) | set(stay_files) | new_inits
     lost = []
     for path in sorted((root / "dmlbook").rglob("*.py")):
@@ -455,17 +469,23 @@ def current_modules(root: Path = ROOT) -> set[str]:
     return found
 
 
-def plan(root: Path = ROOT) -> tuple[dict[str, str], dict[str, str], list[str]]:
+def plan(
+    root: Path = ROOT,
+    moves: dict[str, str] = MOVES,
+    stay_folders: tuple[str, ...] = STAY_FOLDERS,
+    stay_files: tuple[str, ...] = STAY_FILES,
+    layers: tuple = LAYERS,
+) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """(file moves still to do, rewritten text of each file that changes, new ``__init__.py``
     files to write)."""
-    check_mapping(MOVES)
-    lost, missing = unplaced(root=root)
+    check_mapping(moves)
+    lost, missing = unplaced(moves, stay_folders, stay_files, root, layers)
     if lost or missing:
         lines = ["tools/relayout.py: the mapping is incomplete; extend MOVES or STAY_FOLDERS:"]
         lines += [f"  not placed: {p}" for p in lost]
         lines += [f"  at neither path: {m}" for m in missing]
         raise SystemExit("\n".join(lines))
-    files = file_moves(root=root)
+    files = file_moves(moves, root)
     todo = {}
     for old, new in files.items():
         if (root / old).exists():
@@ -485,7 +505,7 @@ def plan(root: Path = ROOT) -> tuple[dict[str, str], dict[str, str], list[str]]:
         if new != text:
             changes[path] = new
     inits = []
-    for layer in LAYERS[:-1]:  # the last is dmlbook itself
+    for layer in layers[:-1]:  # the last is dmlbook itself
         folder = folder_of(layer.package)
         if not (root / folder / "__init__.py").exists():
             inits.append(f"{folder}/__init__.py")
@@ -498,12 +518,12 @@ def plan(root: Path = ROOT) -> tuple[dict[str, str], dict[str, str], list[str]]:
     return todo, changes, inits
 
 
-def init_text(init: str) -> str:
+def init_text(init: str, layers: tuple = LAYERS) -> str:
     """A new folder's ``__init__.py``: its layer's line (an empty file beside the tests)."""
     if init.startswith("tests/"):
         return ""
     package = dotted(init)
-    (layer,) = [layer for layer in LAYERS if layer.package == package]
+    (layer,) = [layer for layer in layers if layer.package == package]
     title = layer.title[0].upper() + layer.title[1:]
     words = f"{title}: {layer.contents}."
     lines, line = [], '"""'
@@ -517,15 +537,21 @@ def init_text(init: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fixups(root: Path = ROOT) -> list[str]:
-    """Apply :data:`FIXUPS` where still needed; the files changed."""
+def fixups(root: Path = ROOT, edits_by_path: dict = FIXUPS, rewords: dict = REWORDS) -> list[str]:
+    """Apply :data:`FIXUPS` where still needed, and :data:`REWORDS` where found; the files
+    changed."""
     changed = []
-    for path, edits in FIXUPS.items():
+    for path in dict.fromkeys([*edits_by_path, *rewords]):
+        edits = edits_by_path.get(path, ())
         file = root / path
         if not file.exists():
+            if not edits:
+                continue
             raise SystemExit(f"FIXUPS names {path}, which does not exist after the moves")
         text = file.read_text()
         new = text
+        for before, after in rewords.get(path, ()):
+            new = new.replace(before, after)
         for before, after in edits:
             if before in new:
                 new = new.replace(before, after)
@@ -539,9 +565,10 @@ def fixups(root: Path = ROOT) -> list[str]:
     return changed
 
 
-def apply(root: Path = ROOT) -> list[str]:
-    """Do it; the paths (after the moves) of every file written."""
-    todo, changes, inits = plan(root)
+def apply(root: Path = ROOT, fixup: dict = FIXUPS, **layout) -> list[str]:
+    """Do it; the paths (after the moves) of every file written. ``layout``: :func:`plan`'s."""
+    layers = layout.get("layers", LAYERS)
+    todo, changes, inits = plan(root, **{k: v for k, v in layout.items() if k != "rewords"})
     for path, text in changes.items():
         (root / path).write_text(text, encoding="utf-8")
     for old, new in todo.items():
@@ -549,10 +576,10 @@ def apply(root: Path = ROOT) -> list[str]:
         subprocess.run(["git", "mv", old, new], cwd=root, check=True)
     for init in inits:
         (root / init).parent.mkdir(parents=True, exist_ok=True)
-        (root / init).write_text(init_text(init))
+        (root / init).write_text(init_text(init, layers))
         subprocess.run(["git", "add", init], cwd=root, check=True)
     written = sorted({todo.get(p, p) for p in changes} | set(todo.values()) | set(inits))
-    written += fixups(root)
+    written += fixups(root, fixup, layout.get("rewords", REWORDS))
     python = [p for p in written if p.endswith((".py", ".ipynb")) and (root / p).exists()]
     if python:
         ruff = [sys.executable, "-m", "ruff"]
