@@ -27,6 +27,7 @@ FILES = {
     "dmlbook/notebook.py": "dmlbook/chapters/notebook.py",
     "dmlbook/surgery/loss.py": "dmlbook/losses/gradient_surgery.py",
     "tests/test_pairs.py": "tests/core/test_pairs.py",
+    "tests/surgery/test_loss.py": "tests/losses/test_gradient_surgery.py",
 }
 BEFORE = {  # every module there is before the move
     "dmlbook",
@@ -39,6 +40,8 @@ BEFORE = {  # every module there is before the move
     "dmlbook.surgery.gradient",
     "tests.test_pairs",
     "tests.cases",
+    "tests.surgery.test_loss",
+    "tests.surgery.strategies",
 }
 AFTER = {relayout.dotted(FILES.get(m.replace(".", "/") + ".py", m)) for m in BEFORE} | {
     "dmlbook.core",
@@ -102,9 +105,19 @@ def test_lazy_strings_dotted_names_and_paths():
         "tests/core/test_pairs.py), not dmlbook.pairs_extra nor mydmlbook/pairs.py; "
         "dmlbook.surgery stays.\n"
     )
-    test = "from .cases import BATCH\nfrom dmlbook.pairs import masks\n"
-    assert twice(test, "tests/test_pairs.py") == (
-        "from ..cases import BATCH\nfrom dmlbook.core.pairs import masks\n"
+    test = "ROOT = Path(__file__).resolve().parent.parent\nfrom dmlbook.pairs import masks\n"
+    assert twice(test, "tests/test_pairs.py") == (  # one folder deeper: one level more
+        "ROOT = Path(__file__).resolve().parents[2]\nfrom dmlbook.core.pairs import masks\n"
+    )
+    other = "from .strategies import unit_batches\n"  # tests/ is no package: from its root
+    assert (
+        twice(other, "tests/surgery/test_loss.py")
+        == "from surgery.strategies import unit_batches\n"
+    )
+    helper = "from .cases import B\nfrom ..surgery.gradient import C\nH = Path(__file__).parent\n"
+    assert twice(helper, "dmlbook/surgery/loss.py") == (
+        "from ..surgery.cases import B\nfrom ..surgery.gradient import C\n"
+        "H = Path(__file__).parent\n"  # its own folder: FIXUPS says, where it matters
     )
 
 

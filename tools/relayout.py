@@ -277,6 +277,10 @@ class Rewriter:
         common = 0
         while common < min(len(target), len(here)) and target[common] == here[common]:
             common += 1
+        if target[0] == "tests" and common <= 1:
+            # tests/ is no package: a helper of another test folder is imported from the root
+            # pytest puts on the path (``from surgery.strategies import ...``)
+            return ".".join(target[1:])
         return "." * (len(here) - common + 1) + ".".join(target[common:])
 
     def _is_module(self, parts: list[str]) -> bool:
@@ -405,7 +409,7 @@ class Rewriter:
                 edits.append((*span(node), replacement))
         for start, end, replacement in sorted(edits, reverse=True):
             source = source[:start] + replacement + source[end:]
-        return self.text(source)
+        return self.text(_above(source, new.count("/") - old.count("/")))
 
     # -- notebooks
 
@@ -436,6 +440,23 @@ class Rewriter:
         if old.endswith(".ipynb"):
             return self.notebook(text, old, new)
         return self.text(text)
+
+
+_ABOVE = re.compile(r"(Path\(__file__\)(?:\.resolve\(\))?)((?:\.parent){2,}|\.parents\[(\d+)\])")
+
+
+def _above(source: str, deeper: int) -> str:
+    """A path computed from ``__file__`` that climbs above the file's own folder
+    (``.parent.parent``, ``.parents[1]``) climbs ``deeper`` more levels in a file moved down.
+    (``Path(__file__).parent``, the file's own folder, is left alone: see :data:`FIXUPS`.)"""
+
+    def climb(match: re.Match) -> str:
+        levels = int(match.group(3)) + 1 if match.group(3) else match.group(2).count(".parent")
+        if levels < 2:
+            return match.group(0)
+        return f"{match.group(1)}.parents[{levels + deeper - 1}]"
+
+    return _ABOVE.sub(climb, source) if deeper else source
 
 
 def _json_format(text: str, nb: dict) -> tuple[bool, bool, str] | None:
