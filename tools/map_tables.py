@@ -36,6 +36,7 @@ import ast
 import json
 import re
 import sys
+import textwrap
 from functools import cache
 from pathlib import Path
 
@@ -241,7 +242,13 @@ def layers_table(root: Path = ROOT) -> str:
 def layer_list(root: Path = ROOT) -> str:
     """CONTRIBUTING.md's numbered list of the layers, bottom up."""
     return "\n".join(
-        f"{n}. `{folder_of(layer.package)}/` {layer.title}: {layer.contents}."
+        textwrap.fill(
+            f"{n}. `{folder_of(layer.package)}/` {layer.title}: {layer.contents}.",
+            width=100,
+            subsequent_indent="   " if n < 10 else "    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
         for n, layer in enumerate(LAYERS, 1)
     )
 
