@@ -96,6 +96,10 @@ def test_lazy_strings_dotted_names_and_paths():
     assert twice(face, "dmlbook/__init__.py") == (
         '_LAZY = {"setup": ".chapters.notebook", "x": ".losses.base", "y": "..py"}\n'
     )
+    regex = 'READERS = ["surgery/loss.py"]\nre.sub(r"dmlbook\\.pairs\\.masks\\(", "", x)\n'
+    assert twice(regex, "tools/x.py") == (
+        'READERS = ["losses/gradient_surgery.py"]\nre.sub(r"dmlbook\\.core\\.pairs\\.masks\\(", "", x)\n'
+    )
     prose = (
         "See dmlbook.pairs.masked_mean (`dmlbook/pairs.py`, tested in tests/test_pairs.py), "
         "not dmlbook.pairs_extra nor mydmlbook/pairs.py; dmlbook.surgery stays.\n"

@@ -246,6 +246,12 @@ class Rewriter:
             r"(?![\w/])"
         )
         self.dotted_re = re.compile(r"(?<![\w.])dmlbook(?:\.\w+)+")
+        self.escaped_re = re.compile(r"(?<![\w.\\])dmlbook(?:\\\.\w+)+")  # in a regex
+        inner = {o[len("dmlbook/") :]: n[len("dmlbook/") :] for o, n in files.items()}
+        self.inner = {o: n for o, n in inner.items() if "/" in o and not o.startswith("tests/")}
+        self.inner_re = re.compile(
+            r"""(["'])(""" + "|".join(re.escape(p) for p in self.inner) + r")\1"
+        )
 
     # -- names and paths in any text
 
@@ -261,6 +267,9 @@ class Rewriter:
     def text(self, text: str) -> str:
         """Dotted names and file paths rewritten (any kind of text)."""
         text = self.dotted_re.sub(lambda m: self.name(m.group(0)), text)
+        text = self.escaped_re.sub(
+            lambda m: self.name(m.group(0).replace("\\.", ".")).replace(".", "\\."), text
+        )
         return self.path_re.sub(lambda m: self.files[m.group(1)], text)
 
     # -- Python
@@ -409,7 +418,10 @@ class Rewriter:
                 edits.append((*span(node), replacement))
         for start, end, replacement in sorted(edits, reverse=True):
             source = source[:start] + replacement + source[end:]
-        return self.text(_above(source, new.count("/") - old.count("/")))
+        source = _above(source, new.count("/") - old.count("/"))
+        if self.inner:  # a path inside the package, quoted: "data/locations.py"
+            source = self.inner_re.sub(lambda m: m[1] + self.inner[m[2]] + m[1], source)
+        return self.text(source)
 
     # -- notebooks
 
