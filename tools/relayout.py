@@ -142,6 +142,14 @@ FIXUPS: dict[str, tuple[tuple[str, str], ...]] = {
 #: Prose a move makes wrong, by new path: (text before, text after), applied where still found
 #: (an owner may have reworded it already; nothing fails if it is gone).
 REWORDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "dmlbook/losses/gradient_surgery.py": (
+        (
+            "It lives beside the parts it trains rather than among the losses (it is a designed"
+            " gradient,\nnot the gradient of a loss) and registers itself,",
+            "It lives among the losses, on the parts of :mod:`dmlbook.surgery` that it trains (it"
+            " is a\ndesigned gradient, not the gradient of a loss), and registers itself,",
+        ),
+    ),
     "dmlbook/losses/__init__.py": (
         (
             "# Last: the designed-gradient module lives in dmlbook.surgery and registers itself on"
