@@ -33,7 +33,7 @@ help:
 	@echo "make lab EDITION=instructor  the same with the answers (REFRESH=1: copy the book afresh)"
 	@echo "make refresh  re-execute chapters in place to refresh stored outputs (CHAPTERS=... for some)"
 	@echo "make lint     ruff check and format check"
-	@echo "make map     regenerate MAP.md's chapter and module tables (tests/test_map.py checks them)"
+	@echo "make map     regenerate MAP.md's layer, chapter and module tables and CONTRIBUTING.md's layer list (tests/test_map.py checks them)"
 	@echo "make reading-times  recompute the introduction's reading times from the chapters"
 	@echo "make mutation  mutation testing of losses, mining, surgery (AREAS=mining ...; long, not in test)"
 	@echo "make bench    CPU benchmarks, results under bench/results/"
@@ -104,8 +104,9 @@ lab: $(STAMP)
 	JUPYTER_CONFIG_PATH="$(LAB_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
 		$(BIN)/jupyter lab "$$copy" $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
-# MAP.md's chapter -> module and module -> test tables, regenerated from the sources (standard
-# library only: no install needed); tests/test_map.py fails while they are stale.
+# MAP.md's layer, chapter -> module and module -> test tables and CONTRIBUTING.md's layer list,
+# regenerated from the sources and tools/layers.py (standard library only: no install needed);
+# tests/test_map.py fails while they are stale.
 map:
 	$(PYTHON) tools/map_tables.py
 

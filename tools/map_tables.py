@@ -1,12 +1,17 @@
-"""MAP.md's two generated tables: which package modules each chapter uses, and each module's tests.
+"""The generated parts of MAP.md and CONTRIBUTING.md: the layers, which package modules each
+chapter uses, and each module's tests.
 
 ``make map`` (``python tools/map_tables.py``) rewrites them in place, between their markers::
 
+    <!-- BEGIN generated: layers ... -->     ...   <!-- END generated: layers -->      (MAP.md)
     <!-- BEGIN generated: chapters ... -->   ...   <!-- END generated: chapters -->
     <!-- BEGIN generated: modules ... -->    ...   <!-- END generated: modules -->
+    <!-- BEGIN generated: layer list ... --> ...   <!-- END generated: layer list -->  (CONTRIBUTING.md)
 
 and ``python tools/map_tables.py --check`` (what ``tests/test_map.py`` runs) says which table is
-stale without writing. Everything else in MAP.md (the layers, the loss table) is written by hand.
+stale without writing. The layers come from their one declaration, ``tools/layers.py`` (each
+folder of ``dmlbook/``, bottom up, and its modules as they are on disk). Everything else in
+MAP.md (the loss table) and CONTRIBUTING.md is written by hand.
 
 The tables are computed from the sources, statically (``ast``; nothing is imported, so the tool
 needs only the standard library):
@@ -31,15 +36,26 @@ import ast
 import json
 import re
 import sys
+import textwrap
 from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from layers import LAYERS, folder_of, layer_of  # noqa: E402  (tools/ is not a package)
+
 MAP = ROOT / "MAP.md"
 COMMAND = "make map"
 BEGIN = "<!-- BEGIN generated: {name} by `make map` (tools/map_tables.py); do not edit -->"
 END = "<!-- END generated: {name} -->"
-TABLES = ("chapters", "modules")
+TABLES = ("layers", "chapters", "modules")  # in MAP.md
+#: Where each generated block lives.
+FILES = {
+    "layers": "MAP.md",
+    "chapters": "MAP.md",
+    "modules": "MAP.md",
+    "layer list": "CONTRIBUTING.md",
+}
 
 
 @cache
@@ -205,7 +221,44 @@ def modules_table(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
-GENERATORS = {"chapters": chapters_table, "modules": modules_table}
+def _layer_modules(root: Path) -> dict[str, list[str]]:
+    """Each layer's package -> the dotted names of its modules (``package_modules``)."""
+    found: dict[str, list[str]] = {layer.package: [] for layer in LAYERS}
+    for module in package_modules(root):
+        name = module.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        found[LAYERS[layer_of(name)].package].append(name)
+    return found
+
+
+def layers_table(root: Path = ROOT) -> str:
+    """MAP.md's layer table: each folder bottom up, its modules, what it holds."""
+    lines = ["| layer | folder | modules | contents |", "| --- | --- | --- | --- |"]
+    for layer, (package, modules) in zip(LAYERS, _layer_modules(root).items(), strict=True):
+        folder = f"`{folder_of(package)}/`"
+        lines.append(f"| {layer.title} | {folder} | {_codes(modules)} | {layer.contents} |")
+    return "\n".join(lines)
+
+
+def layer_list(root: Path = ROOT) -> str:
+    """CONTRIBUTING.md's numbered list of the layers, bottom up."""
+    return "\n".join(
+        textwrap.fill(
+            f"{n}. `{folder_of(layer.package)}/` {layer.title}: {layer.contents}.",
+            width=100,
+            subsequent_indent="   " if n < 10 else "    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        for n, layer in enumerate(LAYERS, 1)
+    )
+
+
+GENERATORS = {
+    "layers": layers_table,
+    "chapters": chapters_table,
+    "modules": modules_table,
+    "layer list": layer_list,
+}
 
 
 def block(name: str, root: Path = ROOT) -> str:
@@ -213,12 +266,12 @@ def block(name: str, root: Path = ROOT) -> str:
     return f"{BEGIN.format(name=name)}\n{GENERATORS[name](root)}\n{END.format(name=name)}"
 
 
-def _span(text: str, name: str) -> tuple[int, int]:
+def _span(text: str, name: str, file: str = "MAP.md") -> tuple[int, int]:
     begin = text.find(BEGIN.format(name=name))
     end = text.find(END.format(name=name))
     if begin < 0 or end < begin:
         raise ValueError(
-            f"MAP.md: the markers of the generated {name} table are missing; put the lines\n"
+            f"{file}: the markers of the generated {name} table are missing; put the lines\n"
             f"{BEGIN.format(name=name)}\n{END.format(name=name)}\nwhere the table belongs, "
             f"then run `{COMMAND}`"
         )
@@ -226,29 +279,32 @@ def _span(text: str, name: str) -> tuple[int, int]:
 
 
 def stale(root: Path = ROOT) -> list[str]:
-    """The generated tables of MAP.md that differ from what the sources give."""
-    text = (root / "MAP.md").read_text()
+    """The generated blocks (MAP.md's tables, CONTRIBUTING.md's layer list) that differ from
+    what the sources give."""
     out = []
-    for name in TABLES:
-        begin, end = _span(text, name)
+    for name, file in FILES.items():
+        text = (root / file).read_text()
+        begin, end = _span(text, name, file)
         if text[begin:end] != block(name, root):
             out.append(name)
     return out
 
 
 def write(root: Path = ROOT) -> list[str]:
-    """Rewrite MAP.md's generated tables in place; the names of those that changed."""
-    path = root / "MAP.md"
-    text = path.read_text()
+    """Rewrite the generated blocks in place; the names of those that changed."""
     changed = []
-    for name in TABLES:
-        begin, end = _span(text, name)
-        new = block(name, root)
-        if text[begin:end] != new:
-            changed.append(name)
-            text = text[:begin] + new + text[end:]
-    if changed:
-        path.write_text(text)
+    for file in dict.fromkeys(FILES.values()):
+        path = root / file
+        text = path.read_text()
+        before = text
+        for name in [n for n, f in FILES.items() if f == file]:
+            begin, end = _span(text, name, file)
+            new = block(name, root)
+            if text[begin:end] != new:
+                changed.append(name)
+                text = text[:begin] + new + text[end:]
+        if text != before:
+            path.write_text(text)
     return changed
 
 
@@ -259,11 +315,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         names = stale()
         for name in names:
-            print(f"MAP.md: the {name} table is stale; run `{COMMAND}`")
+            print(f"{FILES[name]}: the {name} table is stale; run `{COMMAND}`")
         return 1 if names else 0
     changed = write()
     tables = " and ".join(changed) + (" tables" if len(changed) > 1 else " table")
-    print(f"MAP.md: rewrote the {tables}" if changed else "MAP.md: up to date")
+    print(f"rewrote the {tables}" if changed else "MAP.md and CONTRIBUTING.md: up to date")
     return 0
 
 
