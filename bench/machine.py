@@ -23,6 +23,29 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def instruction_set(flags: set[str] | None = None) -> str:
+    """The widest vector instruction set the CPU reports: ``avx512``, ``avx2`` or ``other``."""
+    flags = cpu_flags() if flags is None else flags
+    return "avx512" if "avx512f" in flags else "avx2" if "avx2" in flags else "other"
+
+
+def torch_capability() -> str:
+    """``torch.backends.cpu.get_cpu_capability()``: the kernels torch dispatches to (e.g.
+    ``AVX512``, or ``AVX2`` under ``ATEN_CPU_CAPABILITY=avx2``)."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
 def load_average() -> str:
     """The 1, 5 and 15 minute load averages, e.g. ``"0.52, 0.61, 0.70"``."""
     return ", ".join(f"{v:.2f}" for v in os.getloadavg())
@@ -33,7 +56,10 @@ def device_name(device: torch.device | str) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{cpu_model()} ({os.cpu_count()} logical CPUs, {torch.get_num_threads()} threads)"
+    return (
+        f"{cpu_model()} ({os.cpu_count()} logical CPUs, {torch.get_num_threads()} threads; "
+        f"instruction set {instruction_set()}, torch CPU capability {torch_capability()})"
+    )
 
 
 def sync(device: torch.device | str) -> None:
