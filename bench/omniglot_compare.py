@@ -56,10 +56,8 @@ runs, paired differences). Runs already in ``runs.csv`` are skipped, so ``--resu
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import re
 import sys
 import time
 from datetime import datetime, timezone
@@ -68,7 +66,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 from machine import device_name, load_average
-from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a source tree without an install (PYTHONPATH unset)
@@ -91,7 +88,7 @@ COLUMNS = [
     "one-shot error", "MAP@R", "R@1", "run errors", "cpu_s", "wall_s", "load1", "device",
     "finished",
 ]  # fmt: skip
-KEY = ["phase", "loss", "hparams", "seed", "steps", "sampler", "variant"]
+KEY = list(fc.RUN_KEY)
 #: Liu et al.'s Table II rows: (label, sampler, extra hyper-parameters of their baseline).
 TABLE_II = (
     ("Random sampler", "random", {}),
@@ -200,10 +197,47 @@ def key_of(row: dict) -> tuple:
 
 
 def slug(row: dict) -> str:
-    """A file name for one run: phase, family, seed and a hash of the rest of its key."""
-    digest = hashlib.sha1("|".join(key_of(row)).encode()).hexdigest()[:8]
-    name = re.sub(r"[^A-Za-z0-9]+", "-", f"{row['phase']}-{row['loss']}").strip("-")
-    return f"{name}-{digest}-seed{row['seed']}"
+    """A file name for one run (:func:`~dmlbook.studies.fair_comparison.run_name`)."""
+    return fc.run_name(row)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim(out: Path, name: str) -> bool:
+    """Mark a run as taken by this process (``out/claims/name`` holds its PID); False when a
+    living process holds it. Several processes on one ``--out`` thus share its runs."""
+    path = out / "claims" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            with open(path, "x") as f:
+                f.write(str(os.getpid()))
+            return True
+        except FileExistsError:
+            text = path.read_text().strip()
+            if text.isdigit() and _alive(int(text)):
+                return False
+            path.unlink(missing_ok=True)  # its process is gone: an interrupted run
+    return False
+
+
+def release(out: Path, name: str) -> None:
+    (out / "claims" / name).unlink(missing_ok=True)
+
+
+def busy(out: Path) -> bool:
+    """Whether another living process holds a run of this folder."""
+    folder = out / "claims"
+    pids = [p.read_text().strip() for p in folder.glob("*")] if folder.is_dir() else []
+    return any(p.isdigit() and int(p) != os.getpid() and _alive(int(p)) for p in pids)
 
 
 class Budget:
@@ -363,26 +397,33 @@ def main(argv: list[str] | None = None) -> int:
     data = load_data()
     families = [f for f in fc.FAMILIES if not args.losses or f.label in args.losses]
     budget, finished, stopped = Budget(args.budget_s), 0, False
-    for phase in PHASES:  # phases plan in turn: every later phase needs the choices before it
-        if phase not in args.phases or stopped:
-            continue
-        source = read_runs(args.choices) if args.choices is not None else ledger.rows()
-        choices = Choices(source, None if args.choices else scale, families)
-        done = ledger.done()
-        todo = [
-            r for r in plan(args, scale, choices) if r["phase"] == phase and key_of(r) not in done
-        ]
-        bar = tqdm(todo, desc=phase, unit="run", file=sys.stdout)
-        for r in bar:
-            if not budget.allows_another():
-                stopped = True
-                break
-            bar.set_postfix(loss=r["loss"], seed=r["seed"], refresh=True)
-            start = time.perf_counter()
-            ledger.append(run_one(r, scale, data, args))
-            budget.durations.append(time.perf_counter() - start)
-            finished += 1
-        bar.close()
+    while not stopped:  # passes over the phases until nothing is left that this process may run
+        started = 0
+        for phase in PHASES:  # in turn: every later phase needs the choices before it
+            if phase not in args.phases or stopped:
+                continue
+            source = read_runs(args.choices) if args.choices is not None else ledger.rows()
+            choices = Choices(source, None if args.choices else scale, families)
+            todo = [r for r in plan(args, scale, choices) if r["phase"] == phase]
+            for r in todo:
+                if key_of(r) in ledger.done() or not claim(args.out, slug(r)):
+                    continue  # finished, or running in another process on this folder
+                if not budget.allows_another():
+                    stopped = True
+                    release(args.out, slug(r))
+                    break
+                print(f"{phase}: {r['loss']} {r['hparams']} seed {r['seed']}", flush=True)
+                start = time.perf_counter()
+                try:
+                    ledger.append(run_one(r, scale, data, args))
+                finally:
+                    release(args.out, slug(r))
+                budget.durations.append(time.perf_counter() - start)
+                finished, started = finished + 1, started + 1
+        if not started and not busy(args.out):
+            break
+        if not started:  # others hold runs whose rows later phases may need
+            time.sleep(15)
     rows = ledger.rows()
     text = summary(rows, read_runs(args.choices) if args.choices is not None else rows)
     (args.out / "summary.md").write_text(f"{header.lstrip('# ')}\n\n{text}")

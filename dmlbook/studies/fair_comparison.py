@@ -26,9 +26,11 @@ protocol for the shipped Omniglot copy:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +55,7 @@ from ..training.optim import make_optimizer
 
 __all__ = [
     "FAMILIES",
+    "RUN_KEY",
     "SCALES",
     "TEST_COLUMNS",
     "TRIALS",
@@ -64,6 +67,7 @@ __all__ = [
     "make_model",
     "mean_intervals",
     "paired_intervals",
+    "run_name",
     "score",
     "select_family",
     "select_recipe",
@@ -203,13 +207,26 @@ class Scale:
         return self.classes * self.per_class
 
 
-#: ``cpu``: what this machine affords (Chapter 15's numbers); ``gpu``: twice the width, twice the
-#: batch and more than three times the steps, for a lent GPU; ``smoke``: seconds, for the tests.
+#: ``cpu``: what a shared 2-core machine affords (Chapter 15's numbers: 300 steps cost about 15 s
+#: of one core, the recipe's 2,000 about 110 s); ``gpu``: twice the width and the batch, longer
+#: runs, for a lent GPU; ``smoke``: seconds, for the tests.
 SCALES: dict[str, Scale] = {
-    "cpu": Scale(width=32, steps=600, recipe_steps=4000),
+    "cpu": Scale(width=32, steps=300, recipe_steps=2000),
     "gpu": Scale(width=64, steps=2000, recipe_steps=10000, classes=32),
     "smoke": Scale(width=2, steps=3, recipe_steps=4, classes=4, per_class=2, dim=8),
 }
+
+
+#: The columns that name one run of the bench (``bench/omniglot_compare.py``'s ledger).
+RUN_KEY = ("phase", "loss", "hparams", "seed", "steps", "sampler", "variant")
+
+
+def run_name(run: Mapping[str, Any]) -> str:
+    """The file name (no suffix) of one run's saved model and history in the bench's folders:
+    phase, family and seed, and a hash of the rest of its :data:`RUN_KEY` values."""
+    digest = hashlib.sha1("|".join(str(run[k]) for k in RUN_KEY).encode()).hexdigest()[:8]
+    name = re.sub(r"[^A-Za-z0-9]+", "-", f"{run['phase']}-{run['loss']}").strip("-")
+    return f"{name}-{digest}-seed{run['seed']}"
 
 
 def make_model(scale: Scale) -> SmallCNN:

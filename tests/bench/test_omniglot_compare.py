@@ -133,3 +133,20 @@ def test_bad_options_say_what_is_wrong(script, tmp_path, capsys):
     with pytest.raises(SystemExit):
         script.main(["--smoke"])
     assert "--out DIR is required" in capsys.readouterr().err
+
+
+def test_a_claimed_run_is_skipped_until_its_process_is_gone(script, tmp_path):
+    assert script.claim(tmp_path, "run-a")  # this process takes it
+    assert not script.claim(tmp_path, "run-a")  # a living process holds it
+    assert not script.busy(tmp_path)  # only this process holds runs
+    (tmp_path / "claims" / "run-b").write_text("999999999")  # no such process: interrupted
+    assert script.claim(tmp_path, "run-b")
+    script.release(tmp_path, "run-a")
+    assert script.claim(tmp_path, "run-a")
+    row = dict.fromkeys(fc.RUN_KEY, "x") | {"phase": "final", "loss": "LiftedStruct*", "seed": 2}
+    assert script.slug(row) == fc.run_name(row) and fc.run_name(row).startswith(
+        "final-LiftedStruct-"
+    )
+    assert fc.run_name(row).endswith("-seed2") and fc.run_name(
+        row | {"variant": "y"}
+    ) != fc.run_name(row)
