@@ -92,19 +92,6 @@ def test_every_family_gets_the_same_declared_budget():
     assert fc.family("binomial").grid[0] == {"beta": 50.0}  # the paper's setting first
 
 
-def test_select_tuned_takes_the_best_and_the_first_of_ties():
-    rows = pd.DataFrame(
-        {
-            "loss": ["a", "a", "a", "b", "b"],
-            "hparams": [json.dumps({"m": v}) for v in (1, 2, 3, 1, 2)],
-            "val MAP@R": [0.2, 0.4, 0.3, 0.5, 0.5],
-        }
-    )
-    assert fc.select_tuned(rows) == {"a": {"m": 2}, "b": {"m": 1}}
-    with pytest.raises(ValueError, match="lacks column"):
-        fc.select_tuned(rows.drop(columns="hparams"))
-
-
 def test_intervals_match_scipy():
     rng = np.random.default_rng(0)
     seeds = [0, 1, 2, 3]
@@ -198,56 +185,3 @@ def test_a_long_run_reports_evaluates_and_resumes_from_its_checkpoint(train, tmp
     assert history["loss"].tolist() == pytest.approx(curve.dropna(subset=["loss"])["loss"].tolist())
     with pytest.raises(ValueError, match="steps must be"):
         fc.train_one(fam, fam.grid[0], fit_part, scale, seed=1, steps=0)
-
-
-def validation_rows(**columns) -> pd.DataFrame:
-    return pd.DataFrame(columns)
-
-
-def test_every_selection_function_refuses_a_table_with_a_test_column():
-    tune = validation_rows(loss=["a", "a", "b"], hparams=['{"m": 1}', '{"m": 2}', "{}"],
-                           **{"val MAP@R": [0.2, 0.4, 0.3]})  # fmt: skip
-    recipe = validation_rows(steps=[3, 8, 8, 8], variant=list(("affine/fit", *fc.RECIPE_VARIANTS)),
-                             **{"val MAP@R": [0.1, 0.2, 0.3, 0.1]})  # fmt: skip
-    for select, rows in ((fc.select_tuned, tune), (fc.select_family, tune),
-                         (fc.select_recipe, recipe)):  # fmt: skip
-        select(rows)  # validation columns only: fine
-        for column in fc.TEST_COLUMNS:
-            with pytest.raises(ValueError, match="validation runs only"):
-                select(rows.assign(**{column: 0.5}))
-    assert not set(fc.TEST_COLUMNS) & set(fc.VALIDATION_COLUMNS)
-
-
-def test_select_family_and_recipe_follow_their_declared_rules():
-    tune = validation_rows(loss=["a", "a", "b", "b"], hparams=["{}"] * 4,
-                           **{"val MAP@R": [0.2, 0.45, 0.44, 0.3]})  # fmt: skip
-    assert fc.select_family(tune) == "a"  # a's best setting (0.45) beats b's (0.44)
-    assert fc.select_family(tune.assign(**{"val MAP@R": [0.5, 0.1, 0.5, 0.2]})) == "a"  # tie: first
-
-    def recipe(short, affine, shifts, fewer):
-        return fc.select_recipe(validation_rows(
-            steps=[600, 4000, 4000, 4000], variant=["affine/fit", *fc.RECIPE_VARIANTS],
-            **{"val MAP@R": [short, affine, shifts, fewer]},
-        ))  # fmt: skip
-
-    assert recipe(0.40, 0.45, 0.44, 0.43) == {
-        "steps": 4000,
-        "augment": "affine",
-        "training": "train+test",
-    }
-    assert recipe(0.40, 0.44, 0.45, 0.43) == {
-        "steps": 4000,
-        "augment": "shifts",
-        "training": "train+test",
-    }
-    assert recipe(0.46, 0.44, 0.45, 0.45) == {
-        "steps": 600,
-        "augment": "affine",
-        "training": "train",
-    }
-    assert recipe(0.40, 0.45, 0.45, 0.45)["augment"] == "affine"  # ties: affine; equal: train
-    assert recipe(0.40, 0.45, 0.45, 0.45)["training"] == "train"
-    with pytest.raises(ValueError, match="needs"):
-        fc.select_recipe(
-            validation_rows(steps=[600], variant=["affine/fit"], **{"val MAP@R": [0.4]})
-        )
