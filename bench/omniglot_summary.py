@@ -109,10 +109,26 @@ def choices_text(choices: pd.DataFrame) -> list[str]:
     return out
 
 
+def design_text(rows: pd.DataFrame) -> str:
+    """The design as run: runs, seeds and steps of each phase and the CPU they took."""
+    parts = []
+    for phase, g in rows.groupby("phase", sort=False):
+        steps = ", ".join(f"{s:,}" for s in sorted(g["steps"].unique()))
+        parts.append(f"{phase}: {len(g)} runs of {steps} steps, seeds "
+                     f"{', '.join(map(str, sorted(g['seed'].unique())))}")  # fmt: skip
+    return (
+        "## design\n\n" + "; ".join(parts) + f". CPU in all: {rows['cpu_s'].sum() / 60:.0f} "
+        "minutes of one core (one torch thread per run). Every family tries the same "
+        f"{fc.TRIALS} declared settings; one validation fold (two held-out training alphabets); "
+        "the width is fixed by the budget, not chosen.\n"
+    )
+
+
 def summary(rows: pd.DataFrame, choices: pd.DataFrame) -> str:
-    """Markdown: the choices (from ``choices``' validation rows), then each test phase of
-    ``rows`` with both intervals, and the recipe beside :data:`ANCHOR`."""
-    out = choices_text(choices)
+    """Markdown: the design, the choices (from ``choices``' validation rows), then each test
+    phase of ``rows`` with both intervals, and the recipe beside :data:`ANCHOR`."""
+    out = [design_text(rows)] if len(rows) else []
+    out += choices_text(choices)
     for phase in ("final", "sampler", "recipe"):
         part = rows[rows["phase"] == phase]
         if part.empty:
