@@ -261,7 +261,7 @@ class Choices:
         if scale is not None:  # tuned here: at this scale's step count
             keep &= (rows["phase"] != "tune") | (rows["steps"] == scale.steps)
         val = rows.loc[keep, list(fc.VALIDATION_COLUMNS)]  # no test column can reach a choice
-        tune = val[val["phase"] == "tune"]
+        tune = fc.declared_order(val[val["phase"] == "tune"])  # ties: the paper's setting
         self.tune = tune
         complete = [f for f in fc.FAMILIES if self._tuned(tune, f)]
         done = tune[tune["loss"].isin([f.label for f in complete])]

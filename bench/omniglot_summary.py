@@ -78,20 +78,30 @@ def choices_text(choices: pd.DataFrame) -> list[str]:
     """The choices made on validation rows (tune and recipe-val), as summary.md prints them."""
     out = []
     val = choices.loc[choices["phase"].isin(["tune", "recipe-val"]), list(fc.VALIDATION_COLUMNS)]
-    tune = val[val["phase"] == "tune"]
+    tune = fc.declared_order(val[val["phase"] == "tune"])
     if tune.empty:
         return out
     tuned = fc.select_tuned(tune)
-    table = tune.assign(**{"val MAP@R": 100 * tune["val MAP@R"]}).pivot_table(
-        index="loss", columns=tune.groupby("loss").cumcount() + 1, values="val MAP@R", sort=False
+    order = [
+        [json.dumps(h, sort_keys=True) for h in fc.family(loss).grid].index(hp) + 1
+        for loss, hp in zip(tune["loss"], tune["hparams"], strict=True)
+    ]
+    table = tune.assign(**{"val MAP@R": 100 * tune["val MAP@R"], "setting": order}).pivot_table(
+        index="loss", columns="setting", values="val MAP@R", sort=False
     )
+    table = table.loc[
+        [f.label for f in fc.FAMILIES if f.label in table.index], sorted(table.columns)
+    ]
     table.columns = [f"setting {c}" for c in table.columns]
     table["chosen"] = [json.dumps(tuned[f]) for f in table.index]
     out.append(
         f"## tune ({fc.TRIALS} settings per family, seed 0, {int(tune['steps'].max())} steps)\n"
     )
     out.append(
-        block("val MAP@R (percent) of each declared setting, in the order tried:", table.round(1))
+        block(
+            "val MAP@R (percent) of each declared setting, in the order of fc.FAMILIES:",
+            table.round(1),
+        )
     )
     family = fc.select_family(tune)
     out.append(f"validation-chosen family: {family} {json.dumps(tuned[family])}\n")
@@ -129,8 +139,16 @@ def summary(rows: pd.DataFrame, choices: pd.DataFrame) -> str:
     phase of ``rows`` with both intervals, and the recipe beside :data:`ANCHOR`."""
     out = [design_text(rows)] if len(rows) else []
     out += choices_text(choices)
+    tune = fc.declared_order(choices.loc[choices["phase"] == "tune", list(fc.VALIDATION_COLUMNS)])
+    tuned = (
+        {f: json.dumps(hp, sort_keys=True) for f, hp in fc.select_tuned(tune).items()}
+        if len(tune)
+        else {}
+    )
     for phase in ("final", "sampler", "recipe"):
         part = rows[rows["phase"] == phase]
+        if phase == "final" and tuned:  # the chosen settings' rows only
+            part = part[part["hparams"] == part["loss"].map(tuned)]
         if part.empty:
             continue
         out.append(
@@ -144,9 +162,8 @@ def summary(rows: pd.DataFrame, choices: pd.DataFrame) -> str:
             if part[metric].notna().all():
                 out.append(block(f"{metric} (percent, mean and 95 % t-interval over seeds):",
                                  interval_table(part, metric)))  # fmt: skip
-        tune = choices[choices["phase"] == "tune"]
         if phase == "final" and part["loss"].nunique() > 1 and not tune.empty:
-            chosen = fc.select_family(tune[list(fc.VALIDATION_COLUMNS)])
+            chosen = fc.select_family(tune)
             if chosen in set(part["loss"]):
                 out.append(block(
                     f"one-shot error minus {chosen}'s (the validation-chosen family), points:",

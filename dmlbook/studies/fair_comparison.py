@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -71,6 +72,7 @@ __all__ = [
     "VALIDATION_ALPHABETS",
     "LossFamily",
     "Scale",
+    "declared_order",
     "family",
     "make_model",
     "mean_intervals",
@@ -227,6 +229,22 @@ SCALES: dict[str, Scale] = {
 
 #: The columns that name one run of the bench (``bench/omniglot_compare.py``'s ledger).
 RUN_KEY = ("phase", "loss", "hparams", "seed", "steps", "sampler", "variant")
+
+
+def declared_order(tuning: pd.DataFrame) -> pd.DataFrame:
+    """Tuning rows sorted as :data:`FAMILIES` declares them: family by family, each family's
+    settings in the order of its grid (the paper's first), so that the selection functions'
+    ties go to the paper's setting and the first family; rows of other settings last."""
+    rank = {
+        (f.label, json.dumps(dict(hp), sort_keys=True)): (i, j)
+        for i, f in enumerate(FAMILIES)
+        for j, hp in enumerate(f.grid)
+    }
+    key = [
+        rank.get(k, (len(FAMILIES), 0)) for k in zip(tuning["loss"], tuning["hparams"], strict=True)
+    ]
+    order = sorted(range(len(tuning)), key=lambda i: key[i])
+    return tuning.iloc[order]
 
 
 def run_name(run: Mapping[str, Any]) -> str:

@@ -60,7 +60,9 @@ def select_tuned(tuning: pd.DataFrame, metric: str = "val MAP@R") -> dict[str, d
     """The best setting of each family: ``{label: hparams}`` by the largest ``metric``.
 
     ``tuning`` has one row per tuning run with columns ``loss``, ``hparams`` (JSON) and
-    ``metric``, and no test column (:data:`TEST_COLUMNS`); ties go to the setting tried first
+    ``metric``, and no test column (:data:`TEST_COLUMNS`); ties go to the row that comes first,
+    so pass the rows in the declared order (:func:`~dmlbook.studies.fair_comparison.declared_order`:
+    the paper's setting first), not in the order parallel runs happened to finish
     (the paper's).
     """
     _validation_only(tuning, ("loss", "hparams", metric), "select_tuned")

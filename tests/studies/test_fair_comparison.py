@@ -185,3 +185,22 @@ def test_a_long_run_reports_evaluates_and_resumes_from_its_checkpoint(train, tmp
     assert history["loss"].tolist() == pytest.approx(curve.dropna(subset=["loss"])["loss"].tolist())
     with pytest.raises(ValueError, match="steps must be"):
         fc.train_one(fam, fam.grid[0], fit_part, scale, seed=1, steps=0)
+
+
+def test_declared_order_puts_the_papers_setting_first_whatever_finished_first():
+    """Parallel runs finish in any order; ties must still go to the paper's setting."""
+    lifted = [json.dumps(hp, sort_keys=True) for hp in fc.family("lifted").grid]
+    rows = pd.DataFrame(
+        {"loss": ["lifted"] * 3 + ["contrastive"], "hparams": [lifted[2], lifted[1], lifted[0], '{"margin": 0.5}'],
+         "val MAP@R": [0.33, 0.33, 0.33, 0.2]}
+    )  # fmt: skip
+    ordered = fc.declared_order(rows)
+    assert ordered["loss"].tolist() == [
+        "contrastive",
+        "lifted",
+        "lifted",
+        "lifted",
+    ]  # FAMILIES' order
+    assert ordered["hparams"].tolist()[1:] == lifted
+    assert fc.select_tuned(ordered)["lifted"] == {"margin": 1.0}  # the paper's, on a tie
+    assert fc.select_tuned(rows)["lifted"] == {"margin": 2.0}  # finish order would pick another
