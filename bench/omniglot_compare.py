@@ -37,8 +37,9 @@ Options: ``--out DIR`` (required: a new or empty folder, or ``--resume`` to cont
 named), ``--scale {cpu,gpu,smoke}`` (:data:`~dmlbook.studies.fair_comparison.SCALES`),
 ``--device``, ``--seeds``, ``--phases``, ``--losses`` (a subset of the family labels),
 ``--choices RUNS_CSV`` (take every choice, tuned settings, family and recipe, from the
-validation rows of that file instead of running ``tune`` and ``recipe-val``; the default when
-neither runs here and the ledger has none is the committed CPU ledger), ``--budget-s`` (wall
+validation rows of that file instead of running ``tune`` and ``recipe-val``; the default with
+``--scale gpu``, and when neither runs here and the ledger has none, is the committed CPU
+ledger), ``--budget-s`` (wall
 seconds: no run starts that the mean duration so far says would end after it; the process exits
 0 with what it finished), ``--every`` (steps between progress lines and checkpoints of a run
 longer than the comparison's steps), ``--threads`` (torch CPU threads, default 1).
@@ -139,6 +140,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if args.choices is not None and not args.choices.is_file():
         p.error(f"--choices {args.choices}: no such file (pass the runs.csv of a run that tuned)")
+    if args.choices is None and args.scale == "gpu" and CPU_RUNS.is_file():
+        args.choices = CPU_RUNS  # a lent GPU runs the CPU protocol's choices at its own scale
     if args.choices is not None:
         args.phases = [ph for ph in args.phases if ph not in CHOOSING]
     if args.budget_s is not None and args.budget_s <= 0:
