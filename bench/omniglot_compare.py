@@ -1,52 +1,57 @@
 """A fair comparison of every loss family of the book on Omniglot (Musgrave et al.'s protocol).
 
 The protocol is :mod:`dmlbook.studies.fair_comparison`'s: one model (``SmallCNN(stride=1)``,
-64-d), one step budget, Adam, P x K batches with Koch et al.'s affine distortions; each family's
-hyper-parameters chosen by MAP@R on two held-out *training* alphabets (never the test alphabets);
-final runs on every seed, scored by the 20-way one-shot error (Lake et al.'s 20 runs), MAP@R and
-R@1 on the 106 test characters. The phases, in order:
+64-d), one step budget, Adam, P x K batches with Koch et al.'s affine distortions. Every choice
+is made on validation runs (trained on three training alphabets, scored by MAP@R on the other
+two, :func:`~dmlbook.studies.fair_comparison.validation_split`), and the test data (the 106
+``test`` characters and Lake et al.'s 20 one-shot runs) are read only by runs whose settings are
+frozen. The phases, in order:
 
-``tune``     every family's grid, seed 0, trained on 3 training alphabets, scored on the other 2;
-             one more setting beyond the grid where its best lies at an end of the grid
-``final``    every family with its tuned setting, every seed (seed by seed, so a cut-off run
-             has every loss for the seeds it finished)
-``sampler``  Liu et al.'s Table II on Omniglot: their baseline pair loss (Pair-P, w = 1, m1 = 0,
-             m2 = 0.8) with random batches (``sampler="random"``), with P x K batches, and with
-             P x K batches plus triplet-margin mining (epsilon = 0.1)
-``long``     the family with the lowest mean one-shot error in ``final``, trained
-             ``recipe_steps`` (several times longer) on the training split, every seed
-``recipe``   the recommended recipe for the one-shot task: the same long run on every character
-             shipped with dmlbook (the 136 ``train`` and the 106 ``test`` characters, 8
-             alphabets, as Koch et al. trained on all background alphabets); the one-shot runs'
-             20 alphabets are still unseen, but ``test`` no longer is, so only the one-shot error
-             is recorded
-``recipe-shifts`` the recipe with whole-pixel shifts (``RandomAffine.shifts(2)``) in place of
-             Koch et al.'s distortions, which resample (and so blur) 1-3 pixel strokes: an
-             ablation of the augmentation, paired with ``recipe`` seed by seed
+``tune``        every family's declared search (``fc.TRIALS`` settings each, the same budget for
+                every family), seed 0, on the validation split
+``recipe-val``  the family whose tuned setting scores best on validation
+                (``fc.select_family``), trained ``recipe_steps`` on the validation split three
+                ways (``fc.RECIPE_VARIANTS``: Koch et al.'s distortions, whole-pixel shifts, one
+                alphabet fewer), seed 0, with its validation curve
+``final``       every family with its tuned setting on all 136 training characters, every seed,
+                scored on the test data (seed by seed, so a cut-off run has every loss for the
+                seeds it finished)
+``sampler``     Liu et al.'s Table II on Omniglot: their baseline pair loss (Pair-P, w = 1,
+                m1 = 0, m2 = 0.8) with random batches, P x K batches, and P x K batches plus
+                triplet-margin mining (epsilon = 0.1); no choice is made from it
+``recipe``      the recipe ``fc.select_recipe`` chose on the ``recipe-val`` runs (steps,
+                augmentation, training set), every seed; trained on every shipped character
+                (``train+test``) when more characters helped on validation, when only the one-
+                shot error is recorded (its 20 alphabets stay unseen)
 
 Usage::
 
-    python bench/omniglot_compare.py                                  # CPU protocol, all phases
-    python bench/omniglot_compare.py --device cuda --scale gpu --seeds 0 1 2 \\
-        --out-dir DIR --budget-s 240       # a lent GPU: tuned settings of the CPU run, finals first
-    python bench/omniglot_compare.py --smoke --out-dir /tmp/x         # seconds (the test suite)
+    python bench/omniglot_compare.py --phases recipe --seeds 0 --out /tmp/recipe0
+        # a reader's reproduction: one phase and seed into a new folder; the choices (tuned
+        # settings, family, recipe) come from the committed ledger
+    python bench/omniglot_compare.py --out bench/results/omniglot_compare_cpu --resume
+        # the committed CPU results: every phase, resuming where the ledger stops
+    python bench/omniglot_compare.py --smoke --out /tmp/x          # seconds (the test suite)
 
-Options: ``--scale {cpu,gpu,smoke}`` (:data:`~dmlbook.studies.fair_comparison.SCALES`: model
-width, steps, batch), ``--device {auto,cpu,cuda,...}``, ``--seeds``, ``--phases``, ``--losses``
-(family labels, a subset), ``--out-dir`` (default ``bench/results/omniglot_compare_<scale>``),
-``--budget-s`` (wall seconds: no run starts that the mean duration of the runs so far says would
-end after it; the process then exits 0 with what it finished), ``--use-tuned RUNS_CSV`` (take
-each family's setting from the ``tune`` rows of an earlier run instead of tuning; the ``tune``
-phase is then skipped; with ``--scale gpu`` the default is the committed CPU run,
-``bench/results/omniglot_compare_cpu/runs.csv``), ``--threads`` (torch CPU threads, default 1:
-on a shared machine one thread costs the least CPU per step), ``--smoke`` (= ``--scale smoke``).
+Options: ``--out DIR`` (required: a new or empty folder, or ``--resume`` to continue the one
+named), ``--scale {cpu,gpu,smoke}`` (:data:`~dmlbook.studies.fair_comparison.SCALES`),
+``--device``, ``--seeds``, ``--phases``, ``--losses`` (a subset of the family labels),
+``--choices RUNS_CSV`` (take every choice, tuned settings, family and recipe, from the
+validation rows of that file instead of running ``tune`` and ``recipe-val``; the default with
+``--scale gpu``, and when neither runs here and the ledger has none, is the committed CPU
+ledger), ``--budget-s`` (wall
+seconds: no run starts that the mean duration so far says would end after it; the process exits
+0 with what it finished), ``--every`` (steps between progress lines and checkpoints of a run
+longer than the comparison's steps), ``--threads`` (torch CPU threads, default 1).
 
-Output: ``<out-dir>/runs.csv``, one row per finished run, appended as soon as it finishes (a
-cut-off or interrupted run keeps every finished row; ``#`` lines record the machine, its load
-and the scale of each invocation). Runs already in the file are skipped, so the same command
-resumes. ``<out-dir>/summary.md`` is rewritten at the end of each invocation: means with 95 %
-t-intervals and paired differences against the best loss. Uses torch, numpy, pandas, scipy and
-tqdm only; no network.
+Output in ``DIR``: ``runs.csv``, one row per finished run, appended as soon as it finishes
+(``#`` lines record the machine, its instruction set, torch's CPU capability, its load and the
+scale of each invocation; ``run errors`` holds the 20 one-shot runs' errors of a test run);
+``models/`` (each run's trained weights), ``histories/`` (each run's loss per step, and MAP@R on
+the validation alphabets along a ``recipe-val`` run), ``checkpoints/`` (a long run's state every
+``--every`` steps: the same command continues it) and ``summary.md`` (rewritten at the end of each
+invocation: choices, means with 95 % t-intervals over seeds and bootstrap intervals over the 20
+runs, paired differences). Runs already in ``runs.csv`` are skipped, so ``--resume`` continues.
 """
 
 from __future__ import annotations
@@ -62,29 +67,29 @@ from pathlib import Path
 import pandas as pd
 import torch
 from machine import device_name, load_average
-from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a source tree without an install (PYTHONPATH unset)
     sys.path.insert(0, str(ROOT))
+
+from omniglot_summary import summary  # noqa: E402
 
 from dmlbook.data import EmbeddedDataset, RandomAffine, load_dataset  # noqa: E402
 from dmlbook.data.omniglot import one_shot_runs  # noqa: E402
 from dmlbook.studies import fair_comparison as fc  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-#: The committed CPU protocol; ``--scale gpu`` takes its tuned settings unless told otherwise.
+#: The committed CPU protocol: the choices a reproduction (or ``--scale gpu``) takes by default.
 CPU_RUNS = RESULTS / "omniglot_compare_cpu" / "runs.csv"
-PHASES = ("tune", "final", "sampler", "long", "recipe", "recipe-shifts")
-#: The phases that train the best family of ``final`` for ``recipe_steps``.
-LONG = ("long", "recipe", "recipe-shifts")
-#: The phases trained on every shipped character (train and test splits).
-EVERY_CHARACTER = ("recipe", "recipe-shifts")
+PHASES = ("tune", "recipe-val", "final", "sampler", "recipe")
+#: The phases that choose: they read validation data only, and ``--choices`` replaces them.
+CHOOSING = ("tune", "recipe-val")
 COLUMNS = [
-    "phase", "loss", "hparams", "seed", "steps", "sampler", "val MAP@R", "val R@1",
-    "one-shot error", "MAP@R", "R@1", "cpu_s", "wall_s", "load1", "device", "finished",
+    "phase", "loss", "hparams", "seed", "steps", "sampler", "variant", "val MAP@R", "val R@1",
+    "one-shot error", "MAP@R", "R@1", "run errors", "cpu_s", "wall_s", "load1", "device",
+    "finished",
 ]  # fmt: skip
-KEY = ["phase", "loss", "hparams", "seed", "steps", "sampler"]
+KEY = list(fc.RUN_KEY)
 #: Liu et al.'s Table II rows: (label, sampler, extra hyper-parameters of their baseline).
 TABLE_II = (
     ("Random sampler", "random", {}),
@@ -104,51 +109,56 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    p.add_argument("--out", "--out-dir", dest="out", type=Path, help="a new or empty folder")
+    p.add_argument("--resume", action="store_true", help="continue the runs of a used --out")
     p.add_argument("--scale", choices=sorted(fc.SCALES), default="cpu")
     p.add_argument("--smoke", action="store_true", help="= --scale smoke (seconds)")
     p.add_argument("--device", default="auto", help="auto (cuda if available), cpu, cuda, cuda:1")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
     p.add_argument("--losses", nargs="+", metavar="LABEL", help="a subset of the family labels")
-    p.add_argument("--out-dir", type=Path, help="default bench/results/omniglot_compare_<scale>")
+    p.add_argument("--choices", "--use-tuned", dest="choices", type=Path, metavar="RUNS_CSV",
+                   help="take the tuned settings, family and recipe from this file's "
+                   "validation rows")  # fmt: skip
     p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget in seconds")
-    p.add_argument(
-        "--use-tuned",
-        type=Path,
-        metavar="RUNS_CSV",
-        help="skip tuning: take settings from this file",
-    )
+    p.add_argument("--every", type=int, default=None, help="steps between progress lines")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = p.parse_args(argv)
     if args.smoke:
         args.scale = "smoke"
-    if args.out_dir is None:
-        args.out_dir = RESULTS / f"omniglot_compare_{args.scale}"
+    if args.out is None:
+        p.error("--out DIR is required: a new or empty folder (or --resume to continue one)")
+    used = args.out.is_dir() and any(args.out.iterdir())
+    if used and not args.resume:
+        p.error(f"--out {args.out} is not empty; name a new folder, or add --resume to continue "
+                "the runs recorded there")  # fmt: skip
     known = [f.label for f in fc.FAMILIES]
     unknown = sorted(set(args.losses or []) - set(known))
     if unknown:
         p.error(
             f"unknown --losses {', '.join(map(repr, unknown))}; the families are: {', '.join(map(repr, known))}"
         )
-    if args.use_tuned is None and args.scale == "gpu" and CPU_RUNS.is_file():
-        args.use_tuned = CPU_RUNS  # the settings tuned on this machine's CPU protocol
-    if args.use_tuned is not None and not args.use_tuned.is_file():
-        p.error(
-            f"--use-tuned {args.use_tuned}: no such file (pass the runs.csv of a run that tuned)"
-        )
+    if args.choices is not None and not args.choices.is_file():
+        p.error(f"--choices {args.choices}: no such file (pass the runs.csv of a run that tuned)")
+    if args.choices is None and args.scale == "gpu" and CPU_RUNS.is_file():
+        args.choices = CPU_RUNS  # a lent GPU runs the CPU protocol's choices at its own scale
+    if args.choices is not None:
+        args.phases = [ph for ph in args.phases if ph not in CHOOSING]
     if args.budget_s is not None and args.budget_s <= 0:
         p.error("--budget-s must be a positive number of seconds")
-    if (
-        args.threads < 1
-        or any(s < 0 for s in args.seeds)
-        or len(set(args.seeds)) != len(args.seeds)
-    ):
-        p.error("--threads must be >= 1 and --seeds distinct non-negative integers")
+    bad_seeds = any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds)
+    if args.threads < 1 or bad_seeds or (args.every is not None and args.every < 1):
+        p.error("--threads and --every must be >= 1 and --seeds distinct non-negative integers")
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     elif args.device.startswith("cuda") and not torch.cuda.is_available():
         p.error(f"--device {args.device}: this torch sees no CUDA device; use --device cpu")
     return args
+
+
+def read_runs(path: Path) -> pd.DataFrame:
+    rows = pd.read_csv(path, comment="#", dtype={"hparams": str, "sampler": str, "variant": str})
+    return rows.reindex(columns=COLUMNS)
 
 
 class Ledger:
@@ -161,11 +171,10 @@ class Ledger:
         self._write(lambda f: f.write((columns + "\n" if f.tell() == 0 else "") + header + "\n"))
 
     def rows(self) -> pd.DataFrame:
-        return pd.read_csv(self.path, comment="#", dtype={"hparams": str, "sampler": str})
+        return read_runs(self.path)
 
     def done(self) -> set[tuple]:
-        rows = self.rows()
-        return {tuple(r) for r in rows[KEY].astype(str).itertuples(index=False)}
+        return {tuple(r) for r in self.rows()[KEY].astype(str).itertuples(index=False)}
 
     def append(self, row: dict) -> None:
         line = pd.DataFrame([row], columns=COLUMNS).to_csv(header=False, index=False)
@@ -190,6 +199,50 @@ def key_of(row: dict) -> tuple:
     return tuple(str(row[k]) for k in KEY)
 
 
+def slug(row: dict) -> str:
+    """A file name for one run (:func:`~dmlbook.studies.fair_comparison.run_name`)."""
+    return fc.run_name(row)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim(out: Path, name: str) -> bool:
+    """Mark a run as taken by this process (``out/claims/name`` holds its PID); False when a
+    living process holds it. Several processes on one ``--out`` thus share its runs."""
+    path = out / "claims" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            with open(path, "x") as f:
+                f.write(str(os.getpid()))
+            return True
+        except FileExistsError:
+            text = path.read_text().strip()
+            if text.isdigit() and _alive(int(text)):
+                return False
+            path.unlink(missing_ok=True)  # its process is gone: an interrupted run
+    return False
+
+
+def release(out: Path, name: str) -> None:
+    (out / "claims" / name).unlink(missing_ok=True)
+
+
+def busy(out: Path) -> bool:
+    """Whether another living process holds a run of this folder."""
+    folder = out / "claims"
+    pids = [p.read_text().strip() for p in folder.glob("*")] if folder.is_dir() else []
+    return any(p.isdigit() and int(p) != os.getpid() and _alive(int(p)) for p in pids)
+
+
 class Budget:
     """Refuses a run that the mean duration of the runs so far says would end past the budget."""
 
@@ -203,155 +256,129 @@ class Budget:
         return time.perf_counter() - self.start + mean <= self.seconds
 
 
-def plan(args: argparse.Namespace, scale: fc.Scale, ledger: Ledger) -> list[dict]:
+class Choices:
+    """Every choice of the protocol, made by ``fc.select_*`` on validation rows alone."""
+
+    def __init__(self, rows: pd.DataFrame, scale: fc.Scale | None, families: list) -> None:
+        keep = rows["phase"].isin(CHOOSING)
+        if scale is not None:  # tuned here: at this scale's step count
+            keep &= (rows["phase"] != "tune") | (rows["steps"] == scale.steps)
+        val = rows.loc[keep, list(fc.VALIDATION_COLUMNS)]  # no test column can reach a choice
+        tune = fc.declared_order(val[val["phase"] == "tune"])  # ties: the paper's setting
+        self.tune = tune
+        complete = [f for f in fc.FAMILIES if self._tuned(tune, f)]
+        done = tune[tune["loss"].isin([f.label for f in complete])]
+        self.tuned = fc.select_tuned(done) if len(done) else {}
+        asked = [f.label for f in families]
+        self.family = (
+            fc.select_family(done[done["loss"].isin(asked)])
+            if all(a in self.tuned for a in asked)
+            else None
+        )
+        self.recipe = None
+        if self.family is not None:
+            hp = json.dumps(self.tuned[self.family], sort_keys=True)
+            mine = val[(val["loss"] == self.family) & (val["hparams"] == hp)]
+            if set(fc.RECIPE_VARIANTS) <= set(mine.loc[mine.phase == "recipe-val", "variant"]):
+                self.recipe = fc.select_recipe(mine.drop(columns="phase"))
+
+    @staticmethod
+    def _tuned(tune: pd.DataFrame, fam: fc.LossFamily) -> bool:
+        tried = [json.loads(h) for h in tune.loc[tune["loss"] == fam.label, "hparams"]]
+        return all(dict(hp) in tried for hp in fam.grid)
+
+
+def plan(args: argparse.Namespace, scale: fc.Scale, choices: Choices) -> list[dict]:
     """The runs of the asked phases that can be planned now, each a dict of KEY values."""
     families = [f for f in fc.FAMILIES if not args.losses or f.label in args.losses]
     runs: list[dict] = []
-    if "tune" in args.phases and args.use_tuned is None:
-        rows = ledger.rows()
+    if "tune" in args.phases:
         for fam in families:
-            beyond = fc.extension(fam, tuning_rows(rows, fam, scale))
-            for hp in [*fam.grid, *([beyond] if beyond else [])]:
-                runs.append(dict(phase="tune", fam=fam, hp=hp, seed=0, steps=scale.steps))
-    tuned = tuned_settings(args, ledger, scale)
+            runs += [dict(phase="tune", fam=fam, hp=hp, seed=0, steps=scale.steps,
+                          variant="affine/fit") for hp in fam.grid]  # fmt: skip
+    best = choices.family
+    if "recipe-val" in args.phases and best is not None:
+        for variant in fc.RECIPE_VARIANTS:
+            runs.append(dict(phase="recipe-val", fam=fc.family(best), hp=choices.tuned[best],
+                             seed=0, steps=scale.recipe_steps, variant=variant))  # fmt: skip
     for seed in args.seeds if "final" in args.phases else ():
         for fam in families:
-            if fam.label in tuned:
-                runs.append(
-                    dict(phase="final", fam=fam, hp=tuned[fam.label], seed=seed, steps=scale.steps)
-                )
+            if fam.label in choices.tuned:
+                runs.append(dict(phase="final", fam=fam, hp=choices.tuned[fam.label], seed=seed,
+                                 steps=scale.steps, variant="affine/train"))  # fmt: skip
     for seed in args.seeds if "sampler" in args.phases else ():
         for label, sampler, extra in TABLE_II:
             fam = fc.LossFamily(label, TABLE_II_BASELINE.name, TABLE_II_BASELINE.source)
             hp = {**TABLE_II_BASELINE.grid[0], **extra}
-            runs.append(
-                dict(phase="sampler", fam=fam, hp=hp, seed=seed, steps=scale.steps, sampler=sampler)
-            )
-    long_runs = set(LONG) & set(args.phases)
-    best = recipe_family(ledger, scale, families, args.seeds) if long_runs else None
-    for phase in [p for p in LONG if p in long_runs and best is not None]:
-        for seed in args.seeds:
-            runs.append(dict(phase=phase, fam=fc.family(best), hp=tuned[best], seed=seed,
-                             steps=scale.recipe_steps))  # fmt: skip
+            runs.append(dict(phase="sampler", fam=fam, hp=hp, seed=seed, steps=scale.steps,
+                             sampler=sampler, variant="affine/train"))  # fmt: skip
+    recipe = choices.recipe
+    for seed in args.seeds if "recipe" in args.phases and recipe is not None else ():
+        variant = f"{recipe['augment']}/{recipe['training']}"
+        runs.append(dict(phase="recipe", fam=fc.family(best), hp=choices.tuned[best], seed=seed,
+                         steps=recipe["steps"], variant=variant))  # fmt: skip
     for r in runs:
         r.setdefault("sampler", "pk")
         r.update(loss=r["fam"].label, hparams=json.dumps(r["hp"], sort_keys=True))
     return runs
 
 
-def tuning_rows(rows: pd.DataFrame, fam: fc.LossFamily, scale: fc.Scale | None) -> pd.DataFrame:
-    """The finished tuning runs of one family (at this scale's step count, when given)."""
-    keep = (rows["phase"] == "tune") & (rows["loss"] == fam.label)
-    if scale is not None:
-        keep &= rows["steps"] == scale.steps
-    return rows[keep]
-
-
-def tuning_done(fam: fc.LossFamily, rows: pd.DataFrame) -> bool:
-    """Whether a family's tuning is finished: its grid and, where it applies, its extension."""
-    tried = [json.loads(h) for h in rows["hparams"]]
-    beyond = fc.extension(fam, rows)
-    return all(dict(hp) in tried for hp in fam.grid) and (beyond is None or beyond in tried)
-
-
-def tuned_settings(args: argparse.Namespace, ledger: Ledger, scale: fc.Scale) -> dict[str, dict]:
-    """Each family's chosen setting, from --use-tuned or from this ledger's finished tuning."""
-    if args.use_tuned is not None:  # tuned at another scale (the CPU protocol): any step count
-        rows, at = pd.read_csv(args.use_tuned, comment="#", dtype={"hparams": str}), None
-    else:
-        rows, at = ledger.rows(), scale
-    parts = {f.label: tuning_rows(rows, f, at) for f in fc.FAMILIES}
-    done = [parts[f.label] for f in fc.FAMILIES if tuning_done(f, parts[f.label])]
-    tuned = fc.select_tuned(pd.concat(done)) if done else {}
-    if args.use_tuned is not None:
-        missing = [
-            f.label
-            for f in fc.FAMILIES
-            if (not args.losses or f.label in args.losses) and f.label not in tuned
-        ]
-        if missing:
-            sys.exit(f"--use-tuned {args.use_tuned} has no complete tuning of {', '.join(missing)}; "
-                     "rerun the tune phase for them or leave them out with --losses.")  # fmt: skip
-    return tuned
-
-
-def recipe_family(
-    ledger: Ledger, scale: fc.Scale, families: list[fc.LossFamily], seeds: list[int]
-) -> str | None:
-    """The family with the lowest mean one-shot error in ``final``, once every family asked has
-    its final runs for every seed asked (None before)."""
-    rows = ledger.rows()
-    rows = rows[(rows["phase"] == "final") & (rows["steps"] == scale.steps)]
-    rows = rows[rows["loss"].isin([f.label for f in families]) & rows["seed"].isin(seeds)]
-    if len(rows.drop_duplicates(["loss", "seed"])) < len(families) * len(seeds):
-        return None
-    return str(rows.groupby("loss")["one-shot error"].mean().idxmin())
-
-
-def run_one(r: dict, scale: fc.Scale, data: dict, device: str) -> dict:
+def run_one(r: dict, scale: fc.Scale, data: dict, args: argparse.Namespace) -> dict:
+    """Train one planned run, save its model and history under ``--out``, score it."""
     cpu, wall = time.process_time(), time.perf_counter()
-    tuning = r["phase"] == "tune"
-    train = data["fit"] if tuning else data["all" if r["phase"] in EVERY_CHARACTER else "train"]
-    augment = RandomAffine.shifts(2) if r["phase"] == "recipe-shifts" else RandomAffine()
-    model = fc.train_one(r["fam"], r["hp"], train, scale, seed=r["seed"], steps=r["steps"],
-                         sampler=r["sampler"], device=device, augment=augment)  # fmt: skip
+    augment_name, training = r["variant"].split("/")
+    augment = RandomAffine.shifts(2) if augment_name == "shifts" else RandomAffine()
+    name, out = slug(r), args.out
+    long = r["steps"] > scale.steps
+    every = (args.every or max(1, scale.recipe_steps // 8)) if long else 0
+    for sub in ("models", "histories", "checkpoints"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    choosing = r["phase"] in CHOOSING
+    model, history = fc.train_one(
+        r["fam"], r["hp"], data[training], scale, seed=r["seed"], steps=r["steps"],
+        sampler=r["sampler"], device=args.device, augment=augment,
+        evaluate=data["val"] if choosing and long else None, every=every,
+        checkpoint=out / "checkpoints" / f"{name}.pt" if long else None,
+        log=(lambda line: print(f"  {r['phase']} {r['loss']} seed {r['seed']}: {line}",
+                                flush=True)) if long else None,
+    )  # fmt: skip
+    torch.save(model.state_dict(), out / "models" / f"{name}.pt")
+    history.round(5).to_csv(out / "histories" / f"{name}.csv", index=False)
     row = {k: r[k] for k in KEY}
-    if tuning:
-        metrics = fc.score(model, data["val"], device=device)
+    if choosing:  # validation runs: scored on the held-out training alphabets only
+        metrics = fc.score(model, data["val"], device=args.device)
         row.update({"val MAP@R": metrics["MAP@R"], "val R@1": metrics["R@1"]})
-    elif r["phase"] in EVERY_CHARACTER:  # trained on the test split too: only the runs are new
-        row["one-shot error"] = fc.score(model, data["test"], data["runs"], device=device)[
-            "one-shot error"
-        ]
-    else:
-        row.update(fc.score(model, data["test"], data["runs"], device=device))
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
+    else:  # frozen settings: the test data, read once for this row
+        test = None if training == "train+test" else data["test"]
+        metrics = fc.score(model, test, data["runs"], device=args.device)
+        metrics["run errors"] = json.dumps([round(e, 4) for e in metrics["run errors"]])
+        row.update(metrics)
+    if torch.device(args.device).type == "cuda":
+        torch.cuda.synchronize(args.device)
+    (out / "checkpoints" / f"{name}.pt").unlink(missing_ok=True)
     row.update(
         cpu_s=round(time.process_time() - cpu, 2), wall_s=round(time.perf_counter() - wall, 2),
-        load1=round(os.getloadavg()[0], 2), device=device,
+        load1=round(os.getloadavg()[0], 2), device=args.device,
         finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
     )  # fmt: skip
-    return {
-        k: (
-            round(v, 5)
-            if isinstance(v, float)
-            and k in ("val MAP@R", "val R@1", "one-shot error", "MAP@R", "R@1")
-            else v
-        )
-        for k, v in row.items()
-    }
+    scores = ("val MAP@R", "val R@1", "one-shot error", "MAP@R", "R@1")
+    return {k: round(v, 5) if isinstance(v, float) and k in scores else v for k, v in row.items()}
 
 
-def summary(rows: pd.DataFrame) -> str:
-    """Markdown: every phase's means with 95 % intervals, paired differences to the best loss."""
-    out = []
-    for phase in ("final", "sampler", *LONG):
-        part = rows[rows["phase"] == phase]
-        if part.empty:
-            continue
-        out.append(
-            f"## {phase} ({', '.join(str(s) for s in sorted(part['steps'].unique()))} steps)\n"
-        )
-        for metric in (
-            ("one-shot error", "MAP@R", "R@1")
-            if phase not in EVERY_CHARACTER
-            else ("one-shot error",)
-        ):
-            table = (100 * fc.mean_intervals(part, metric)[["mean", "low", "high"]]).round(1)
-            table["seeds"] = part.groupby("loss", sort=False).size()
-            out.append(
-                f"{metric} (percent, mean and 95 % t-interval over seeds):\n\n```\n{table.to_string()}\n```\n"
-            )
-        if phase == "final" and part["loss"].nunique() > 1:
-            best = part.groupby("loss")["one-shot error"].mean().idxmin()
-            diff = (
-                100 * fc.paired_intervals(part, best, "one-shot error")[["mean", "low", "high"]]
-            ).round(1)
-            out.append(
-                f"one-shot error minus {best}'s, seed by seed (points, 95 % t-interval):\n\n```\n{diff.to_string()}\n```\n"
-            )
-    return "\n".join(out)
+def load_data() -> dict:
+    """Every split a run may train or score on, by the names the variants use."""
+    train = load_dataset("omniglot", "train")
+    fit_part, val = fc.validation_split(train)
+    test = load_dataset("omniglot", "test")
+    alphabet = [fit_part.class_names[int(c)].split("/")[1] for c in fit_part.labels]
+    dropped = sorted(set(alphabet))[-1]  # "fit-1": the fit part without its last alphabet
+    fewer = fit_part.subset(torch.tensor([a != dropped for a in alphabet]).nonzero().flatten())
+    everything = EmbeddedDataset(
+        inputs=torch.cat([train.inputs, test.inputs]), labels=torch.cat([train.labels, test.labels]),
+        name="omniglot", split="train+test", class_names=train.class_names,
+    )  # fmt: skip
+    return {"train": train, "fit": fit_part, "fit-1": fewer, "val": val, "test": test,
+            "train+test": everything, "runs": one_shot_runs()}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -363,46 +390,52 @@ def main(argv: list[str] | None = None) -> int:
         f"--phases {' '.join(args.phases)}; {device_name(args.device)}; load average {load_average()}; "
         f"torch {torch.__version__}; {scale}"
     )  # fmt: skip
-    ledger = Ledger(args.out_dir / "runs.csv", header)
-    train = load_dataset("omniglot", "train")
-    fit_part, val = fc.validation_split(train)
-    test = load_dataset("omniglot", "test")
-    everything = EmbeddedDataset(
-        inputs=torch.cat([train.inputs, test.inputs]), labels=torch.cat([train.labels, test.labels]),
-        name="omniglot", split="train+test", class_names=train.class_names,
-    )  # fmt: skip
-    data = {"train": train, "fit": fit_part, "val": val, "test": test, "all": everything,
-            "runs": one_shot_runs()}  # fmt: skip
+    ledger = Ledger(args.out / "runs.csv", header)
+    own = ledger.rows()
+    if args.choices is None and not set(CHOOSING) & set(args.phases):
+        if not own["phase"].isin(CHOOSING).any() and args.scale != "smoke" and CPU_RUNS.is_file():
+            args.choices = CPU_RUNS  # a reproduction: the committed choices
+    if args.choices is not None:
+        print(f"choices (tuned settings, family, recipe) from {args.choices}")
+    data = load_data()
+    families = [f for f in fc.FAMILIES if not args.losses or f.label in args.losses]
     budget, finished, stopped = Budget(args.budget_s), 0, False
-    for phase in PHASES:  # phases plan in turn: final needs tuning, recipe needs final
-        if phase not in args.phases:
-            continue
-        while not stopped:  # tuning plans again once a grid is done (its extension)
-            done = ledger.done()
-            todo = [
-                r
-                for r in plan(args, scale, ledger)
-                if r["phase"] == phase and key_of(r) not in done
-            ]
-            if not todo:
-                break
-            bar = tqdm(todo, desc=phase, unit="run", file=sys.stdout)
-            for r in bar:
+    while not stopped:  # passes over the phases until nothing is left that this process may run
+        started = 0
+        for phase in PHASES:  # in turn: every later phase needs the choices before it
+            if phase not in args.phases or stopped:
+                continue
+            source = read_runs(args.choices) if args.choices is not None else ledger.rows()
+            choices = Choices(source, None if args.choices else scale, families)
+            todo = [r for r in plan(args, scale, choices) if r["phase"] == phase]
+            for r in todo:
+                if key_of(r) in ledger.done() or not claim(args.out, slug(r)):
+                    continue  # finished, or running in another process on this folder
                 if not budget.allows_another():
                     stopped = True
+                    release(args.out, slug(r))
                     break
-                bar.set_postfix(loss=r["loss"], seed=r["seed"], refresh=True)
+                print(f"{phase}: {r['loss']} {r['hparams']} seed {r['seed']}", flush=True)
                 start = time.perf_counter()
-                ledger.append(run_one(r, scale, data, args.device))
+                try:
+                    ledger.append(run_one(r, scale, data, args))
+                finally:
+                    release(args.out, slug(r))
                 budget.durations.append(time.perf_counter() - start)
-                finished += 1
-            bar.close()
-        if stopped:
+                finished, started = finished + 1, started + 1
+        if not started and not busy(args.out):
             break
+        if not started:  # others hold runs whose rows later phases may need
+            time.sleep(15)
     rows = ledger.rows()
-    (args.out_dir / "summary.md").write_text(f"{header.lstrip('# ')}\n\n{summary(rows)}")
-    print(summary(rows))
-    state = "the time budget is spent; run the same command again to resume" if stopped else "done"
+    text = summary(rows, read_runs(args.choices) if args.choices is not None else rows)
+    (args.out / "summary.md").write_text(f"{header.lstrip('# ')}\n\n{text}")
+    print(text)
+    state = (
+        "the time budget is spent; run the same command with --resume to continue"
+        if stopped
+        else "done"
+    )
     print(f"{finished} run(s) finished in this invocation, {len(rows)} in {ledger.path}: {state}.")
     return 0
 

@@ -18,16 +18,23 @@ images, this one scores a single labelled example per class. Runs come from
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
 from .data.omniglot import OneShotRuns
 from .models import embed
 
-__all__ = ["OneShotResult", "evaluate_one_shot", "nearest_training", "one_shot_error"]
+__all__ = [
+    "OneShotResult",
+    "bootstrap_runs",
+    "evaluate_one_shot",
+    "nearest_training",
+    "one_shot_error",
+]
 
 _METRICS = ("cosine", "euclidean")
 
@@ -187,3 +194,51 @@ def evaluate_one_shot(
     return one_shot_error(
         z[: r * c].view(r, c, -1), z[r * c :].view(r, q, -1), runs.answers, metric=metric
     )
+
+
+def bootstrap_runs(
+    errors: Sequence[Sequence[float]] | np.ndarray | torch.Tensor,
+    *,
+    level: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Mean error and a percentile bootstrap interval over the one-shot runs (test characters).
+
+    The 20 runs are a sample of the evaluation alphabets' characters; a second sample would
+    give other errors even for the same trained networks. This resamples the runs with
+    replacement, the same draw for every row (every seed, or every seed's difference of two
+    losses: a paired interval), takes the mean over rows and drawn runs, and returns the
+    ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of that mean over ``resamples`` draws
+    (Efron and Tibshirani 1993, percentile interval). The training seeds stay fixed: this is
+    the uncertainty of the test sample alone, to set beside the interval over seeds.
+
+    Parameters
+    ----------
+    errors : array of shape (S, R) or (R,)
+        ``errors[s, r]``: the error of seed ``s`` on run ``r``
+        (:attr:`OneShotResult.errors`), or differences of two such errors.
+    level : float
+        In (0, 1).
+    resamples : int
+        Bootstrap draws (>= 100).
+    seed : int
+        Seeds the draws (a fixed seed makes the interval reproducible).
+
+    Returns
+    -------
+    (mean, low, high) : tuple of float
+    """
+    e = np.atleast_2d(np.asarray(errors, dtype=float))
+    if e.ndim != 2 or e.shape[1] < 2 or not np.isfinite(e).all():
+        raise ValueError(
+            f"errors must be finite, of shape (seeds, runs) with at least 2 runs, got shape "
+            f"{np.shape(errors)}; pass OneShotResult.errors of each seed, stacked."
+        )
+    if not 0 < level < 1 or int(resamples) < 100:
+        raise ValueError(f"level must be in (0, 1) and resamples >= 100, got {level}, {resamples}.")
+    draws = np.random.default_rng(seed).integers(0, e.shape[1], size=(int(resamples), e.shape[1]))
+    per_run = e.mean(axis=0)  # the mean over seeds of each run: resampling runs commutes with it
+    means = per_run[draws].mean(axis=1)
+    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(e.mean()), float(low), float(high)

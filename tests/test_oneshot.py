@@ -133,3 +133,27 @@ def test_bad_metric_and_runs():
     runs = OneShotRuns(torch.zeros(1, 2, 1, 2, 2), torch.zeros(1, 2, 1, 2, 2), torch.zeros(1, 2))
     with pytest.raises(TypeError, match="nn.Module, a function or None"):
         evaluate_one_shot("pixels", runs)
+
+
+def test_bootstrap_over_runs_matches_scipys_percentile_bootstrap():
+    """Reference: scipy.stats.bootstrap (percentile method) on the per-run means over seeds."""
+    from scipy import stats
+
+    from dmlbook.oneshot import bootstrap_runs
+
+    rng = np.random.default_rng(4)
+    errors = rng.integers(0, 8, size=(3, 20)) / 20  # 3 seeds x 20 runs, 20 decisions a run
+    mean, low, high = bootstrap_runs(errors, resamples=20_000)
+    assert mean == pytest.approx(errors.mean())
+    ref = stats.bootstrap(
+        (errors.mean(axis=0),), np.mean, method="percentile", n_resamples=20_000, random_state=1
+    ).confidence_interval
+    assert low == pytest.approx(ref.low, abs=0.004) and high == pytest.approx(ref.high, abs=0.004)
+    assert bootstrap_runs(errors[0]) == bootstrap_runs(errors[:1])  # one seed, either shape
+    assert bootstrap_runs(np.full((2, 20), 0.15)) == pytest.approx((0.15, 0.15, 0.15))
+    paired = bootstrap_runs(errors - errors)  # identical losses: a zero-width paired interval
+    assert paired == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="shape"):
+        bootstrap_runs(np.zeros((2, 1)))
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_runs(errors, level=1.5)

@@ -1,4 +1,5 @@
-"""``bench/omniglot_compare.py`` at the smoke scale: every phase runs, writes rows, resumes, stops.
+"""``bench/omniglot_compare.py`` at the smoke scale: every phase runs, chooses on validation rows
+only, writes its rows, models and histories, resumes, reproduces a run into a new folder, stops.
 
 Run in this process (the script's ``main(argv)``) with two families and two seeds, so the test
 costs seconds; the GPU check (``tests/bench/test_gpu_check.py``) runs it as a subprocess too.
@@ -7,11 +8,15 @@ costs seconds; the GPU check (``tests/bench/test_gpu_check.py``) runs it as a su
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+
+from dmlbook.studies import fair_comparison as fc
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 SUBSET = ["--smoke", "--losses", "MS", "N-pair", "--seeds", "0", "1"]
@@ -29,8 +34,8 @@ def script():
 
 @pytest.fixture(scope="module")
 def first(script, tmp_path_factory):
-    out = tmp_path_factory.mktemp("omniglot_compare")
-    assert script.main([*SUBSET, "--out-dir", str(out)]) == 0
+    out = tmp_path_factory.mktemp("omniglot_compare") / "runs"
+    assert script.main([*SUBSET, "--out", str(out)]) == 0
     return out
 
 
@@ -39,63 +44,109 @@ def rows(out: Path) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-def test_every_phase_writes_its_rows(first):
+def test_every_phase_writes_its_rows_models_and_histories(first):
     table = rows(first)
     counts = table.groupby("phase").size().to_dict()
-    # tuning: MS's 3 settings + N-pair's 1; final: 2 families x 2 seeds; Table II: 3 rows x 2
-    # seeds; long, recipe and its ablation: the better of the two, 2 seeds each
-    assert counts == {
-        "tune": 4,
-        "final": 4,
-        "sampler": 6,
-        "long": 2,
-        "recipe": 2,
-        "recipe-shifts": 2,
-    }
-    scored = table[table.phase.isin(["final", "sampler", "long"])]
-    for metric in ("one-shot error", "MAP@R", "R@1"):
-        assert scored[metric].between(0, 1).all()
-    recipe = table[table.phase.str.startswith("recipe")]  # trained on test too: one-shot error only
-    assert recipe["one-shot error"].between(0, 1).all() and recipe["MAP@R"].isna().all()
-    assert table.loc[table.phase == "tune", "val MAP@R"].between(0, 1).all()
-    assert set(table.loc[table.phase == "sampler", "sampler"]) == {"random", "pk"}
-    best = table[table.phase == "final"].groupby("loss")["one-shot error"].mean().idxmin()
-    for phase in ("long", "recipe", "recipe-shifts"):
-        assert set(table.loc[table.phase == phase, "loss"]) == {best}
-        assert (table.loc[table.phase == phase, "steps"] == 4).all()
+    # tuning: 3 settings x 2 families; recipe-val: 3 variants of the chosen family; final:
+    # 2 families x 2 seeds; Table II: 3 rows x 2 seeds; the recipe: 2 seeds
+    assert counts == {"tune": 6, "recipe-val": 3, "final": 4, "sampler": 6, "recipe": 2}
+    choosing = table[table.phase.isin(["tune", "recipe-val"])]
+    assert choosing[list(fc.TEST_COLUMNS)].isna().all().all()  # no test score on a choosing run
+    assert choosing["val MAP@R"].between(0, 1).all()
+    tested = table[table.phase.isin(["final", "sampler", "recipe"])]
+    for errors, mean in zip(tested["run errors"], tested["one-shot error"], strict=True):
+        assert len(json.loads(errors)) == 20 and np.mean(json.loads(errors)) == pytest.approx(mean)
+    tune = table.loc[table.phase == "tune", list(fc.VALIDATION_COLUMNS)]
+    chosen = fc.select_family(tune)
+    assert set(table.loc[table.phase.isin(["recipe-val", "recipe"]), "loss"]) == {chosen}
+    assert len(list((first / "models").glob("*.pt"))) == len(table)
+    histories = sorted((first / "histories").glob("recipe-val-*.csv"))
+    assert len(histories) == 3 and "MAP@R" in pd.read_csv(histories[0]).columns
+    assert not list((first / "checkpoints").glob("*.pt"))  # removed once a run is recorded
     text = (first / "runs.csv").read_text()
     assert text.count("# ") == 1 and "load average" in text  # the machine and load, once per call
-    assert "## final" in (first / "summary.md").read_text()
+    assert "instruction set" in text and "torch CPU capability" in text
+    summary = (first / "summary.md").read_text()
+    assert (
+        "validation-chosen family" in summary and "bootstrap interval over the 20 runs" in summary
+    )
+
+
+def test_choices_read_validation_columns_only(script):
+    """Test scores written into tuning rows (as a leak would) change no choice."""
+    tune = pd.DataFrame(
+        {"phase": "tune", "loss": ["MS"] * 3 + ["N-pair"] * 3, "seed": 0, "steps": 3,
+         "variant": "affine/fit", "val R@1": 0.5, "val MAP@R": [0.1, 0.3, 0.2, 0.25, 0.1, 0.1],
+         "hparams": [json.dumps(hp, sort_keys=True) for f in ("MS", "N-pair") for hp in fc.family(f).grid]}
+    ).reindex(columns=script.COLUMNS)  # fmt: skip
+    families = [fc.family("MS"), fc.family("N-pair")]
+    clean = script.Choices(tune, fc.SCALES["smoke"], families)
+    leaked = tune.assign(**{"one-shot error": [0.9, 0.9, 0.9, 0.0, 0.0, 0.0], "MAP@R": 0.5})
+    poisoned = script.Choices(leaked, fc.SCALES["smoke"], families)
+    assert clean.family == poisoned.family == "MS"
+    assert clean.tuned == poisoned.tuned and clean.tuned["MS"] == dict(fc.family("MS").grid[1])
 
 
 @pytest.mark.slow
-def test_a_second_call_resumes_with_nothing_left(script, first, capsys):
-    before = len(rows(first))
-    assert script.main([*SUBSET, "--out-dir", str(first)]) == 0
-    assert len(rows(first)) == before
+def test_a_resumed_call_has_nothing_left_and_a_used_folder_is_refused(script, first, capsys):
+    before = (first / "runs.csv").read_text()
+    with pytest.raises(SystemExit):
+        script.main([*SUBSET, "--out", str(first)])
+    assert "is not empty" in capsys.readouterr().err
+    assert script.main([*SUBSET, "--out", str(first), "--resume"]) == 0
+    assert len(rows(first)) == before.count("\n") - 2  # columns and one header line
     assert "0 run(s) finished in this invocation" in capsys.readouterr().out
 
 
 @pytest.mark.slow
-def test_tuned_settings_come_from_another_file_and_a_spent_budget_stops(
-    script, first, tmp_path, capsys
-):
-    out = tmp_path / "gpu"
-    args = [*SUBSET, "--phases", "final", "--use-tuned", str(first / "runs.csv")]
-    assert script.main([*args, "--out-dir", str(out), "--budget-s", "1e-9"]) == 0
+def test_one_phase_and_seed_reproduce_into_a_new_folder(script, first, tmp_path, capsys):
+    ledger = (first / "runs.csv").read_text()
+    out = tmp_path / "again"
+    args = [*SUBSET[:4], "--phases", "recipe", "--seeds", "1", "--choices", str(first / "runs.csv")]
+    assert script.main([*args, "--out", str(out)]) == 0
+    again = rows(out)
+    assert len(again) == 1 and set(again.phase) == {"recipe"}
+    stored = rows(first).query("phase == 'recipe' and seed == 1").iloc[0]
+    assert again["one-shot error"].iloc[0] == stored["one-shot error"]  # the same run, here
+    assert again["run errors"].iloc[0] == stored["run errors"]
+    assert (first / "runs.csv").read_text() == ledger  # the source ledger is untouched
+
+
+@pytest.mark.slow
+def test_a_spent_budget_stops(script, first, tmp_path, capsys):
+    out = tmp_path / "cut"
+    args = [*SUBSET, "--phases", "final", "--choices", str(first / "runs.csv"), "--out", str(out)]
+    assert script.main([*args, "--budget-s", "1e-9"]) == 0
     assert "time budget is spent" in capsys.readouterr().out
     assert rows(out).empty
-    assert script.main([*args, "--out-dir", str(out)]) == 0
-    table = rows(out)
-    assert set(table.phase) == {"final"} and len(table) == 4  # no tuning here
-    tuned = rows(first)
-    assert set(table.hparams) <= set(tuned.loc[tuned.phase == "tune", "hparams"])
 
 
 def test_bad_options_say_what_is_wrong(script, tmp_path, capsys):
     with pytest.raises(SystemExit):
-        script.main(["--smoke", "--losses", "ArcFace", "--out-dir", str(tmp_path)])
+        script.main(["--smoke", "--losses", "ArcFace", "--out", str(tmp_path / "a")])
     assert "unknown --losses 'ArcFace'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        script.main(["--smoke", "--use-tuned", str(tmp_path / "none.csv")])
+        script.main(
+            ["--smoke", "--choices", str(tmp_path / "none.csv"), "--out", str(tmp_path / "b")]
+        )
     assert "no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        script.main(["--smoke"])
+    assert "--out DIR is required" in capsys.readouterr().err
+
+
+def test_a_claimed_run_is_skipped_until_its_process_is_gone(script, tmp_path):
+    assert script.claim(tmp_path, "run-a")  # this process takes it
+    assert not script.claim(tmp_path, "run-a")  # a living process holds it
+    assert not script.busy(tmp_path)  # only this process holds runs
+    (tmp_path / "claims" / "run-b").write_text("999999999")  # no such process: interrupted
+    assert script.claim(tmp_path, "run-b")
+    script.release(tmp_path, "run-a")
+    assert script.claim(tmp_path, "run-a")
+    row = dict.fromkeys(fc.RUN_KEY, "x") | {"phase": "final", "loss": "LiftedStruct*", "seed": 2}
+    assert script.slug(row) == fc.run_name(row) and fc.run_name(row).startswith(
+        "final-LiftedStruct-"
+    )
+    assert fc.run_name(row).endswith("-seed2") and fc.run_name(
+        row | {"variant": "y"}
+    ) != fc.run_name(row)

@@ -1,4 +1,4 @@
-"""Tests of dmlbook.studies.fair_comparison: the split, the families, the intervals.
+"""Tests of dmlbook.studies.fair_comparison: the split, the families, training, choices, intervals.
 
 Intervals are checked against scipy's own (``stats.t.interval``, ``ttest_rel``'s confidence
 interval), not against the formula the module uses.
@@ -14,8 +14,11 @@ import pytest
 import torch
 from scipy import stats
 
-from dmlbook.data import load_dataset
+from dmlbook.data import RandomAffine, load_dataset
+from dmlbook.data.omniglot import one_shot_runs
+from dmlbook.reproducibility import seed_everything
 from dmlbook.studies import fair_comparison as fc
+from dmlbook.training import fit
 
 
 @pytest.fixture(scope="module")
@@ -79,24 +82,14 @@ def test_every_family_of_the_book_is_there_and_every_setting_builds():
         fc.family("ArcFace")
 
 
-def test_grid_is_every_combination_first_values_first():
+def test_every_family_gets_the_same_declared_budget():
+    for fam in fc.FAMILIES:  # Musgrave et al.: the same number of trials for every family
+        settings = [json.dumps(hp, sort_keys=True) for hp in fam.grid]
+        assert len(settings) == len(set(settings)) == fc.TRIALS == 3, fam.label
     assert fc.family("Pair-E").grid == (
-        {"alpha": 0.0, "beta": 2.0}, {"alpha": 0.0, "beta": 10.0},
-        {"alpha": 2.0, "beta": 2.0}, {"alpha": 2.0, "beta": 10.0},
+        {"alpha": 0.0, "beta": 2.0}, {"alpha": 2.0, "beta": 2.0}, {"alpha": 0.0, "beta": 10.0},
     )  # fmt: skip
-
-
-def test_select_tuned_takes_the_best_and_the_first_of_ties():
-    rows = pd.DataFrame(
-        {
-            "loss": ["a", "a", "a", "b", "b"],
-            "hparams": [json.dumps({"m": v}) for v in (1, 2, 3, 1, 2)],
-            "val MAP@R": [0.2, 0.4, 0.3, 0.5, 0.5],
-        }
-    )
-    assert fc.select_tuned(rows) == {"a": {"m": 2}, "b": {"m": 1}}
-    with pytest.raises(ValueError, match="lacks column"):
-        fc.select_tuned(rows.drop(columns="hparams"))
+    assert fc.family("binomial").grid[0] == {"beta": 50.0}  # the paper's setting first
 
 
 def test_intervals_match_scipy():
@@ -125,47 +118,89 @@ def test_intervals_match_scipy():
         fc.paired_intervals(results, "C", "err")
 
 
-def test_a_seed_fixes_the_run_and_the_smoke_scale_trains(train):
-    fam = fc.family("MS")
-    scale = fc.SCALES["smoke"]
-    one = fc.train_one(fam, fam.grid[0], train, scale, seed=3)
-    two = fc.train_one(fam, fam.grid[0], train, scale, seed=3)
-    for p, q in zip(one.parameters(), two.parameters(), strict=True):
-        assert torch.equal(p, q)
-    test = load_dataset("omniglot", "test")
-    from dmlbook.data.omniglot import one_shot_runs
-
-    metrics = fc.score(one, test, one_shot_runs())
-    assert set(metrics) == {"one-shot error", "MAP@R", "R@1"}
-    assert all(0 <= v <= 1 for v in metrics.values())
+def same_weights(a, b) -> bool:
+    return all(
+        torch.equal(p, q)
+        for p, q in zip(a.state_dict().values(), b.state_dict().values(), strict=True)
+    )
 
 
-def tuning(fam, scores):
-    """Tuning rows of ``fam`` scoring its grid settings in order."""
-    return pd.DataFrame(
-        {"loss": fam.label, "hparams": [json.dumps(hp, sort_keys=True) for hp in fam.grid[: len(scores)]],
-         "val MAP@R": scores}
+def test_train_one_is_fits_run_and_a_seed_fixes_it(train):
+    """train_one drives the steps itself: the reference is dmlbook.training.fit with epochs=1."""
+    fam, scale = fc.family("MS"), fc.SCALES["smoke"]
+    one, history = fc.train_one(fam, fam.grid[0], train, scale, seed=3, steps=5)
+    two, _ = fc.train_one(fam, fam.grid[0], train, scale, seed=3, steps=5)
+    assert same_weights(one, two)
+    seed_everything(3)
+    ref = fc.make_model(scale)
+    fit_history = fit(
+        ref, fam.build(fam.grid[0]), train, None, epochs=1, batches_per_epoch=5,
+        batch_size=scale.batch_size, k=scale.per_class, lr=scale.lr, optimizer="adam", seed=3,
+        progress=False, augment=RandomAffine(), lr_decay="cosine",
     )  # fmt: skip
+    assert same_weights(one, ref)
+    assert history["step"].tolist() == [1, 2, 3, 4, 5]
+    assert history["loss"].tolist() == pytest.approx(fit_history.attrs["step_loss"])
+    metrics = fc.score(one, load_dataset("omniglot", "test"), one_shot_runs())
+    assert set(metrics) == {"one-shot error", "run errors", "MAP@R", "R@1"}
+    assert len(metrics["run errors"]) == 20
+    assert metrics["one-shot error"] == pytest.approx(np.mean(metrics["run errors"]))
+    assert set(fc.score(one, None, one_shot_runs())) == {"one-shot error", "run errors"}
 
 
-def test_extension_steps_beyond_an_end_of_the_grid_once():
-    binomial = fc.family("binomial")  # beta 50, 25, 10, geometric steps
-    assert fc.extension(binomial, tuning(binomial, [0.3, 0.4, 0.5])) == {"beta": 4.0}
-    assert fc.extension(binomial, tuning(binomial, [0.5, 0.4, 0.3])) == {"beta": 100.0}
-    assert fc.extension(binomial, tuning(binomial, [0.3, 0.5, 0.4])) is None  # inside: done
-    assert fc.extension(binomial, tuning(binomial, [0.3, 0.4])) is None  # grid not finished
-    contrastive = fc.family("contrastive")  # margin 0.5, 0.3, 0.7, arithmetic steps
-    assert fc.extension(contrastive, tuning(contrastive, [0.3, 0.2, 0.4])) == {"margin": 0.9}
-    assert fc.extension(contrastive, tuning(contrastive, [0.3, 0.4, 0.2])) == {"margin": 0.1}
-    topk = fc.family("DRO-TopK-PN")  # an integer K stays an integer
-    assert fc.extension(topk, tuning(topk, [0.3, 0.2, 0.4])) == {"uncertainty": "topk_pn", "K": 640}
-    kl = fc.family("DRO-KL-G")  # both temperatures move together
-    assert fc.extension(kl, tuning(kl, [0.3, 0.2, 0.4])) == {"gamma_pos": 0.001, "gamma_neg": 0.001}
-    pair_e = fc.family("Pair-E")  # along beta, at the best alpha
-    assert fc.extension(pair_e, tuning(pair_e, [0.3, 0.2, 0.1, 0.5])) == {
-        "alpha": 2.0,
-        "beta": 50.0,
-    }
-    assert (
-        fc.extension(fc.family("MS"), tuning(fc.family("MS"), [0.1, 0.2, 0.3])) is None
-    )  # no axis
+def test_a_long_run_reports_evaluates_and_resumes_from_its_checkpoint(train, tmp_path):
+    fam, scale = fc.family("Triplet-E"), fc.SCALES["smoke"]
+    fit_part, val = fc.validation_split(train)
+    lines = []
+    whole, curve = fc.train_one(fam, fam.grid[0], fit_part, scale, seed=1, steps=6, every=2,
+                                evaluate=val, log=lines.append)  # fmt: skip
+    assert [line.split(",")[0] for line in lines] == ["step 2/6", "step 4/6", "step 6/6"]
+    scored = curve.dropna(subset=["MAP@R"])
+    assert scored["step"].tolist() == [0, 2, 4, 6]
+    assert scored["MAP@R"].iloc[-1] == pytest.approx(fc.score(whole, val)["MAP@R"])
+
+    def stop_at_step_four(line):
+        if line.startswith("step 4/"):
+            raise KeyboardInterrupt  # the checkpoint of step 2 is on disk, not that of step 4
+
+    ckpt = tmp_path / "run.pt"
+    with pytest.raises(KeyboardInterrupt):
+        fc.train_one(fam, fam.grid[0], fit_part, scale, seed=1, steps=6, every=2,
+                     checkpoint=ckpt, log=stop_at_step_four)  # fmt: skip
+    assert ckpt.is_file()
+    later = []
+    resumed, history = fc.train_one(
+        fam,
+        fam.grid[0],
+        fit_part,
+        scale,
+        seed=1,
+        steps=6,
+        every=2,
+        checkpoint=ckpt,
+        log=later.append,
+    )
+    assert [line.split(",")[0] for line in later] == ["step 4/6", "step 6/6"]  # went on from 2
+    assert same_weights(resumed, whole)  # as if never interrupted
+    assert history["loss"].tolist() == pytest.approx(curve.dropna(subset=["loss"])["loss"].tolist())
+    with pytest.raises(ValueError, match="steps must be"):
+        fc.train_one(fam, fam.grid[0], fit_part, scale, seed=1, steps=0)
+
+
+def test_declared_order_puts_the_papers_setting_first_whatever_finished_first():
+    """Parallel runs finish in any order; ties must still go to the paper's setting."""
+    lifted = [json.dumps(hp, sort_keys=True) for hp in fc.family("lifted").grid]
+    rows = pd.DataFrame(
+        {"loss": ["lifted"] * 3 + ["contrastive"], "hparams": [lifted[2], lifted[1], lifted[0], '{"margin": 0.5}'],
+         "val MAP@R": [0.33, 0.33, 0.33, 0.2]}
+    )  # fmt: skip
+    ordered = fc.declared_order(rows)
+    assert ordered["loss"].tolist() == [
+        "contrastive",
+        "lifted",
+        "lifted",
+        "lifted",
+    ]  # FAMILIES' order
+    assert ordered["hparams"].tolist()[1:] == lifted
+    assert fc.select_tuned(ordered)["lifted"] == {"margin": 1.0}  # the paper's, on a tie
+    assert fc.select_tuned(rows)["lifted"] == {"margin": 2.0}  # finish order would pick another
