@@ -8,7 +8,7 @@ train it on Omniglot; tests in ``tests/models/test_small_cnn.py``.
 
 The weights and activations are kept in channels-last memory order (N, H, W, C), the layout
 PyTorch's CPU convolutions (oneDNN) run fastest for these small shapes: a training step costs
-about 0.6-0.8x and an embedding pass about 0.3-0.5x of the CPU time of the default (N, C, H, W)
+about 0.6-0.9x and an embedding pass about 0.35-0.5x of the CPU time of the default (N, C, H, W)
 order, with AVX2 kernels as with AVX-512 ones (``bench/step_layout.py``, results in
 ``bench/results/step_layout_cpu.md``). The numbers it computes are the same up to float32
 rounding.
