@@ -33,7 +33,7 @@ from .embeddings import (
     weight_symbols,
 )
 from .hinge import Hinge, HingeActive, hinge, hinge_branch, hinge_conditions
-from .proofs import SpotCheck, gpw_identity, prove_equal, residual, spot_check_equal
+from .proofs import SpotCheck, derived, gpw_identity, prove_equal, residual, spot_check_equal
 from .symbols import (
     HYPERPARAMETER_DOMAINS,
     AnchorSimilarities,
@@ -77,6 +77,7 @@ __all__ = [
     "divisors",
     "embedding_gradient_closed_form",
     "embedding_symbols",
+    "derived",
     "gpw_identity",
     "gradcheck_witness",
     "hinge",
