@@ -5,6 +5,7 @@ similarity-distance conversions.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import sympy as sp
 
@@ -90,3 +91,12 @@ def test_unit_sphere_conversions_are_inverse():
     )
     d = sy.distance_symbols(sy.anchor_similarities(2, 1))
     assert (d.P, d.N) == (2, 1) and all(v.is_positive for v in d.all)
+
+
+@pytest.mark.parametrize("kind", [np.int64, np.int32])
+def test_numpy_integers_are_counts(kind):
+    """Issue 38: counts from NumPy are ints (anchor_similarities, batch_similarities)."""
+    assert sy.anchor_similarities(kind(2), kind(3)) == sy.anchor_similarities(2, 3)
+    assert sy.batch_similarities(kind(3)) == sy.batch_similarities(3)
+    with pytest.raises(ValueError, match="positive int"):
+        sy.batch_similarities(True)
