@@ -139,12 +139,12 @@ def _visit(e: sp.Basic, bound: tuple, reqs: list[Requirement], refused: list[str
 
 
 def _text(e: sp.Basic) -> str:
-    """``sp.sstr(e)``, or ``srepr`` where printing an unevaluated expression fails (the printer
-    orders terms numerically: ``cot`` of an unevaluated ``0`` raised ``ZeroDivisionError``)."""
+    """``sp.sstr(e)``, with the terms as built where ordering them fails (the printer orders an
+    unevaluated sum's terms numerically: ``cot(0)`` in one raised ``ZeroDivisionError``)."""
     try:
         return sp.sstr(e)
     except (ArithmeticError, KeyError, TypeError, ValueError, RecursionError):
-        return sp.srepr(e)
+        return sp.sstr(e, order="none")
 
 
 def _fact(e: sp.Expr, name: str) -> bool | None:

@@ -42,7 +42,7 @@ import sympy as sp
 
 from .conditions import build_as_written, evaluated, unmet
 from .differentiate import pair_weights
-from .domain import refusals
+from .domain import _text, refusals
 from .symbols import AnchorSimilarities, default_range
 
 __all__ = [
@@ -212,8 +212,8 @@ def _why_refused(pairs: list[tuple[sp.Expr, sp.Expr]], where: Sequence) -> str:
     reasons = "; ".join(r.reason for r in missing.values())
     first = next(iter(missing.values()))
     hint = {
-        "nonzero": f"where=[sp.Ne({sp.sstr(first.quantity)}, 0)]",
-        "nonnegative": f"where=[sp.Ge({sp.sstr(first.quantity)}, 0)] (or a bound on the sum's limit)",
+        "nonzero": f"where=[sp.Ne({_text(first.quantity)}, 0)]",
+        "nonnegative": f"where=[sp.Ge({_text(first.quantity)}, 0)] (or a bound on the sum's limit)",
         "real": "a relation that makes it real (s > 0 for s**x)",
     }[first.kind]
     return (
