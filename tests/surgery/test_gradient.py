@@ -215,3 +215,28 @@ def test_every_combination_matches_the_triplet_loop(batch, combo, epsilon):
     got, _ = designed_gradient(f, y, spec)
     want = designed_gradient_reference(f, y, spec)
     assert torch.allclose(got, want, atol=1e-12, rtol=0), combo
+
+
+def test_a_weight_beyond_the_dtype_is_refused_with_the_bound_to_respect():
+    """Either weight infinite is refused; the message computes exp(beta (1 - lam)) and float32's
+    largest exponent, log(3.4028235e38) = 88.72 (by hand)."""
+    from dmlbook.surgery.gradient import _check_weights
+
+    spec = SurgerySpec(pair_weight="sig_ms", beta=1000.0, lam=0.5)
+    one, inf = torch.ones(2), torch.tensor([1.0, math.inf])
+    _check_weights(one, one, spec)  # finite: nothing to say
+    for p_plus, p_minus in ((inf, one), (one, inf)):
+        with pytest.raises(ValueError) as refused:
+            _check_weights(p_plus, p_minus, spec)
+        assert str(refused.value) == (
+            "pair_weight='sig_ms' gives weights beyond torch.float32 for this batch (with "
+            "beta=1000 and lam=0.5 they reach exp(beta * (1 - lam)) = exp(500); torch.float32 "
+            "ends at exp(88.7)). Lower beta (or alpha) so that beta * (1 - lam) < 89, or "
+            "compute in float64."
+        )
+
+
+def test_a_batch_without_triplets_gives_zero_in_its_own_dtype():
+    f = torch.nn.functional.normalize(torch.randn(4, 3, dtype=torch.float64), dim=1)
+    grad, gap = designed_gradient(f, torch.zeros(4, dtype=torch.long), SurgerySpec())
+    assert gap.dtype == torch.float64 and float(gap) == 0.0 and not grad.any()

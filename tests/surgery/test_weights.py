@@ -101,3 +101,13 @@ def test_selections_at_their_boundaries():
     assert float(s_ap * (2 - s_ap) - s_an**2) == 0.5  # exactly on the circle
     assert select("sc2", one, s_ap, s_an).tolist() == [1.0]
     assert select("sc2", one, s_ap, s_an + 2**-20).tolist() == [0.0]
+
+
+def test_unknown_kinds_are_named_with_the_valid_ones():
+    one = torch.ones(1, dtype=torch.float64)
+    with pytest.raises(ValueError) as refused:
+        triplet_weight("circle", one, one, tau=1.0)
+    assert str(refused.value) == "triplet_weight must be one of con, cos, cir; got 'circle'."
+    with pytest.raises(ValueError) as refused:
+        select("sc3", one, one, one)
+    assert str(refused.value) == "selection must be one of none, sc1, sc2; got 'sc3'."
