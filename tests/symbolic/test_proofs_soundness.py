@@ -8,7 +8,7 @@ Statements are drawn so that many are true where defined (a side against SymPy's
 simplification of it, a factor cancelled, an inverse function undone, a sum against SymPy's
 closed form, a limit against its value), passed as typed (callables) or pre-built (which
 ``prove_equal`` must refuse: issue 38), with or without conditions.
-``DMLBOOK_SOUNDNESS_EXAMPLES`` sets how many statements (default 1,500: 20 s of CPU; 5,000 took
+``DMLBOOK_SOUNDNESS_EXAMPLES`` sets how many statements (default 1,500: 16-20 s of CPU; 5,000 took
 53 s, with 0 false "proved"); ``make soundness`` draws 10,000.
 """
 
@@ -133,7 +133,10 @@ def statements(draw):
             for r in unmet(_as_written(side)):
                 if not r.bound:
                     q = evaluated(r.quantity)
-                    conds.append(sp.Ne(q, 0) if r.kind == "nonzero" else sp.Ge(q, 0))
+                    try:
+                        conds.append(sp.Ne(q, 0) if r.kind == "nonzero" else sp.Ge(q, 0))
+                    except TypeError:  # q is nan or zoo as SymPy evaluates it: no condition
+                        assume(False)
         where = conds
     elif where == "relation":
         where = [draw(st.sampled_from([S > 0, sp.Ne(S, 0), M >= 0, X < 1, sp.Ne(X, 0)]))]
@@ -194,7 +197,17 @@ def _as_written_side(side):
 EXAMPLES = int(os.environ.get("DMLBOOK_SOUNDNESS_EXAMPLES", "1500"))
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+#: The suite's run draws the same statements every time (no flaky CI); ``make soundness`` and any
+#: ``DMLBOOK_SOUNDNESS_EXAMPLES`` draw new ones.
+DERANDOMIZE = "DMLBOOK_SOUNDNESS_EXAMPLES" not in os.environ
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=DERANDOMIZE,
+)
 @given(statement=statements())
 def test_prove_equal_never_proves_a_statement_false_or_undefined_somewhere(statement):
     check_sound(*statement)
