@@ -111,3 +111,17 @@ def test_unknown_kinds_are_named_with_the_valid_ones():
     with pytest.raises(ValueError) as refused:
         select("sc3", one, one, one)
     assert str(refused.value) == "selection must be one of none, sc1, sc2; got 'sc3'."
+
+
+def test_ms_pair_weights_need_both_means():
+    one = torch.ones(1, dtype=torch.float64)
+    hp = {"alpha": 2.0, "beta": 10.0, "lam": 0.5}
+    with pytest.raises(ValueError) as refused:
+        pair_weights("ms", one, one, **hp)
+    assert str(refused.value) == (
+        "pair_weight must be one of con, euc, lin, sig, sig_ms, lin_ms; got 'ms'."
+    )
+    for kind in ("sig_ms", "lin_ms"):
+        for means in ({}, {"m_plus": one}, {"m_minus": one}):
+            with pytest.raises(ValueError, match=f"pair weight '{kind}' needs m_plus and m_minus"):
+                pair_weights(kind, one, one, **hp, **means)
