@@ -11,6 +11,7 @@ since losses do not share a scale. ``dmlbook.plots`` re-exports both.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -25,8 +26,9 @@ __all__ = ["plot_training_curves", "plot_loss_curves", "smooth"]
 
 def smooth(values: Sequence[float], window: int) -> np.ndarray:
     """Running mean of ``values`` over the last ``window`` entries (fewer at the start)."""
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+    if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
         raise ValueError(f"window must be a positive int, got {window!r}.")
+    window = int(window)  # a numpy integer too
     x = np.asarray(values, dtype=float)
     c = np.concatenate([[0.0], np.cumsum(x)])
     n = np.arange(1, len(x) + 1)

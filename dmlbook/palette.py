@@ -14,6 +14,8 @@ presentations that are friendly to colorblind people" (2008).
 
 from __future__ import annotations
 
+import numbers
+
 __all__ = ["PALETTE", "MARKERS", "LINESTYLES", "HATCHES", "series_style", "book_rc"]
 
 #: Okabe & Ito's colour-blind-safe palette (blue, vermillion, bluish green, orange, sky blue,
@@ -43,8 +45,9 @@ def series_style(n: int) -> dict:
     Series ``n`` and ``n + 8`` share a colour; the marker and line style still tell them apart
     up to 8 * 8 series.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
         raise ValueError(f"n must be a non-negative int (the series' index), got {n!r}.")
+    n = int(n)  # a numpy integer too
     k = len(PALETTE)
     return {
         "color": PALETTE[n % k],

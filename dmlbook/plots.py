@@ -14,6 +14,7 @@ deuteranopia and fails when two colours a reader with normal vision tells apart 
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -216,8 +217,13 @@ def plot_embeddings(
     method = str(method).lower()
     if method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; use one of {', '.join(METHODS)}.")
-    if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1:
+    if (
+        isinstance(max_points, bool)
+        or not isinstance(max_points, numbers.Integral)
+        or max_points < 1
+    ):
         raise ValueError(f"max_points must be a positive int, got {max_points!r}.")
+    max_points = int(max_points)  # a numpy integer too
     x = as_embeddings(embeddings).detach().cpu()
     y = as_labels(labels).cpu()
     check_same_length(x, y)
@@ -327,8 +333,9 @@ def plot_image_grid(
         )
     if titles is not None and len(titles) != x.shape[0]:
         raise ValueError(f"got {len(titles)} titles for {x.shape[0]} images; give one per image.")
-    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
+    if isinstance(ncols, bool) or not isinstance(ncols, numbers.Integral) or ncols < 1:
         raise ValueError(f"ncols must be a positive int, got {ncols!r}.")
+    ncols = int(ncols)  # a numpy integer too (np.uint8 arithmetic would wrap)
     n = x.shape[0]
     cols = min(ncols, n)
     rows = -(-n // cols)

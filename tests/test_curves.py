@@ -78,3 +78,9 @@ def test_loss_curves_one_panel_per_loss_thin_seeds_and_their_mean():
     plt.close(fig)
     with pytest.raises(ValueError, match="step_loss"):
         plot_loss_curves(pd.DataFrame({"loss": ["a"]}))
+
+
+@pytest.mark.parametrize("kind", [np.int64, np.int16])
+def test_a_numpy_integer_is_a_window(kind):
+    """Issue 38: the running mean over a window given by NumPy, by hand: (1), (1+2)/2, (2+4)/2."""
+    np.testing.assert_allclose(smooth([1.0, 2.0, 4.0], kind(2)), [1.0, 1.5, 3.0])

@@ -68,3 +68,10 @@ def test_book_rc_makes_the_palette_matplotlibs_default_cycle():
     for n, line in enumerate(lines):
         assert line.get_color() == PALETTE[n]
     assert [ln.get_linestyle() for ln in lines] == ["-", "--", "-."]
+
+
+@pytest.mark.parametrize("kind", [np.int64, np.uint8])
+def test_a_numpy_integer_is_a_series_index(kind):
+    assert series_style(kind(9)) == series_style(9)
+    with pytest.raises(ValueError, match="non-negative int"):
+        series_style(np.bool_(True))

@@ -159,3 +159,17 @@ def test_plot_image_grid_shapes_and_errors():
     with pytest.raises(ValueError, match="C = 1 or 3"):
         plot_image_grid(torch.rand(2, 2, 4, 4))
     plt.close("all")
+
+
+@pytest.mark.parametrize("kind", [np.int64, np.int32, np.uint8])
+def test_numpy_integers_are_accepted_where_ints_are(kind):
+    """Issue 38: a count from NumPy (``np.int64(3)``) is an int for ncols and max_points."""
+    from dmlbook.plots import plot_image_grid
+
+    fig = plot_image_grid(torch.rand(5, 3, 8, 8), ncols=kind(3))
+    assert len(fig.axes) == 6  # 2 rows of 3, as with ncols=3
+    x, y = _blobs(5, 4)
+    assert _points(plot_embeddings(x, y, max_points=kind(7)).axes[0]).shape == (7, 2)
+    with pytest.raises(ValueError, match="ncols"):
+        plot_image_grid(torch.rand(2, 8, 8), ncols=np.bool_(True))
+    plt.close("all")

@@ -52,3 +52,13 @@ def test_a_64_bit_seed_is_folded_for_numpy():
 def test_a_seed_outside_torchs_range_is_refused(bad):
     with pytest.raises(ValueError, match=r"seed must be an int in \[0, 2\*\*64\)"):
         seed_everything(bad)
+
+
+@pytest.mark.parametrize("kind", [np.int64, np.uint64, np.int32])
+def test_a_numpy_integer_seed_is_the_same_seed(kind):
+    """Issue 38: ``seed_everything(np.int64(7))`` seeds as ``seed_everything(7)`` does (Python's
+    random.seed refuses a numpy integer; the seed is converted)."""
+    seed_everything(7)
+    want = (random.random(), float(np.random.rand()), float(torch.rand(())))
+    seed_everything(kind(7))
+    assert (random.random(), float(np.random.rand()), float(torch.rand(()))) == want

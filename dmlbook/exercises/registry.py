@@ -173,7 +173,7 @@ def expression(answer: object, symbols: Mapping[str, sp.Symbol]) -> sp.Expr:
 def proved(a: sp.Expr, b: sp.Expr, where: Iterable[sp.Basic] = ()) -> bool:
     """:func:`prove_equal`, quietly; a refusal (a ``Float`` left, a division) is ``False``."""
     try:
-        return prove_equal(a, b, where=tuple(where), verbose=False)
+        return prove_equal(lambda: a, lambda: b, where=tuple(where), verbose=False)
     except (ValueError, TypeError):
         return False
 

@@ -155,7 +155,7 @@ def designed_gradient(
     grad = torch.zeros_like(f)
     if len(t) == 0:
         return grad, torch.zeros((), dtype=f.dtype, device=f.device)
-    if spec.pair_weight == "sig_ms":  # Eq. 13, safe where both of its terms underflow
+    if spec.pair_weight == "sig_ms":  # Eq. 13
         in_P, in_N = relative_sets(S, labels, t, spec.epsilon)
         p_plus, p_minus = sig_ms_weights(
             S[t.a], t.s_ap, t.s_an, in_P, in_N, alpha=spec.alpha, beta=spec.beta, lam=spec.lam

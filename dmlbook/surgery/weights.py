@@ -84,13 +84,6 @@ def relative_means(
     return _mean_over(gap_p, in_P, 0.0), _mean_over(gap_n, in_N, 0.0)
 
 
-def _log_mean_exp(z: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``log(mean over mask of exp(z))`` per row, ``log 1 = 0`` for an empty row (Eq. 13)."""
-    count = mask.sum(dim=1)
-    lse = torch.logsumexp(torch.where(mask, z, torch.full_like(z, -math.inf)), dim=1)
-    return torch.where(count > 0, lse - count.clamp_min(1).log(), torch.zeros_like(lse))
-
-
 def sig_ms_weights(
     rows: torch.Tensor,
     s_ap: torch.Tensor,
@@ -102,27 +95,17 @@ def sig_ms_weights(
     beta: float,
     lam: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(P_plus, P_minus)`` of ``"sig_ms"`` (Eq. 13), safe where both terms underflow.
+    """``(P_plus, P_minus)`` of ``"sig_ms"`` (Eq. 13): ``pair_weights("sig_ms", ...)`` with the
+    means of :func:`relative_means`.
 
-    ``pair_weights("sig_ms", ..., m_plus, m_minus)`` with the means of :func:`relative_means`;
-    where a weight ``1 / (m + exp(x))`` comes out infinite because both terms underflowed to 0
-    (float32 with ``beta = 1000``: ``exp(-500)``; it gave a NaN gradient), it is taken in log
-    space instead, ``exp(-logaddexp(log m, x))``, which is finite whenever the true weight is.
-    A weight beyond the dtype's range stays infinite; the caller reports it.
+    A weight ``1 / (m + exp(x))`` is infinite only where its denominator is below the dtype's
+    smallest positive number, that is where the true weight is beyond the dtype's largest
+    (float32: ``1 / 1.4e-45 > 3.4e38``); no other form of the same dtype can hold it, and
+    the caller reports it (:func:`dmlbook.surgery.gradient.designed_gradient`).
     """
     m_plus, m_minus = relative_means(rows, s_ap, s_an, in_P, in_N, "sig", alpha, beta)
-    p_plus, p_minus = pair_weights(
+    return pair_weights(
         "sig_ms", s_ap, s_an, alpha=alpha, beta=beta, lam=lam, m_plus=m_plus, m_minus=m_minus
-    )
-    if bool(torch.isfinite(p_plus).all() and torch.isfinite(p_minus).all()):
-        return p_plus, p_minus
-    log_m_plus = _log_mean_exp(alpha * (s_ap[:, None] - rows), in_P)
-    log_m_minus = _log_mean_exp(-beta * (s_an[:, None] - rows), in_N)
-    safe_plus = torch.exp(-torch.logaddexp(log_m_plus, alpha * (s_ap - lam)))
-    safe_minus = torch.exp(-torch.logaddexp(log_m_minus, -beta * (s_an - lam)))
-    return (
-        torch.where(torch.isfinite(p_plus), p_plus, safe_plus),
-        torch.where(torch.isfinite(p_minus), p_minus, safe_minus),
     )
 
 

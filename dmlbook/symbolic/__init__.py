@@ -5,7 +5,8 @@ Four steps take a loss chapter from a paper's equation to a checked implementati
 1. write the loss of one anchor on :func:`anchor_similarities` (``P`` positives, ``N``
    negatives) or, for every batch size at once, on :func:`indexed_anchor`;
 2. take its pair weights ``w_ij = dL/dS_ij`` with :func:`pair_weights`;
-3. :func:`prove_equal` them to the paper's closed form (``True`` only for an exact proof;
+3. :func:`prove_equal` them to the paper's closed form, each side passed as written
+   (``lambda: closed_form``; a derived one as :func:`derived`) (``True`` only for an exact proof;
    ``False`` only means "not proved": :func:`counterexample` gives the point where two forms
    differ, the evidence for a rejection; :func:`spot_check_equal` is numeric evidence, never
    a proof). A statement that divides by a quantity that may vanish is proved only with its
@@ -33,7 +34,7 @@ from .embeddings import (
     weight_symbols,
 )
 from .hinge import Hinge, HingeActive, hinge, hinge_branch, hinge_conditions
-from .proofs import SpotCheck, gpw_identity, prove_equal, residual, spot_check_equal
+from .proofs import SpotCheck, derived, gpw_identity, prove_equal, residual, spot_check_equal
 from .symbols import (
     HYPERPARAMETER_DOMAINS,
     AnchorSimilarities,
@@ -77,6 +78,7 @@ __all__ = [
     "divisors",
     "embedding_gradient_closed_form",
     "embedding_symbols",
+    "derived",
     "gpw_identity",
     "gradcheck_witness",
     "hinge",

@@ -84,8 +84,8 @@ class Requirement:
     def text(self) -> str:
         """``'s != 0'`` or ``'m >= 0'``, with the summation range where there is one."""
         rel = {"nonzero": " != 0", "nonnegative": " >= 0", "real": " real"}[self.kind]
-        out = f"{sp.sstr(self.quantity)}{rel}"
-        ranges = [f"{sp.sstr(k)} = {sp.sstr(lo)}..{sp.sstr(hi)}" for k, lo, hi in self.bound]
+        out = f"{_text(self.quantity)}{rel}"
+        ranges = [f"{_text(k)} = {_text(lo)}..{_text(hi)}" for k, lo, hi in self.bound]
         return out + (f" for {', '.join(ranges)}" if ranges else "")
 
 
@@ -96,7 +96,7 @@ def _visit(e: sp.Basic, bound: tuple, reqs: list[Requirement], refused: list[str
         if params:
             names = ", ".join(sorted(map(str, params)))
             refused.append(
-                f"{sp.sstr(e)} has the parameter(s) {names}: SymPy takes a limit for generic "
+                f"{_text(e)} has the parameter(s) {names}: SymPy takes a limit for generic "
                 "parameter values (Limit(x**s, s, 0, '+') is 1, but 0 at x = 0); substitute the "
                 "parameter's cases and take each limit, or compare the limits' values."
             )
@@ -105,27 +105,27 @@ def _visit(e: sp.Basic, bound: tuple, reqs: list[Requirement], refused: list[str
         _visit_sum(e, bound, reqs, refused)
         return
     if isinstance(e, sp.Integral):
-        refused.append(f"{sp.sstr(e)}: prove_equal does not check where an integral exists.")
+        refused.append(f"{_text(e)}: prove_equal does not check where an integral exists.")
         return
     if e in (sp.nan, sp.zoo) or isinstance(e, sp.AccumBounds):
-        refused.append(f"a side contains {sp.sstr(e)}: it is undefined as built.")
+        refused.append(f"a side contains {_text(e)}: it is undefined as built.")
         return
     if isinstance(e, sp.Pow):
         _visit_pow(e, bound, reqs, refused)
     elif isinstance(e, sp.log):
-        reqs.append(Requirement(e.args[0], "nonzero", f"{sp.sstr(e)} (log 0)", bound, "log"))
+        reqs.append(Requirement(e.args[0], "nonzero", f"{_text(e)} (log 0)", bound, "log"))
     elif isinstance(e, sp.Function) and type(e) in POLES:
         pole = POLES[type(e)](e.args[0], evaluate=False)  # as written: SymPy may fail on 0 + 0
-        reqs.append(Requirement(pole, "nonzero", f"{sp.sstr(e)} (a pole)", bound, "pole"))
+        reqs.append(Requirement(pole, "nonzero", f"{_text(e)} (a pole)", bound, "pole"))
     elif isinstance(e, REAL_ONLY):
         for a in e.args:
             if isinstance(a, sp.Expr) and _fact(a, "is_real") is not True:
-                why = f"{sp.sstr(e)} (defined for a real argument only)"
+                why = f"{_text(e)} (defined for a real argument only)"
                 reqs.append(Requirement(a, "real", why, bound, "real"))
     elif isinstance(e, sp.Piecewise):
         if e.args[-1].cond != sp.true:
             refused.append(
-                f"{sp.sstr(e)} has no default branch (undefined where no condition holds); "
+                f"{_text(e)} has no default branch (undefined where no condition holds); "
                 "end it with (value, True)."
             )
     elif isinstance(e, sp.Function) and not isinstance(e, (*TOTAL, sp.core.function.AppliedUndef)):
@@ -136,6 +136,15 @@ def _visit(e: sp.Basic, bound: tuple, reqs: list[Requirement], refused: list[str
     for a in e.args:
         if isinstance(a, sp.Basic):
             _visit(a, bound, reqs, refused)
+
+
+def _text(e: sp.Basic) -> str:
+    """``sp.sstr(e)``, with the terms as built where ordering them fails (the printer orders an
+    unevaluated sum's terms numerically: ``cot(0)`` in one raised ``ZeroDivisionError``)."""
+    try:
+        return sp.sstr(e)
+    except (ArithmeticError, KeyError, TypeError, ValueError, RecursionError):
+        return sp.sstr(e, order="none")
 
 
 def _fact(e: sp.Expr, name: str) -> bool | None:
@@ -153,25 +162,23 @@ def _visit_pow(e: sp.Pow, bound: tuple, reqs: list, refused: list) -> None:
         return
     if base.is_number:
         if _fact(base, "is_zero"):
-            refused.append(f"{sp.sstr(e)}: 0 to a power that may be negative.")
+            refused.append(f"{_text(e)}: 0 to a power that may be negative.")
         elif _fact(base, "is_zero") is None:
-            reqs.append(Requirement(base, "nonzero", f"divides by {sp.sstr(base)}", bound))
+            reqs.append(Requirement(base, "nonzero", f"divides by {_text(base)}", bound))
         return
-    what = "divides by" if ex.is_negative else f"{sp.sstr(e)}, an exponent that may be < 0:"
-    reqs.append(Requirement(base, "nonzero", f"{what} {sp.sstr(base)}", bound))
+    what = "divides by" if ex.is_negative else f"{_text(e)}, an exponent that may be < 0:"
+    reqs.append(Requirement(base, "nonzero", f"{what} {_text(base)}", bound))
 
 
 def _visit_sum(e: sp.Expr, bound: tuple, reqs: list, refused: list) -> None:
     inner = bound
     for limit in e.limits:
         if len(limit) != 3:
-            refused.append(f"{sp.sstr(e)}: give each index its range, (k, low, high).")
+            refused.append(f"{_text(e)}: give each index its range, (k, low, high).")
             return
         k, lo, hi = limit
         if sp.oo in (hi, -lo) or lo.has(sp.oo, -sp.oo) or hi.has(sp.oo, -sp.oo):
-            refused.append(
-                f"{sp.sstr(e)} runs to infinity; prove_equal does not check convergence."
-            )
+            refused.append(f"{_text(e)} runs to infinity; prove_equal does not check convergence.")
             return
         for end in (lo, hi):
             _visit(end, inner, reqs, refused)
@@ -181,7 +188,7 @@ def _visit_sum(e: sp.Expr, bound: tuple, reqs: list, refused: list) -> None:
                 Requirement(
                     count,
                     "nonnegative",
-                    f"{sp.sstr(e)}: the range {sp.sstr(lo)}..{sp.sstr(hi)} (an empty sum at "
+                    f"{_text(e)}: the range {_text(lo)}..{_text(hi)} (an empty sum at "
                     "most; SymPy reverses a shorter one)",
                     inner,
                     "range",

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .proofs import prove_equal
+from .proofs import derived, prove_equal
 from .symbols import hyperparameters
 
 __all__ = [
@@ -96,35 +96,42 @@ def kl_inner_max(n: int = 3, verbose: bool = False) -> dict[str, bool]:
     ls = _losses(n)
     p_star, v_star = _kl_stationary_point(ls, gamma)
     total = sum(sp.exp(l / gamma) for l in ls)
-    out = {"p* = softmax(l/gamma)": prove_equal(p_star, [sp.exp(l / gamma) / total for l in ls])}
+    out = {
+        "p* = softmax(l/gamma)": prove_equal(
+            lambda: p_star, lambda: [sp.exp(l / gamma) / total for l in ls]
+        )
+    }
     ps = sp.symbols(f"p_1:{n + 1}", positive=True)
     obj = sum(p * l for p, l in zip(ps, ls, strict=True)) - gamma * sum(
         p * sp.log(n * p) for p in ps
     )
     hess = sp.hessian(obj, ps)
-    out["Hessian = diag(-gamma/p)"] = prove_equal(hess, sp.diag(*[-gamma / p for p in ps]))
+    out["Hessian = diag(-gamma/p)"] = prove_equal(
+        lambda: hess, lambda: sp.diag(*[-gamma / p for p in ps])
+    )
     value = obj.subs(dict(zip(ps, p_star, strict=True)))
     closed = gamma * sp.log(total / n)
     out["value = gamma log mean e^{l/gamma}"] = prove_equal(
-        sp.expand_log(value, force=False), closed
+        lambda: sp.expand_log(value, force=False), lambda: closed
     )
     top = sp.Symbol("top", real=True)  # l_1 = top, l_k = top - delta_k with delta_k > 0
     deltas = sp.symbols(f"delta_2:{n + 1}", positive=True)
     strict = dict(zip(ls, [top, *(top - dk for dk in deltas)], strict=True))
     rest = gamma * sp.log((1 + sum(sp.exp(-dk / gamma) for dk in deltas)) / n)
     out["value = max l + remainder"] = prove_equal(
-        sp.expand_log(closed.subs(strict) - top, force=True), sp.expand_log(rest, force=True)
+        lambda: sp.expand_log(closed.subs(strict) - top, force=True),
+        lambda: sp.expand_log(rest, force=True),
     )
     out["gamma -> 0: max l"] = sp.limit(rest, gamma, 0, "+") == 0
     t = sp.Symbol("t", positive=True)
     lim_inf = sp.limit(closed.subs(gamma, 1 / t), t, 0, "+")
-    out["gamma -> inf: mean l"] = prove_equal(lim_inf, sum(ls) / n)
+    out["gamma -> inf: mean l"] = prove_equal(lambda: lim_inf, lambda: sum(ls) / n)
     theta = sp.Symbol("theta", real=True)
     lf = [sp.Function(f"l{k}", real=True)(theta) for k in range(1, n + 1)]  # real losses
     F = gamma * sp.log(sum(sp.exp(l / gamma) for l in lf) / n)
     pw = [sp.exp(l / gamma) / sum(sp.exp(m / gamma) for m in lf) for l in lf]
     grad = sum(p * sp.diff(l, theta) for p, l in zip(pw, lf, strict=True))
-    out["Lemma 1: dF = sum p* dl"] = prove_equal(sp.diff(F, theta), grad)
+    out["Lemma 1: dF = sum p* dl"] = prove_equal(derived(sp.diff(F, theta)), lambda: grad)
     if verbose:
         v = sp.Symbol("v", real=True)
         shown = {
@@ -158,7 +165,10 @@ def topk_lp_value(n: int = 5, K: int = 2, verbose: bool = False) -> dict[str, bo
     parts = sum((ps[i] - sp.Rational(1, K)) * (ls[i] - ls[K - 1]) for i in range(K))
     parts += sum(ps[i] * (ls[i] - ls[K - 1]) for i in range(K, n))
     attained = gap.subs({p: sp.Rational(1, K) for p in ps[:K]} | {p: 0 for p in ps[K:-1]})
-    out = {"gap identity": prove_equal(gap, parts), "attained at 1/K on top K": attained == 0}
+    out = {
+        "gap identity": prove_equal(lambda: gap, lambda: parts),
+        "attained at 1/K on top K": attained == 0,
+    }
     if verbose:
         shown = {
             "gap identity": sp.Eq(sp.Symbol("gap"), parts),
@@ -190,12 +200,12 @@ def chi2_inner_max(n: int = 3, verbose: bool = False) -> dict[str, bool]:
     cond = c[0] + sp.sqrt(n * var / (2 * rho))
     spread = [sp.Ne(sum(x**2 for x in c), 0)]  # p* divides by ||l - mean||: not all equal
     out = {
-        "sum p* = 1": prove_equal(sum(p), 1, where=spread),
-        "ball tight": prove_equal(ball, rho / n, where=spread),
+        "sum p* = 1": prove_equal(lambda: sum(p), 1, where=spread),
+        "ball tight": prove_equal(lambda: ball, lambda: rho / n, where=spread),
         "value = mean + sqrt(2 rho Var/n)": prove_equal(
-            value, mean + sp.sqrt(2 * rho * var / n), where=spread
+            lambda: value, lambda: mean + sp.sqrt(2 * rho * var / n), where=spread
         ),
-        "p*_i >= 0 iff condition": prove_equal(nonneg_lhs, cond, where=spread),
+        "p*_i >= 0 iff condition": prove_equal(lambda: nonneg_lhs, lambda: cond, where=spread),
     }
     if verbose:
         mean_, norm_, var_ = sp.symbols("mean ||l-mean|| Var_n")
@@ -228,9 +238,9 @@ def grouped_kkt(P: int = 2, N: int = 3, verbose: bool = False) -> dict[str, bool
         ls = [m + sign * (lam - x) for x in s]
         p_star, v_star = _kl_stationary_point(ls, gamma)
         eq18 = gamma * sp.log(sum(sp.exp(l / gamma - 1) for l in ls) / size)
-        out[f"Eq. 18 ({name})"] = prove_equal(v_star, eq18)
+        out[f"Eq. 18 ({name})"] = prove_equal(derived(v_star), derived(eq18))
         eq19 = [1 / sum(sp.exp(sign * (sj - sk) / gamma) for sk in s) for sj in s]
-        out[f"Eq. 19 ({name})"] = prove_equal(p_star, eq19)
+        out[f"Eq. 19 ({name})"] = prove_equal(derived(p_star), derived(eq19))
         shown[f"Eq. 19 ({name})"] = sp.Eq(sp.Symbol("p*_1"), eq19[0])
     if verbose:
         _print_steps(f"Eq. 7 per group, {P} positives, {N} negatives (one instance)", out, shown)
@@ -269,10 +279,14 @@ def ls_recovery(P: int = 2, N: int = 3, verbose: bool = False) -> dict[str, bool
     f1 = F.subs(gamma, 1)
     out = {
         "F(gamma=1) - LS = 2m - log(PN)": prove_equal(
-            sp.expand_log(f1 - ls_inner), 2 * m - sp.log(P * N)
+            lambda: sp.expand_log(f1 - ls_inner), lambda: 2 * m - sp.log(P * N)
         ),
-        "weights(gamma=1) = Eq. 6": prove_equal([sp.diff(f1, x) for x in wrt], eq6),
-        "F - LiftedStruct*(1/gamma) constant": prove_equal(sp.expand_log(F - star), const),
+        "weights(gamma=1) = Eq. 6": prove_equal(
+            derived([sp.diff(f1, x) for x in wrt]), lambda: eq6
+        ),
+        "F - LiftedStruct*(1/gamma) constant": prove_equal(
+            lambda: sp.expand_log(F - star), lambda: const
+        ),
     }
     if verbose:
         shown = {
@@ -313,11 +327,13 @@ def ms_recovery(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, bool
     eq27 = [-1 / (sp.exp(a * (sj - lam)) + sum(sp.exp(a * (sj - sk)) for sk in sp_)) for sj in sp_]
     eq27 += [1 / (sp.exp(b * (lam - sj)) + sum(sp.exp(b * (sk - sj)) for sk in sn)) for sj in sn]
     out = {
-        "weights = MS(lambda + m - l0, lambda - m + l0)": prove_equal(grad, shifted),
-        "l0 = m: weights = MS(lambda)": prove_equal(corrected, single),
-        "MS(lambda) weights = Eq. 27": prove_equal(single, eq27),
+        "weights = MS(lambda + m - l0, lambda - m + l0)": prove_equal(
+            lambda: grad, lambda: shifted
+        ),
+        "l0 = m: weights = MS(lambda)": prove_equal(lambda: corrected, lambda: single),
+        "MS(lambda) weights = Eq. 27": prove_equal(lambda: single, lambda: eq27),
         "printed l0 = 0, m = 0: weights = MS(lambda)": prove_equal(
-            [g.subs({l0: 0}).subs(m, 0) for g in grad], single
+            lambda: [g.subs({l0: 0}).subs(m, 0) for g in grad], lambda: single
         ),
     }
     if verbose:
@@ -349,8 +365,10 @@ def hap2s_recovery(P: int = 2, N: int = 2) -> dict[str, bool]:
     eq22 = [-1 / sum(sp.exp(sj - sk) for sk in sp_) for sj in sp_]
     eq22 += [1 / sum(sp.exp(sk - sj) for sk in sn) for sj in sn]
     return {
-        "HAP2S_E weights = DRO-KL-G(gamma)": prove_equal(hap, dro),
-        "HAP2S_E(gamma=1) = LS (Eq. 22)": prove_equal([h.subs(gamma, 1) for h in hap], eq22),
+        "HAP2S_E weights = DRO-KL-G(gamma)": prove_equal(lambda: hap, lambda: dro),
+        "HAP2S_E(gamma=1) = LS (Eq. 22)": prove_equal(
+            lambda: [h.subs(gamma, 1) for h in hap], lambda: eq22
+        ),
     }
 
 
@@ -367,9 +385,9 @@ def eq3_lambda(P: int = 2, N: int = 3) -> dict[str, bool]:
     eq3 = sp.log(sum(sp.exp(lam - x) for x in sp_)) + sp.log(sum(sp.exp(x - lam) for x in sn))
     wang6 = sp.log(sum(sp.exp(lam - x) for x in sp_)) + sp.log(sum(sp.exp(x) for x in sn))
     return {
-        "d Eq. 3 / d lambda = 0": prove_equal(sp.diff(eq3, lam), 0),
-        "Eq. 3 = Wang Eq. 6 at lambda = 0": prove_equal(eq3, wang6.subs(lam, 0)),
-        "d Wang Eq. 6 / d lambda = 1": prove_equal(sp.diff(wang6, lam), 1),
+        "d Eq. 3 / d lambda = 0": prove_equal(derived(sp.diff(eq3, lam)), 0),
+        "Eq. 3 = Wang Eq. 6 at lambda = 0": prove_equal(lambda: eq3, lambda: wang6.subs(lam, 0)),
+        "d Wang Eq. 6 / d lambda = 1": prove_equal(derived(sp.diff(wang6, lam)), 1),
     }
 
 
@@ -395,9 +413,9 @@ def supplement_scales(P: int = 2, N: int = 2) -> dict[str, bool]:
     eq27 += [1 / (sp.exp(b * (lam - sj)) + sum(sp.exp(b * (sk - sj)) for sk in sn)) for sj in sn]
     return {
         "Eq. 14: dKL/dp = log(|P_i| p) + 1": prove_equal(
-            [sp.diff(kl, p) for p in ps], [sp.log(P * p) + 1 for p in ps]
+            derived([sp.diff(kl, p) for p in ps]), lambda: [sp.log(P * p) + 1 for p in ps]
         ),
         "Eq. 27: grad of Eq. 9 = Eq. 27 / n": prove_equal(
-            [sp.diff(eq9, x) for x in [*sp_, *sn]], [w / n for w in eq27]
+            derived([sp.diff(eq9, x) for x in [*sp_, *sn]]), lambda: [w / n for w in eq27]
         ),
     }

@@ -39,7 +39,7 @@ import torch
 
 from ..surgery.directions import unit_directions
 from ..surgery.weights import pair_weights, triplet_weight
-from .proofs import prove_equal
+from .proofs import derived, prove_equal
 from .symbols import hyperparameters
 
 __all__ = [
@@ -89,7 +89,9 @@ def eq5_holds(verbose: bool = False) -> bool:
         return [*(2 * D_ap * e_p), *(2 * D_an * e_n), *(-2 * D_ap * e_p - 2 * D_an * e_n)]
 
     grads = [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)]
-    ok = prove_equal(grads, printed, where=[sp.Ne(sq_ap, 0), sp.Ne(sq_an, 0)], verbose=False)
+    ok = prove_equal(
+        derived(grads), printed, where=[sp.Ne(sq_ap, 0), sp.Ne(sq_an, 0)], verbose=False
+    )
     if verbose:
         _print_gradients("Eq. 5 = gradient of Eq. 3", ok, grads)
     return ok
@@ -111,7 +113,7 @@ def eq6_holds(verbose: bool = False) -> bool:
     T = 1 / (1 + sp.exp(tau * (sap - san)))
     printed = (T * tau * -fa, T * tau * fa, T * tau * (-fp + fn))
     grads = [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)]
-    ok = prove_equal(grads, [*printed[0], *printed[1], *printed[2]], verbose=False)
+    ok = prove_equal(derived(grads), lambda: [*printed[0], *printed[1], *printed[2]], verbose=False)
     if verbose:  # the scalar derivatives the chain rule multiplies by dS_ap/df_p = f_a, ...
         Ls = L.subs({sap: s_ap, san: s_an}, simultaneous=True)
         print(f"Eq. 6 = gradient of Eq. 4: {'proved' if ok else 'NOT PROVED'} (vectors in R^3)")
@@ -169,7 +171,9 @@ def triplet_row_holds(name: str) -> bool:
     """Prove ``-dl/ds_ap = c T P_+`` and ``dl/ds_an = c T P_-`` for a row of :data:`TRIPLET_ROWS`."""
     loss, p_plus, p_minus, T, c = TRIPLET_ROWS[name]
     w_plus, w_minus = _weights_of(loss)
-    return prove_equal([w_plus, w_minus], [c * T * p_plus, c * T * p_minus], verbose=False)
+    return prove_equal(
+        lambda: [w_plus, w_minus], lambda: [c * T * p_plus, c * T * p_minus], verbose=False
+    )
 
 
 def ms_positive_weight(n_other: int = 2) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
@@ -206,7 +210,7 @@ def sig_ms_negative_term(n_other: int = 2) -> dict[str, object]:
     deltas = sp.symbols(f"Delta_1:{n_other + 1}", nonnegative=True)
     exponents = [sp.expand_log(sp.log(sp.exp(-beta * d)), force=False) for d in deltas]
     return {
-        "dP-/dm- = -P-^2": prove_equal(sp.diff(P, m), -(P**2)),
+        "dP-/dm- = -P-^2": prove_equal(derived(sp.diff(P, m)), lambda: -(P**2)),
         "hard mining: every log-term <= 0": all(e.is_nonpositive for e in exponents),
     }
 
@@ -256,7 +260,7 @@ def euc_is_cos_over_distance_on_sphere() -> bool:
     at_p = tangential((fp - fa) / D, fp) - tangential(-fa, fp) / D
     at_a = tangential((fa - fp) / D, fa) - tangential(-fp, fa) / D
     apart = [sp.Ne((fp - fa).dot(fp - fa), 0)]  # f_a != f_p: D > 0
-    return prove_equal([*at_p, *at_a], [0] * 6, where=apart, verbose=False)
+    return prove_equal(lambda: [*at_p, *at_a], lambda: [0] * 6, where=apart, verbose=False)
 
 
 def closed_form_test(w_plus: sp.Expr, w_minus: sp.Expr) -> sp.Expr:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from .proofs import prove_equal
+from .proofs import derived, prove_equal
 from .symbols import HYPERPARAMETER_DOMAINS, hyperparameters, unit_sphere_distance
 
 __all__ = [
@@ -75,12 +75,12 @@ def eq18_detached_gradient(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     }
     grad = [sp.diff(L, d).subs(detach) for d in (*Dp, *Dn)]
     expected = [wp(d) for d in Dp] + [-wn(d) for d in Dn]
-    detached = prove_equal(grad, expected, verbose=False)
+    detached = prove_equal(lambda: grad, lambda: expected, verbose=False)
     s = sp.Symbol("s", real=True)
     c = sp.Symbol("c", real=True)
     on_S = prove_equal(
-        sp.diff(c * (unit_sphere_distance(s) - m1), s),
-        -c / unit_sphere_distance(s),
+        derived(sp.diff(c * (unit_sphere_distance(s) - m1), s)),
+        lambda: -c / unit_sphere_distance(s),
         where=[s < 1],  # distinct points: D > 0
         verbose=False,
     )
@@ -136,7 +136,11 @@ def _pair_rows(n: int) -> list[ClosedForm]:
     ]
     for name, F, w in cases:
         grad = [sp.diff(F, xi) for xi in x]
-        rows.append(ClosedForm(name, F, prove_equal(grad, w, where=[a > 0], verbose=False)))
+        rows.append(
+            ClosedForm(
+                name, F, prove_equal(derived(grad), derived(w), where=[a > 0], verbose=False)
+            )
+        )
     return rows
 
 
@@ -152,7 +156,9 @@ def _triplet_row(n_pos: int, n_neg: int) -> ClosedForm:
         -sum(w[j, k] for j in range(n_pos)) for k in range(n_neg)
     ]
     name = "triplet exponential, per anchor (Triplet-E v1)"
-    return ClosedForm(name, F, prove_equal(grad, expected, where=[a > 0], verbose=False))
+    return ClosedForm(
+        name, F, prove_equal(lambda: grad, lambda: expected, where=[a > 0], verbose=False)
+    )
 
 
 def closed_forms(n: int = 3) -> list[ClosedForm]:
@@ -193,7 +199,7 @@ def normalised_power_is_not_a_gradient() -> dict[str, object]:
     asym = sp.factor(sp.simplify(sp.diff(w1, x2) - sp.diff(w2, x1)))
     e = sp.exp(a * x1) + sp.exp(a * x2)
     v1, v2 = sp.exp(a * x1) / e, sp.exp(a * x2) / e
-    exp_symmetric = prove_equal(sp.diff(v1, x2), sp.diff(v2, x1), verbose=False)
+    exp_symmetric = prove_equal(derived(sp.diff(v1, x2)), derived(sp.diff(v2, x1)), verbose=False)
     q1, q2 = (w.subs(p, 1) for w in (w1, w2))
     # Green: the circulation is the integral of dw2/dx1 - dw1/dx2 over the rectangle
     curl = sp.diff(q2, x1) - sp.diff(q1, x2)
@@ -207,7 +213,7 @@ def _two_triplet_weight(a: sp.Symbol, t: sp.Symbol, d: sp.Symbol) -> sp.Expr:
     delta`` on the printed form)."""
     printed = sp.exp(a * t) / (sp.exp(a * t) + sp.exp(a * (t - d)))
     divided = 1 / (1 + sp.exp(-a * d))
-    if not prove_equal(printed, divided, verbose=False):
+    if not prove_equal(lambda: printed, lambda: divided, verbose=False):
         raise AssertionError("Eq. 34 for two triplets: the divided form was not proved.")
     return divided
 
@@ -270,8 +276,10 @@ def ms_v2_is_lifted_star(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     grads = [sp.diff(f, d) for f in (v1, v2_aug) for d in (*Dp, *Dn)]
     half = len(grads) // 2
     return {
-        "v2_equals_lifted_star": prove_equal(v2, lifted_star, verbose=False),
-        "v1_is_v2_plus_virtual_pair": prove_equal(grads[:half], grads[half:], verbose=False),
+        "v2_equals_lifted_star": prove_equal(lambda: v2, lambda: lifted_star, verbose=False),
+        "v1_is_v2_plus_virtual_pair": prove_equal(
+            lambda: grads[:half], lambda: grads[half:], verbose=False
+        ),
         "v2_weight_sum": sp.simplify(sum(sp.exp(a * (d - m)) / Zp for d in Dp)),
         "v1_weight_sum": sp.simplify(sum(sp.exp(a * (d - m)) / (1 + Zp) for d in Dp)),
     }
@@ -295,5 +303,7 @@ def ms_margin_derivatives(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     v1 = sp.log(1 + Zp) / a + sp.log(1 + Zn) / b
     z_p, z_n = sp.symbols("Z_P Z_N", positive=True)
     compact = -z_p / (1 + z_p) + z_n / (1 + z_n)
-    v1_proved = prove_equal(sp.diff(v1, m), compact.subs({z_p: Zp, z_n: Zn}), verbose=False)
+    v1_proved = prove_equal(
+        derived(sp.diff(v1, m)), lambda: -Zp / (1 + Zp) + Zn / (1 + Zn), verbose=False
+    )
     return {"v2": sp.simplify(sp.diff(v2, m)), "v1": compact, "v1_proved": v1_proved}

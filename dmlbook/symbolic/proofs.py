@@ -11,13 +11,16 @@ reversed; :mod:`.domain`) unless the condition that excludes it is stated (``whe
 :mod:`.conditions`); a limit with parameters, an infinite sum and an unknown function it
 refuses whatever the condition.
 
-The statement is the one ``prove_equal`` receives. SymPy simplifies while an expression is being
-built (``s*x/s`` *is* ``x``, ``log(s) - log(s)`` is ``0``, ``exp(log(s))`` is ``s``), so a
-factor cancelled before the call leaves no trace, and a pre-built side is taken as what SymPy
-built. To claim a statement as typed, pass each side as a zero-argument callable
-(``lambda: s*x/s``): it is built without evaluation and every division in it is checked. The
-book passes sides it derived from the definitions (``pair_weights`` of a loss, a closed form
-typed from the paper), for which the received expression is the statement.
+The statement is the one typed, so ``prove_equal`` takes each side as written: a zero-argument
+callable (``lambda: s*x/s``), which it builds without SymPy's automatic simplification, so that
+every division in it is checked, or a Python integer. A side built before the call is refused
+(``TypeError``): SymPy simplifies while an expression is being built (``s*x/s`` *is* ``x``,
+``log(s) - log(s)`` is ``0``, ``exp(log(s))`` is ``s``), so a pre-built side carries no trace of
+a factor it cancelled, and nothing in it can show that none was. What a callable reads from a
+variable (``lambda: w[s]`` for a ``w`` computed earlier) is that variable as SymPy built it,
+and so is :func:`derived` (``derived(sp.diff(L, s))``, the form for a side SymPy derives: a
+derivative computed without evaluation would carry the product rule's spurious ``log`` and
+division terms): build inside the callable any quantity that divides.
 
 :func:`~dmlbook.symbolic.counterexample.counterexample` is the evidence for ``a != b``: a point where the two sides differ, with
 both values (exact with Rationals where SymPy can evaluate them so).
@@ -32,17 +35,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import sympy as sp
 
 from .conditions import build_as_written, evaluated, unmet
 from .differentiate import pair_weights
-from .domain import refusals
+from .domain import _text, refusals
 from .symbols import AnchorSimilarities, default_range
 
 __all__ = [
     "SpotCheck",
+    "derived",
     "gpw_identity",
     "pair_weights",
     "prove_equal",
@@ -207,8 +212,8 @@ def _why_refused(pairs: list[tuple[sp.Expr, sp.Expr]], where: Sequence) -> str:
     reasons = "; ".join(r.reason for r in missing.values())
     first = next(iter(missing.values()))
     hint = {
-        "nonzero": f"where=[sp.Ne({sp.sstr(first.quantity)}, 0)]",
-        "nonnegative": f"where=[sp.Ge({sp.sstr(first.quantity)}, 0)] (or a bound on the sum's limit)",
+        "nonzero": f"where=[sp.Ne({_text(first.quantity)}, 0)]",
+        "nonnegative": f"where=[sp.Ge({_text(first.quantity)}, 0)] (or a bound on the sum's limit)",
         "real": "a relation that makes it real (s > 0 for s**x)",
     }[first.kind]
     return (
@@ -218,9 +223,58 @@ def _why_refused(pairs: list[tuple[sp.Expr, sp.Expr]], where: Sequence) -> str:
     )
 
 
+def _plain_number(side: object) -> bool:
+    """A Python ``int`` (or ``Fraction``), or a list, tuple or dict of them: exact as typed."""
+    if isinstance(side, bool):
+        return False
+    if isinstance(side, int | Fraction):
+        return True
+    if isinstance(side, Mapping):
+        return all(_plain_number(v) for v in side.values())
+    return isinstance(side, list | tuple) and all(_plain_number(v) for v in side)
+
+
+def _as_typed(side: object, name: str) -> object:
+    """One side of :func:`prove_equal` as the user typed it; a pre-built SymPy side is refused.
+
+    SymPy simplifies while it builds (``s*x/s`` *is* ``x``), so nothing in a pre-built side says
+    whether a factor that may vanish was cancelled: a proof of it would be about a statement the
+    user did not type. A zero-argument callable is built without evaluation (every division
+    kept); a Python integer cannot hide one (``1/0`` raises, ``6 // 3`` is exact).
+    """
+    if callable(side) and not isinstance(side, sp.Basic):
+        return build_as_written(side)
+    if _plain_number(side):
+        return side
+    shown = sp.sstr(side) if isinstance(side, sp.Basic) else type(side).__name__
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise TypeError(
+        f"prove_equal: side {name} ({shown}) was built before the call. SymPy simplifies an "
+        "expression while it builds it (s*x/s is already x, (exp(s) - 1)/(exp(s) - 1) is "
+        "already 1), so a division it cancelled leaves no trace, and the proof would be about "
+        f"a statement you did not type. Pass side {name} as written, as a zero-argument "
+        f"callable: prove_equal(lambda: <{name} as you typed it>, ...). It is then built "
+        "without simplification and every division in it is checked. Python integers (and "
+        "lists or dicts of them) may be passed as they are."
+    )
+
+
+def derived(value: object) -> Callable[[], object]:
+    """A side of :func:`prove_equal` that SymPy derived (a derivative, a limit, a substitution).
+
+    A derivative must be computed with SymPy's evaluation: computed as written it would keep
+    the product rule's spurious terms (``0*log(x)``, ``x'/x``), divisions the statement does not
+    contain. ``derived(sp.diff(L, s))`` is that value, computed before the call, as a callable
+    side; like any variable a callable reads, it is taken as SymPy built it, so the definition
+    it is derived from must not cancel a factor that may vanish (build a quantity that
+    divides as written, in the other side).
+    """
+    return lambda: value
+
+
 def prove_equal(
-    a: sp.Basic | Callable[[], sp.Basic],
-    b: sp.Basic | Callable[[], sp.Basic],
+    a: Callable[[], sp.Basic] | int,
+    b: Callable[[], sp.Basic] | int,
     *,
     where: Sequence[sp.Basic] = (),
     verbose: bool = True,
@@ -243,19 +297,21 @@ def prove_equal(
     infinity, a ``Piecewise`` without a default and a function whose domain is not known are
     refused whatever ``where`` says (:func:`~dmlbook.symbolic.domain.refusals`).
 
-    SymPy cancels while an expression is being built (``Hinge(s) * x / Hinge(s)`` is ``x``
-    before this function sees it), so the verdict on a pre-built side is a verdict on what
-    SymPy built. Pass a side as a zero-argument callable (``lambda: Hinge(s) * x / Hinge(s)``)
-    or build it inside :func:`~dmlbook.symbolic.conditions.as_written`: it is then checked as
-    typed.
+    Each side is passed as written, as a zero-argument callable (``lambda: Hinge(s) * x /
+    Hinge(s)``), built here without SymPy's automatic simplification, so that a factor typed
+    in it is never cancelled before it is checked. A side built before the call (a SymPy
+    expression, matrix, sequence or dict) is refused with a ``TypeError``: SymPy cancels while it
+    builds (``Hinge(s) * x / Hinge(s)`` is already ``x``), so it cannot show what was typed.
+    Python integers (and lists or dicts of them) may be passed as they are. An expression the
+    callable reads from a variable, or a :func:`derived` side, is as SymPy built it earlier.
 
     Parameters
     ----------
-    a, b : Expr, Matrix, sequence or dict, or a callable returning one
-        The two sides, with Integers and Rationals as numbers (no ``Float``). Matrices,
+    a, b : callable returning an Expr, Matrix, sequence or dict; or a Python int
+        The two sides as written: ``lambda: expr``, called without SymPy's automatic
+        simplification, with Integers and Rationals as numbers (no ``Float``). Matrices,
         sequences and dicts (e.g. two :func:`pair_weights` results) are compared entry by
-        entry; all entries must be proved, and there must be at least one. A callable is
-        called without SymPy's automatic simplification (as written).
+        entry; all entries must be proved, and there must be at least one.
     where : sequence of relations
         The conditions the statement is claimed under, each ``sp.Ne(d, 0)`` for a quantity it
         divides by (or takes the ``log`` of, ``sp.Ne(sp.cos(s), 0)`` for ``tan(s)``), or a
@@ -282,20 +338,22 @@ def prove_equal(
     ------
     ValueError
         Both sides empty; shapes, lengths or keys that do not match; a ``Float`` in either side.
+    TypeError
+        A side built before the call (pass it as ``lambda: ...``).
 
     Examples
     --------
     >>> import sympy as sp
     >>> from dmlbook.symbolic import Hinge
     >>> s, x = sp.symbols("s x", real=True)
-    >>> prove_equal(lambda: Hinge(s) * x / Hinge(s), x, verbose=False)  # s <= 0: 0/0
+    >>> prove_equal(lambda: Hinge(s) * x / Hinge(s), lambda: x, verbose=False)  # s <= 0: 0/0
     False
-    >>> prove_equal(lambda: Hinge(s) * x / Hinge(s), x, where=[s > 0])
+    >>> prove_equal(lambda: Hinge(s) * x / Hinge(s), lambda: x, where=[s > 0])
     True
-    >>> prove_equal(lambda: sp.exp(sp.log(s)), s, where=[sp.Ne(s, 0)])
+    >>> prove_equal(lambda: sp.exp(sp.log(s)), lambda: s, where=[sp.Ne(s, 0)])
     True
     """
-    pairs = _exact_pairs(build_as_written(a), build_as_written(b), "prove_equal")
+    pairs = _exact_pairs(_as_typed(a, "a"), _as_typed(b, "b"), "prove_equal")
     why = _why_refused(pairs, where)
     if why:
         if verbose:

@@ -16,6 +16,7 @@ Tests: ``tests/symbolic/test_symbols.py``.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -92,8 +93,9 @@ def anchor_similarities(P: int, N: int, pos: str = "s^+", neg: str = "s^-") -> A
     (s^+_1, s^+_2)
     """
     for name, n in (("P", P), ("N", N)):
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0:
             raise ValueError(f"{name} must be a non-negative int (a number of pairs), got {n!r}.")
+    P, N = int(P), int(N)  # a numpy integer too
     return AnchorSimilarities(
         pos=tuple(sp.Symbol(f"{pos}_{k}", real=True) for k in range(1, P + 1)),
         neg=tuple(sp.Symbol(f"{neg}_{k}", real=True) for k in range(1, N + 1)),
@@ -109,8 +111,9 @@ def batch_similarities(B: int, name: str = "S") -> sp.Matrix:
     Symbols are named ``S_ij`` for ``B <= 9`` and ``S_i,j`` beyond, so that no two entries share
     a name (``S_112`` would be both (1, 12) and (11, 2)).
     """
-    if not isinstance(B, int) or B < 1:
+    if not isinstance(B, numbers.Integral) or isinstance(B, bool) or B < 1:
         raise ValueError(f"B must be a positive int (the batch size), got {B!r}.")
+    B = int(B)  # a numpy integer too
     sep = "" if B <= 9 else ","
     return sp.Matrix(
         B,

@@ -5,15 +5,14 @@ the loss holds part of its gradient fixed (issue 38: DRO's chi-square ``p*`` gav
 Hessian silently).
 
 The settings are found from the registry (a bool: both values; a string: the choices its error
-message lists), so a new loss or choice is checked without editing this file. By default each
-choice is varied alone from the defaults (145 settings, about 10 s of CPU);
-``DMLBOOK_GRADGRAD_PRODUCT=1`` checks every combination instead.
+message lists), so a new loss or choice is checked without editing this file. Every
+combination of the choices that the registry accepts is checked (395 settings, 16 s of CPU
+measured at load 20).
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import re
 
 import pytest
@@ -43,12 +42,7 @@ def settings() -> list[tuple[str, dict]]:
     found = []
     for name in available_losses():
         ch = choices(name)
-        if os.environ.get("DMLBOOK_GRADGRAD_PRODUCT"):
-            combos = [dict(zip(ch, c, strict=True)) for c in itertools.product(*ch.values())]
-        else:
-            combos = [{}] + [
-                {p: v} for p, vs in ch.items() for v in vs if v != loss_parameters(name)[p]
-            ]
+        combos = [dict(zip(ch, c, strict=True)) for c in itertools.product(*ch.values())]
         found += [(name, hp) for hp in combos if _accepted(name, hp)]
     return found
 

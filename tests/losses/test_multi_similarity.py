@@ -137,9 +137,9 @@ def test_symbolic_eq_13_14_for_a_small_anchor():
     eq14 = 1 / (
         sp.exp(-alpha * (lam - a.pos[0])) + sum(sp.exp(-alpha * (s - a.pos[0])) for s in a.pos)
     )
-    assert sy.prove_equal(w[a.neg[0]], eq13)
-    assert sy.prove_equal(-w[a.pos[0]], eq14)  # Eq. 14 is a magnitude: dL/dS = -w+
-    assert not sy.prove_equal(w[a.pos[0]], eq14, verbose=False)
+    assert sy.prove_equal(lambda: w[a.neg[0]], lambda: eq13)
+    assert sy.prove_equal(lambda: -w[a.pos[0]], lambda: eq14)  # Eq. 14 is a magnitude: dL/dS = -w+
+    assert not sy.prove_equal(lambda: w[a.pos[0]], lambda: eq14, verbose=False)
     # and dmlbook's implementation against these symbolic weights, on a mined real batch
     S = rand_S(10, 7)
     y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 2])

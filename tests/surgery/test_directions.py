@@ -66,3 +66,16 @@ def test_unknown_kind_names_the_valid_ones():
     fa, fp, fn = _rows((1.0, 0.0), (0.0, 1.0), (-1.0, 0.0))
     with pytest.raises(ValueError, match="direction must be one of euc, cos, euc_orth, cos_orth"):
         unit_directions(fa, fp, fn, "cosine")
+
+
+def test_a_difference_of_norm_eps_is_no_direction():
+    """A difference no longer than the dtype's epsilon gives a zero direction (strictly longer
+    ones are scaled to unit length): f_p - f_a = 2**-52 exactly in float64."""
+    fa, fn = _rows((1.0, 0.0), (0.0, 1.0))
+    eps = torch.finfo(torch.float64).eps
+    assert unit_directions(fa, fa + torch.tensor([[eps, 0.0]], dtype=torch.float64), fn,
+                           "euc").e_p.tolist() == [[0.0, 0.0]]  # fmt: skip
+    longer = unit_directions(
+        fa, fa + torch.tensor([[2 * eps, 0.0]], dtype=torch.float64), fn, "euc"
+    )
+    assert longer.e_p.tolist() == [[1.0, 0.0]]

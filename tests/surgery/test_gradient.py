@@ -215,3 +215,66 @@ def test_every_combination_matches_the_triplet_loop(batch, combo, epsilon):
     got, _ = designed_gradient(f, y, spec)
     want = designed_gradient_reference(f, y, spec)
     assert torch.allclose(got, want, atol=1e-12, rtol=0), combo
+
+
+def test_a_weight_beyond_the_dtype_is_refused_with_the_bound_to_respect():
+    """Either weight infinite is refused; the message computes exp(beta (1 - lam)) and float32's
+    largest exponent, log(3.4028235e38) = 88.72 (by hand)."""
+    from dmlbook.surgery.gradient import _check_weights
+
+    spec = SurgerySpec(pair_weight="sig_ms", beta=1000.0, lam=0.5)
+    one, inf = torch.ones(2), torch.tensor([1.0, math.inf])
+    _check_weights(one, one, spec)  # finite: nothing to say
+    for p_plus, p_minus in ((inf, one), (one, inf)):
+        with pytest.raises(ValueError) as refused:
+            _check_weights(p_plus, p_minus, spec)
+        assert str(refused.value) == (
+            "pair_weight='sig_ms' gives weights beyond torch.float32 for this batch (with "
+            "beta=1000 and lam=0.5 they reach exp(beta * (1 - lam)) = exp(500); torch.float32 "
+            "ends at exp(88.7)). Lower beta (or alpha) so that beta * (1 - lam) < 89, or "
+            "compute in float64."
+        )
+
+
+def test_a_batch_without_triplets_gives_zero_in_its_own_dtype():
+    f = torch.nn.functional.normalize(torch.randn(4, 3, dtype=torch.float64), dim=1)
+    grad, gap = designed_gradient(f, torch.zeros(4, dtype=torch.long), SurgerySpec())
+    assert gap.dtype == torch.float64 and float(gap) == 0.0 and not grad.any()
+
+
+def test_spec_normalises_its_choices_and_names_the_bad_one():
+    spec = SurgerySpec(direction="Cos-Orth", pair_weight=" Sig-MS", triplet_weight="COS",
+                       selection="SC1")  # fmt: skip
+    assert (spec.direction, spec.pair_weight, spec.triplet_weight, spec.selection) == (
+        "cos_orth", "sig_ms", "cos", "sc1")  # fmt: skip
+
+    class Named:  # not a string, though its str() is a valid choice: refused
+        def __str__(self) -> str:
+            return "con"
+
+    bad = [({"triplet_weight": "x"}, "triplet_weight must be one of 'con', 'cos', 'cir'; got 'x'."),
+           ({"selection": "x"}, "selection must be one of 'none', 'sc1', 'sc2'; got 'x'."),
+           ({"epsilon": math.nan}, "epsilon must be a finite number in [-1e+06, 1e+06] (a margin "
+            "or threshold), got nan.")]  # fmt: skip
+    for kwargs, message in bad:
+        with pytest.raises(ValueError) as refused:
+            SurgerySpec(**kwargs)
+        assert str(refused.value) == message
+    with pytest.raises(ValueError, match="pair_weight must be one of"):
+        SurgerySpec(pair_weight=Named())
+
+
+def test_sig_ms_weights_beyond_float32_are_refused_by_the_designed_gradient():
+    """Anchor 0: positives at 0.9 and 0.2, negatives at 0.7 (the hardest) and 0.4, which is in
+    Eq. 12's N (0.4 > 0.2 - 0.1); at beta = 1000, lam = 0.5 both terms of P_- underflow in
+    float32 (e^-300, e^-200), so the weight (e^200 / ...) is beyond float32 and refused."""
+    S = torch.tensor([[1.0, 0.9, 0.2, 0.7, 0.4],
+                      [0.9, 1.0, 0.1, 0.6, 0.35],
+                      [0.2, 0.1, 1.0, 0.1, 0.1],
+                      [0.7, 0.6, 0.1, 1.0, 0.3],
+                      [0.4, 0.35, 0.1, 0.3, 1.0]], dtype=torch.float64)  # fmt: skip
+    f = torch.linalg.cholesky(S).float()  # rows with these inner products
+    spec = SurgerySpec(pair_weight="sig_ms", beta=1000.0, lam=0.5, epsilon=0.1)
+    with pytest.raises(ValueError, match="gives weights beyond torch.float32"):
+        designed_gradient(f, torch.tensor([0, 0, 0, 1, 1]), spec)
+    designed_gradient(f.double(), torch.tensor([0, 0, 0, 1, 1]), spec)  # float64 holds it

@@ -83,3 +83,52 @@ def test_module_backward_goes_through_the_normalisation(batch):
     )
     (got,) = torch.autograd.grad(module(x, y), x)
     assert torch.allclose(got, want, atol=1e-10, rtol=0)
+
+
+def test_module_refuses_masks_naming_what_to_do():
+    loss = get_loss("gradient_surgery")
+    x, y = torch.randn(4, 3), torch.tensor([0, 0, 1, 1])
+    for mask in ("pos_mask", "neg_mask"):
+        with pytest.raises(ValueError) as refused:
+            loss(x, y, **{mask: torch.ones(4, 4, dtype=torch.bool)})
+        assert str(refused.value) == (
+            "gradient_surgery selects its own easy-positive / hard-negative triplets; "
+            "call it without pos_mask/neg_mask."
+        )
+
+
+def _cos_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(12, 5, generator=g) * torch.linspace(0.5, 2.0, 12)[:, None]
+    return x.to(torch.bfloat16).float(), torch.arange(12) // 3  # bf16 values, exact in float32
+
+
+def test_module_computes_bf16_and_autocast_in_float32():
+    """Half precision and bf16 autocast are computed in float32: the gradient of bf16 embeddings
+    is the float32 one rounded to bf16, and under autocast it is the float32 one; the float32
+    one is Eq. 4's (autograd of CosineTripletLoss in float64, the reference above)."""
+    x32, y = _cos_batch()
+    tau = 3.0
+    module = get_loss(
+        "gradient_surgery", pair_weight="con", triplet_weight="cos", tau=tau, scale=tau
+    )
+    x64 = x32.double().requires_grad_(True)
+    (want,) = torch.autograd.grad(CosineTripletLoss(tau)(x64, y), x64)
+    x = x32.clone().requires_grad_(True)
+    (g32,) = torch.autograd.grad(module(x, y), x)
+    assert torch.allclose(g32.double(), want, atol=1e-6, rtol=0)
+    xb = x32.to(torch.bfloat16).requires_grad_(True)
+    (gb,) = torch.autograd.grad(module(xb, y), xb)
+    assert gb.dtype == torch.bfloat16 and torch.equal(gb, g32.to(torch.bfloat16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        (ga,) = torch.autograd.grad(module(x, y), x)
+    assert torch.equal(ga, g32)
+
+
+def test_module_has_a_first_derivative_only():
+    """The designed gradient is no derivative of a loss: a second backward is refused."""
+    x32, y = _cos_batch()
+    x = x32.double().requires_grad_(True)
+    (g,) = torch.autograd.grad(get_loss("gradient_surgery")(x, y), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="has a first derivative only"):
+        g.pow(2).sum().backward()

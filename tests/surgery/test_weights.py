@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from dmlbook.surgery.weights import (
-    _log_mean_exp,
     pair_weights,
     relative_means,
     select,
@@ -71,19 +70,24 @@ def test_relative_means_of_an_empty_set_are_eq_13_14_neutral_values():
     assert float(p_minus) == pytest.approx(1 / (1 + math.exp(-10 * (0.4 - 0.5))))
 
 
-def test_log_mean_exp_is_the_log_of_eq_13s_mean_and_0_for_an_empty_set():
-    """The log-space form of Eq. 13's means (sig_ms's underflow path): log((1/n) sum e^z) over
-    the masked entries of each row, log 1 = 0 where the relative set is empty."""
-    z = torch.tensor([[0.5, -1.0, 2.0], [3.0, 1.0, -2.0]], dtype=torch.float64)
-    mask = torch.tensor([[True, False, True], [False, False, False]])
-    got = _log_mean_exp(z, mask)
-    assert float(got[0]) == pytest.approx(math.log((math.exp(0.5) + math.exp(2.0)) / 2))
-    assert float(got[1]) == 0.0
-    one = _log_mean_exp(z, torch.tensor([[False, True, False], [True, False, False]]))
-    assert one.tolist() == pytest.approx([-1.0, 3.0])  # a set of one: its own z
-    big = torch.tensor([[-800.0, -801.0]], dtype=torch.float64)  # exp underflows, the log does not
-    expected = -800.0 + math.log((1 + math.exp(-1.0)) / 2)
-    assert float(_log_mean_exp(big, torch.ones(1, 2, dtype=torch.bool))) == pytest.approx(expected)
+def test_sig_ms_weight_is_infinite_exactly_where_eq_13_leaves_float32():
+    """Both terms of 1 / (m_- + e^(-beta (S_an - lam))) underflow in float32 at beta = 1000; Eq. 13
+    in float64 (math, by hand) then gives weights beyond float32's largest number, so inf is
+    the only float32 answer. Where one term survives, the float32 weight is Eq. 13's value."""
+    rows = torch.tensor([[0.875, 0.25, 0.5, 0.3125]])  # binary fractions: exact in float32
+    in_P = torch.zeros(1, 4, dtype=torch.bool)
+    in_N = torch.tensor([[False, True, False, True]])
+    hp = {"alpha": 2.0, "beta": 1000.0}
+    for s_an, lam in ((0.625, 0.5), (0.578125, 0.484375), (0.375, 0.3125)):
+        m = (math.exp(-1000 * (s_an - 0.25)) + math.exp(-1000 * (s_an - 0.3125))) / 2
+        want = 1 / (m + math.exp(-1000 * (s_an - lam)))
+        got = sig_ms_weights(rows, torch.tensor([0.6]), torch.tensor([s_an]), in_P, in_N, **hp,
+                             lam=lam)[1]  # fmt: skip
+        if want > torch.finfo(torch.float32).max:
+            assert math.isinf(float(got)) and float(got) > 0
+        else:
+            assert float(got) == pytest.approx(want, rel=1e-5)
+    assert want < 1e30  # the last case is the finite one
 
 
 def test_selections_at_their_boundaries():
@@ -97,3 +101,27 @@ def test_selections_at_their_boundaries():
     assert float(s_ap * (2 - s_ap) - s_an**2) == 0.5  # exactly on the circle
     assert select("sc2", one, s_ap, s_an).tolist() == [1.0]
     assert select("sc2", one, s_ap, s_an + 2**-20).tolist() == [0.0]
+
+
+def test_unknown_kinds_are_named_with_the_valid_ones():
+    one = torch.ones(1, dtype=torch.float64)
+    with pytest.raises(ValueError) as refused:
+        triplet_weight("circle", one, one, tau=1.0)
+    assert str(refused.value) == "triplet_weight must be one of con, cos, cir; got 'circle'."
+    with pytest.raises(ValueError) as refused:
+        select("sc3", one, one, one)
+    assert str(refused.value) == "selection must be one of none, sc1, sc2; got 'sc3'."
+
+
+def test_ms_pair_weights_need_both_means():
+    one = torch.ones(1, dtype=torch.float64)
+    hp = {"alpha": 2.0, "beta": 10.0, "lam": 0.5}
+    with pytest.raises(ValueError) as refused:
+        pair_weights("ms", one, one, **hp)
+    assert str(refused.value) == (
+        "pair_weight must be one of con, euc, lin, sig, sig_ms, lin_ms; got 'ms'."
+    )
+    for kind in ("sig_ms", "lin_ms"):
+        for means in ({}, {"m_plus": one}, {"m_minus": one}):
+            with pytest.raises(ValueError, match=f"pair weight '{kind}' needs m_plus and m_minus"):
+                pair_weights(kind, one, one, **hp, **means)

@@ -23,6 +23,12 @@ from .traps import PREBUILT, TRAPS, k, m, n, s, x
 p = sp.Symbol("p", positive=True)
 
 
+def _typed(trap):
+    """The trap's sides as prove_equal takes them: a pre-built trap side (an unevaluated
+    construction, or a limit or sum SymPy keeps as typed) is passed as a callable returning it."""
+    return [side if callable(side) else (lambda side=side: side) for side in (trap.a, trap.b)]
+
+
 @pytest.mark.parametrize("trap", TRAPS, ids=[t.name for t in TRAPS])
 def test_every_trap_is_refused_and_proved_only_with_its_condition(trap):
     a, b = build_as_written(trap.a), build_as_written(trap.b)
@@ -30,21 +36,36 @@ def test_every_trap_is_refused_and_proved_only_with_its_condition(trap):
     assert None in at_bad or differ(*at_bad), "the trap's bad point shows nothing"
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
-        assert sy.prove_equal(trap.a, trap.b) is False
+        assert sy.prove_equal(*_typed(trap)) is False
     assert "refused" in shown.getvalue() or "not proved" in shown.getvalue()
     if trap.where is not None:
-        assert sy.prove_equal(trap.a, trap.b, where=trap.where) is True
+        assert sy.prove_equal(*_typed(trap), where=trap.where) is True
 
 
 @pytest.mark.parametrize("name", PREBUILT)
-def test_prebuilt_traps_reach_prove_equal_already_cancelled(name):
-    """What the rule in prove_equal's docstring is about: SymPy's construction leaves no trace
-    of the cancelled factor, so the verdict is about the received statement (true), and the
-    statement as typed is the callable trap of the same name, which is refused."""
+def test_prebuilt_traps_are_refused_and_say_how_to_pass_the_side(name):
+    """Issue 38: SymPy cancels while it builds (``s*x/s`` is already ``x``), so a pre-built side
+    cannot show what was typed; prove_equal refuses it and says to pass ``lambda: ...``. The
+    statement as typed (the callable trap of the same name) is refused too."""
     a, b = PREBUILT[name]
-    assert a == b
+    for sides in ((a, b), (lambda: a, b), (a, lambda: b)):
+        with pytest.raises(TypeError, match=r"built before the call.*lambda: <"):
+            sy.prove_equal(*sides)
     (typed,) = [t for t in TRAPS if t.name.startswith(name)][:1]
-    assert callable(typed.a) and sy.prove_equal(typed.a, typed.b, verbose=False) is False
+    assert callable(typed.a) and sy.prove_equal(*_typed(typed), verbose=False) is False
+
+
+def test_python_integers_and_callables_are_the_sides_it_accepts():
+    assert sy.prove_equal(lambda: (s + 1) ** 2, lambda: s**2 + 2 * s + 1)
+    assert sy.prove_equal(
+        lambda: sp.Matrix([s - s, 2 * s / 2]) - sp.Matrix([0, s]), lambda: sp.zeros(2, 1)
+    )
+    assert sy.prove_equal(lambda: [s - s, 2 * s / 2], lambda: [0, s])
+    assert sy.prove_equal(lambda: s - s, 0) and sy.prove_equal(lambda: {"w": s + 1 - s}, {"w": 1})
+    assert sy.prove_equal(lambda: {"w": s / s}, {"w": 1}, verbose=False) is False  # s = 0
+    for built in (sp.S.One, s, sp.Matrix([s]), [s], {"w": s}, True, 1.0):
+        with pytest.raises(TypeError, match="lambda"):
+            sy.prove_equal(lambda: s, built)
 
 
 @pytest.mark.parametrize(
@@ -97,7 +118,7 @@ def test_the_conditions_that_make_a_sum_range_empty_at_most():
 def test_constructions_no_condition_can_rescue_are_refused(expr, says):
     (why,) = refusals(expr)
     assert says in why
-    assert sy.prove_equal(expr, expr + 0 * s, where=[s > 0], verbose=False) is False
+    assert sy.prove_equal(lambda: expr, lambda: expr + 0 * s, where=[s > 0], verbose=False) is False
 
 
 def test_what_is_defined_everywhere_needs_nothing():
@@ -111,6 +132,6 @@ def test_what_is_defined_everywhere_needs_nothing():
 def test_a_refusal_names_the_condition_to_state():
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
-        sy.prove_equal(lambda: sp.exp(sp.log(s)), s)
+        sy.prove_equal(lambda: sp.exp(sp.log(s)), lambda: s)
     assert "s != 0" in shown.getvalue() and "log(s)" in shown.getvalue()
     assert "where=[sp.Ne(s, 0)]" in shown.getvalue()

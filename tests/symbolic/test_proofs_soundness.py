@@ -6,9 +6,10 @@ True, both sides must be defined and equal at every point its ``where`` allows.
 
 Statements are drawn so that many are true where defined (a side against SymPy's
 simplification of it, a factor cancelled, an inverse function undone, a sum against SymPy's
-closed form, a limit against its value), passed as typed (callables) or pre-built, with or
-without conditions. ``DMLBOOK_SOUNDNESS_EXAMPLES`` sets how many (default 30, a few seconds);
-the one-off search of issue 38 ran 3,000 (the count and time are in the closing note).
+closed form, a limit against its value), passed as typed (callables) or pre-built (which
+``prove_equal`` must refuse: issue 38), with or without conditions.
+``DMLBOOK_SOUNDNESS_EXAMPLES`` sets how many statements (default 1,500: 16-20 s of CPU; 5,000 took
+53 s, with 0 false "proved"); ``make soundness`` draws 10,000.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import itertools
 import os
 import random
 
+import pytest
 import sympy as sp
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from dmlbook import symbolic as sy
@@ -97,7 +99,10 @@ def statements(draw):
     event(f"kind: {how}")
     t = draw(trees())
     if how == "simplify":
-        a, b = t, ("leaf", sp.simplify(evaluated(_as_written(t))))
+        try:
+            a, b = t, ("leaf", sp.simplify(evaluated(_as_written(t))))
+        except (ArithmeticError, KeyError, TypeError, ValueError, RecursionError):
+            assume(False)  # SymPy's simplify crashed building the statement (KeyError: zoo)
     elif how == "cancel":
         a, b = ("prod_inv", t, draw(trees(1))), t
     elif how == "inverse":
@@ -117,7 +122,7 @@ def statements(draw):
         b = ("leaf", sp.limit(evaluated(_as_written(a[1])), T, 0, "+"))
     sides = []
     for side in (a, b):
-        if draw(st.booleans()):
+        if draw(st.integers(0, 7)):  # one side in 8 pre-built (refused at once)
             sides.append(lambda side=side: build(side))
         else:
             sides.append(evaluated(_as_written(side)))
@@ -128,7 +133,10 @@ def statements(draw):
             for r in unmet(_as_written(side)):
                 if not r.bound:
                     q = evaluated(r.quantity)
-                    conds.append(sp.Ne(q, 0) if r.kind == "nonzero" else sp.Ge(q, 0))
+                    try:
+                        conds.append(sp.Ne(q, 0) if r.kind == "nonzero" else sp.Ge(q, 0))
+                    except TypeError:  # q is nan or zoo as SymPy evaluates it: no condition
+                        assume(False)
         where = conds
     elif where == "relation":
         where = [draw(st.sampled_from([S > 0, sp.Ne(S, 0), M >= 0, X < 1, sp.Ne(X, 0)]))]
@@ -158,6 +166,11 @@ def _points(expr_symbols, seed):
 
 def check_sound(a, b, where) -> None:
     """Fail when prove_equal says True and a point its where allows shows otherwise."""
+    if any(isinstance(x, sp.Basic) for x in (a, b)):
+        with pytest.raises(TypeError, match="built before the call"):  # issue 38: refused
+            sy.prove_equal(a, b, where=where, verbose=False)
+        event("pre-built side: refused")
+        return
     if sy.prove_equal(a, b, where=where, verbose=False) is not True:
         event("not proved")
         return
@@ -181,10 +194,20 @@ def _as_written_side(side):
     return side
 
 
-EXAMPLES = int(os.environ.get("DMLBOOK_SOUNDNESS_EXAMPLES", "30"))
+EXAMPLES = int(os.environ.get("DMLBOOK_SOUNDNESS_EXAMPLES", "1500"))
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+#: The suite's run draws the same statements every time (no flaky CI); ``make soundness`` and any
+#: ``DMLBOOK_SOUNDNESS_EXAMPLES`` draw new ones.
+DERANDOMIZE = "DMLBOOK_SOUNDNESS_EXAMPLES" not in os.environ
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=DERANDOMIZE,
+)
 @given(statement=statements())
 def test_prove_equal_never_proves_a_statement_false_or_undefined_somewhere(statement):
     check_sound(*statement)

@@ -5,6 +5,7 @@ similarity-distance conversions.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import sympy as sp
 
@@ -46,9 +47,9 @@ def test_hyperparameter_domains_hold_every_value_the_book_uses():
     assert lam.is_real and lam.is_positive is None and lam.is_nonnegative is None
     assert m.is_nonnegative and m.is_positive is None and m1.is_positive is None
     assert eps.is_nonnegative and eps.is_positive is None
-    assert not sy.prove_equal(sp.sqrt(lam**2), lam, verbose=False)
+    assert not sy.prove_equal(lambda: sp.sqrt(lam**2), lambda: lam, verbose=False)
     assert sy.counterexample(sp.sqrt(lam**2), lam) is not None
-    assert sy.prove_equal(sp.sqrt(alpha**2), alpha)
+    assert sy.prove_equal(lambda: sp.sqrt(alpha**2), lambda: alpha)
     used = {"lambda": [-2.5, 0.5, 1.0], "m": [0.0, 0.1, 3.0], "m_1": [0.0], "epsilon": [0.0, 0.1]}
     for name, values in used.items():
         (x,) = sy.hyperparameters(name)
@@ -84,7 +85,18 @@ def test_log_sum_exp_forms():
 def test_unit_sphere_conversions_are_inverse():
     s = sp.Symbol("s", real=True)
     D = sp.Symbol("D", positive=True)
-    assert sy.prove_equal(sy.unit_sphere_similarity(sy.unit_sphere_distance(s)), s)
-    assert sy.prove_equal(sy.unit_sphere_distance(sy.unit_sphere_similarity(D)), sp.Abs(D))
+    assert sy.prove_equal(lambda: sy.unit_sphere_similarity(sy.unit_sphere_distance(s)), lambda: s)
+    assert sy.prove_equal(
+        lambda: sy.unit_sphere_distance(sy.unit_sphere_similarity(D)), lambda: sp.Abs(D)
+    )
     d = sy.distance_symbols(sy.anchor_similarities(2, 1))
     assert (d.P, d.N) == (2, 1) and all(v.is_positive for v in d.all)
+
+
+@pytest.mark.parametrize("kind", [np.int64, np.int32])
+def test_numpy_integers_are_counts(kind):
+    """Issue 38: counts from NumPy are ints (anchor_similarities, batch_similarities)."""
+    assert sy.anchor_similarities(kind(2), kind(3)) == sy.anchor_similarities(2, 3)
+    assert sy.batch_similarities(kind(3)) == sy.batch_similarities(3)
+    with pytest.raises(ValueError, match="positive int"):
+        sy.batch_similarities(True)

@@ -8,9 +8,11 @@ undefined or the two differ (so the refusal is right, computed by substitution, 
 under test).
 
 Pre-built sides: SymPy cancels while it builds (``s*x/s`` *is* ``x``), so a pre-built
-``s*x/s == x`` reaches ``prove_equal`` as ``x == x``, a true statement about what it received.
-Those traps are written here as callables (the statement as typed, which ``prove_equal`` builds
-without evaluation) and listed in :data:`PREBUILT` with what SymPy makes of them.
+``s*x/s == x`` would reach ``prove_equal`` as ``x == x``. ``prove_equal`` therefore refuses every
+pre-built SymPy side (``TypeError``, saying to pass ``lambda: ...``); the traps of
+:data:`PREBUILT` check that refusal, and the statement as typed is the callable trap of the
+same name in :data:`TRAPS` (its pre-built sides, a bare symbol or a ``Sum`` SymPy keeps as
+typed, are passed as callables returning them by the test).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ TRAPS = [
 ]  # fmt: skip
 
 #: Issue 38's pre-built traps: what the statement as typed becomes before ``prove_equal`` is
-#: called. Its verdict is about that received statement; the statement as typed is in TRAPS.
+#: called; passed so, it must be refused (a ``TypeError`` that says how to pass the side).
 PREBUILT = {
     "s*x/s == x": (s * x / s, x),
     "(exp(s)-1)/(exp(s)-1) == 1": ((sp.exp(s) - 1) / (sp.exp(s) - 1), sp.S.One),
