@@ -57,8 +57,8 @@ from floor_entries import ENTRIES, Entry, registry_entries  # noqa: E402
 from machine import cpu_description, load_average  # noqa: E402
 from pytorch_metric_learning import __version__ as pml_version  # noqa: E402
 
+from dmlbook.core.similarity import cosine_similarity  # noqa: E402
 from dmlbook.evaluate import recall_at_k  # noqa: E402
-from dmlbook.similarity import cosine_similarity  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "floor_cpu.md"
@@ -88,7 +88,7 @@ def batch(B: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def own_similarity(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """dmlbook's ``S`` alone: :func:`~dmlbook.similarity.cosine_similarity` (plain autograd)."""
+    """dmlbook's ``S`` alone: :func:`~dmlbook.core.similarity.cosine_similarity` (plain autograd)."""
     return cosine_similarity(x).sum()
 
 

@@ -42,9 +42,9 @@ from pytorch_metric_learning import __version__ as pml_version  # noqa: E402
 from pytorch_metric_learning import losses as pml_losses  # noqa: E402
 from pytorch_metric_learning import miners as pml_miners  # noqa: E402
 
+from dmlbook.core.similarity import cosine_similarity  # noqa: E402
 from dmlbook.losses import MultiSimilarityLoss  # noqa: E402
 from dmlbook.reference import multi_similarity_loss_reference  # noqa: E402
-from dmlbook.similarity import cosine_similarity  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ms_cpu.md"
 ALPHA, BETA, LAMBDA, EPS = 2.0, 50.0, 0.5, 0.1

@@ -18,6 +18,7 @@ from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning import reducers as pml_reducers
 
+from dmlbook.core.similarity import pair_masks
 from dmlbook.losses import (
     CircleLoss,
     ContrastiveLoss,
@@ -31,7 +32,6 @@ from dmlbook.losses import (
     get_loss,
     table_2_names,
 )
-from dmlbook.similarity import pair_masks
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -75,7 +75,7 @@ if str(ROOT) not in sys.path:  # run from a source tree without an install (PYTH
 from omniglot_summary import summary  # noqa: E402
 
 from dmlbook.data import EmbeddedDataset, RandomAffine, load_dataset  # noqa: E402
-from dmlbook.data.omniglot import one_shot_runs  # noqa: E402
+from dmlbook.data.handwritten.omniglot import one_shot_runs  # noqa: E402
 from dmlbook.studies import fair_comparison as fc  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

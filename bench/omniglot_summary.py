@@ -4,7 +4,7 @@ of its uncertainties (imported by that script; tests in ``tests/bench/test_omnig
 A test number here is a mean over training seeds of an error on Lake et al.'s 20 one-shot runs.
 Two things would change it: other seeds (the 95 % t-interval over seeds, the 20 runs fixed) and
 other test characters (the 95 % percentile bootstrap over the 20 runs,
-:func:`dmlbook.oneshot.bootstrap_runs`, the seeds fixed). Paired differences resample the same
+:func:`dmlbook.evaluate.oneshot.bootstrap_runs`, the seeds fixed). Paired differences resample the same
 runs for both losses.
 """
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dmlbook.oneshot import bootstrap_runs  # noqa: E402
+from dmlbook.evaluate.oneshot import bootstrap_runs  # noqa: E402
 from dmlbook.studies import fair_comparison as fc  # noqa: E402
 
 #: The anchor the recipe is set beside: one-shot error in percent (see :data:`ANCHOR_SOURCE`).

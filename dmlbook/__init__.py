@@ -17,13 +17,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-# First, before anything can load torch: OMP_WAIT_POLICY (dmlbook.openmp).
-from .openmp import POLICY_TOO_LATE as OMP_POLICY_TOO_LATE  # noqa: F401 (dmlbook.OMP_POLICY_TOO_LATE)
+# First, before anything can load torch: OMP_WAIT_POLICY (dmlbook.chapters.openmp).
+from .chapters.openmp import POLICY_TOO_LATE as OMP_POLICY_TOO_LATE  # noqa: F401 (dmlbook.OMP_POLICY_TOO_LATE)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .notebook import setup
-    from .profile import Profile, current_profile
-    from .reproducibility import seed_everything
+    from .chapters.notebook import setup
+    from .chapters.profile import Profile, current_profile
+    from .core.reproducibility import seed_everything
 
 __version__ = "0.1.0"
 
@@ -31,10 +31,10 @@ __all__ = ["setup", "Profile", "current_profile", "seed_everything", "__version_
 
 #: Where each lazily loaded top-level name lives.
 _LAZY = {
-    "setup": ".notebook",
-    "Profile": ".profile",
-    "current_profile": ".profile",
-    "seed_everything": ".reproducibility",
+    "setup": ".chapters.notebook",
+    "Profile": ".chapters.profile",
+    "current_profile": ".chapters.profile",
+    "seed_everything": ".core.reproducibility",
 }
 
 

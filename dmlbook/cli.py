@@ -42,7 +42,7 @@ import textwrap
 import warnings
 from pathlib import Path
 
-from .data.errors import ALLOW_PARTIAL, SKIP_BAD
+from .data.base.errors import ALLOW_PARTIAL, SKIP_BAD
 from .data.registry import available_datasets
 
 __all__ = ["build_parser", "cli_spelling", "main"]
@@ -53,7 +53,7 @@ def cli_spelling(message: str, command: str) -> str:
 
     ``allow_partial=True`` becomes ``--allow-partial`` (``prepare``) or ``--set
     data.options.allow_partial=true`` (``train``, which reads the data options of its config);
-    ``skip_bad=True`` becomes ``--skip-bad-images``; ``dmlbook.data.download.prepare('cub',
+    ``skip_bad=True`` becomes ``--skip-bad-images``; ``dmlbook.data.fetch.download.prepare('cub',
     data_dir)`` becomes ``dmlbook prepare cub --data DIR``; ``root='/path/to/X'`` becomes
     ``--data DIR``.
     """
@@ -67,7 +67,7 @@ def cli_spelling(message: str, command: str) -> str:
         )
     message = message.replace(ALLOW_PARTIAL, partial).replace(SKIP_BAD, skip)
     message = re.sub(
-        r"dmlbook\.data\.download\.prepare\('(\w+)', data_dir\)",
+        r"dmlbook\.data\.fetch\.download\.prepare\('(\w+)', data_dir\)",
         r"dmlbook prepare \1 --data DIR",
         message,
     )
@@ -125,8 +125,8 @@ def _cmd_datasets(args: argparse.Namespace) -> None:
 
 def _benchmark_root(name: str, data: str | None) -> str:
     """The benchmark's extracted copy under ``--data`` / ``$DMLBOOK_DATA``, fetched if absent."""
-    from .data.download import find_copy, prepare
-    from .data.locations import datasets_folder
+    from .data.base.locations import datasets_folder
+    from .data.fetch.download import find_copy, prepare
 
     data_dir = data or datasets_folder()
     if not data_dir:
@@ -151,7 +151,7 @@ def _benchmark_root(name: str, data: str | None) -> str:
 
 def _cmd_prepare(args: argparse.Namespace) -> None:
     from .data import dataset_info, load_dataset
-    from .data.download import LAYOUTS
+    from .data.fetch.download import LAYOUTS
 
     info = dataset_info(args.name)
     options = _parse_options(args.option)

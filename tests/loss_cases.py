@@ -1,6 +1,6 @@
 """Shared cases of the loss tests: hypothesis strategies, small batches, the loss variants.
 
-Imported by ``tests/losses/*`` and ``tests/test_pairs.py`` as ``loss_cases`` (``tests/`` is on
+Imported by ``tests/losses/*`` and ``tests/core/test_pairs.py`` as ``loss_cases`` (``tests/`` is on
 ``sys.path`` through ``tests/conftest.py``).
 """
 
@@ -10,7 +10,7 @@ import hypothesis.strategies as st
 import torch
 from hypothesis import settings
 
-from dmlbook.similarity import cosine_similarity
+from dmlbook.core.similarity import cosine_similarity
 
 FAST = settings(max_examples=30, deadline=None)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dmlbook.gpw import gpw_weights
+from dmlbook.core.gpw import gpw_weights
 from dmlbook.losses import lifted_loss
 
 BOOK = Path(__file__).resolve().parent.parent / "book"

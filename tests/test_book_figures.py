@@ -13,7 +13,7 @@ Two rules, checked on the notebooks as committed (no chapter is executed here):
   count), and the colours are simulated as a reader with deuteranopia sees them
   (``colorspacious``, Machado et al. 2009, severity 100). Two colours that a reader with normal
   colour vision tells apart (CAM02-UCS distance >= 15) must stay apart (>= 8) after the
-  simulation. Okabe and Ito's palette (``dmlbook.palette``) keeps every pair of its colours
+  simulation. Okabe and Ito's palette (``dmlbook.chapters.palette``) keeps every pair of its colours
   >= 14.8 apart; matplotlib's default ``tab10`` puts red and green 5.2 apart, which is what the
   last test shows this check catches.
 
@@ -187,7 +187,9 @@ def test_stored_figures_stay_readable_under_deuteranopia(path):
         for png in pngs
         if (merged := merged_under_deuteranopia(png))
     }
-    assert found == {}, "use dmlbook.palette's colours (dmlbook.setup() makes them the default)"
+    assert found == {}, (
+        "use dmlbook.chapters.palette's colours (dmlbook.setup() makes them the default)"
+    )
 
 
 def _png_of(colours: list[str]) -> str:
@@ -208,7 +210,7 @@ def _png_of(colours: list[str]) -> str:
 def test_the_checks_fail_on_what_they_guard_against():
     import matplotlib.pyplot as plt
 
-    from dmlbook.palette import PALETTE
+    from dmlbook.chapters.palette import PALETTE
 
     tab10 = [plt.get_cmap("tab10")(i) for i in (2, 3)]  # tab:green and tab:red
     assert len(merged_under_deuteranopia(_png_of(tab10))) == 1

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from dmlbook.paper_results import load_paper_results
+from dmlbook.papers.paper_results import load_paper_results
 
 BOOK = Path(__file__).resolve().parent.parent / "book"
 CHAPTERS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))

@@ -288,7 +288,7 @@ def test_subcommand_help_lists_choices_and_examples(capsys):
 
 def test_cli_spelling_rewrites_every_python_fix():
     from dmlbook.cli import cli_spelling
-    from dmlbook.data.errors import ALLOW_PARTIAL, SKIP_BAD, prepare_call
+    from dmlbook.data.base.errors import ALLOW_PARTIAL, SKIP_BAD, prepare_call
 
     python = f"pass {ALLOW_PARTIAL}, or {SKIP_BAD}; {prepare_call('cub')}; root='/path/to/X'"
     prep = cli_spelling(python, "prepare")
@@ -331,7 +331,7 @@ def _cub_copy(folder, classes=(1, 2, 101), per_class=2):
 @pytest.fixture
 def no_network(monkeypatch, tmp_path):
     """Every download URL points nowhere: a test passes only if nothing is downloaded."""
-    from dmlbook.data import download
+    from dmlbook.data.fetch import download
 
     gone = (tmp_path / "no-such-server" / "x.tgz").as_uri()
     for name, resources in list(download.RESOURCES.items()):
@@ -436,7 +436,7 @@ def test_omniglot_full_offline_says_how_in_cli_terms(capsys, tmp_path, monkeypat
     def offline(url, *args, **kwargs):
         raise urllib.error.URLError("Name or service not known")
 
-    monkeypatch.setattr("dmlbook.data.omniglot.fetch", offline)
+    monkeypatch.setattr("dmlbook.data.handwritten.omniglot.fetch", offline)
     code, _, err = run(
         ["prepare", "omniglot_full", "--data", tmp_path, "--option", "download=true"], capsys
     )

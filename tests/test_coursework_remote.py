@@ -147,8 +147,8 @@ def test_a_raising_answer_fails_its_test_with_the_error(monkeypatch):
 
 
 TEST = """OK_FORMAT = True
-test = {'name': 'q1', 'points': [1], 'suites': [{'cases': [{'code': '''>>> from dmlbook.assignment_rules import obeying
->>> _f = obeying(f, "dmlbook.losses", "dmlbook.gpw")
+test = {'name': 'q1', 'points': [1], 'suites': [{'cases': [{'code': '''>>> from dmlbook.exercises.assignment_rules import obeying
+>>> _f = obeying(f, "dmlbook.losses", "dmlbook.core.gpw")
 >>> _x = torch.ones(2)
 >>> assert not forbidden_imports(In, "dmlbook.evaluate")
 >>> assert abs(float(_f(_x)) - w_pos) < 1e-9 and all(y > 0 for y in [1])''',
@@ -158,19 +158,19 @@ test = {'name': 'q1', 'points': [1], 'suites': [{'cases': [{'code': '''>>> from 
 
 def test_the_tests_free_names_and_forbidden_modules():
     assert remote.free_names([TEST]) == ["f", "forbidden_imports", "w_pos"]
-    forbidden = ["dmlbook.evaluate", "dmlbook.gpw", "dmlbook.losses"]
+    forbidden = ["dmlbook.evaluate", "dmlbook.core.gpw", "dmlbook.losses"]
     assert remote.forbidden_modules([TEST]) == sorted(forbidden)
 
 
 def test_the_sandbox_package_has_stubs_for_forbidden_modules(tmp_path):
-    package, grading = sandbox.answer_files(tmp_path, ["dmlbook.evaluate", "dmlbook.gpw"])
+    package, grading = sandbox.answer_files(tmp_path, ["dmlbook.evaluate", "dmlbook.core.gpw"])
     assert not list(package.rglob("*.pyc")) and (grading / "coursework_answer.py").is_file()
     assert "def recall_at_k" not in (package / "evaluate" / "__init__.py").read_text()
     assert "def ranked_metrics" not in (package / "evaluate" / "ranking.py").read_text()
     assert "def recall_at_k" in (sandbox._package_dir() / "evaluate" / "__init__.py").read_text()
     code = (
         "import dmlbook.training, dmlbook.evaluate.ranking as r\n"
-        "from dmlbook.gpw import gpw_weights\n"
+        "from dmlbook.core.gpw import gpw_weights\n"
         "try:\n    r.ranked_metrics(1, 2)\nexcept PermissionError as e:\n    print(e)\n"
     )
     proc = subprocess.run(

@@ -10,7 +10,7 @@ folders:
   was, byte for byte (JupyterLab writes the kernel's ``language_info`` into a notebook it opens;
   ``tools/book.py`` stores exactly that);
 - the weight explorer of Chapter 10 runs, and redraws for another loss and another value typed
-  into a slider, showing what :mod:`dmlbook.explorer` computes in this process for the same
+  into a slider, showing what :mod:`dmlbook.chapters.explorer` computes in this process for the same
   settings;
 - a chapter shows its exercises and none of their answers (issue 41), while the same chapter
   with its answers, opened the same way, shows them (the check can fail).
@@ -156,7 +156,7 @@ def test_a_chapter_opens_unchanged(lab):
 
 
 def test_the_weight_explorer_redraws_in_jupyterlab(lab):
-    from dmlbook.explorer import batch_weights, default_batch, tunable_parameters
+    from dmlbook.chapters.explorer import batch_weights, default_batch, tunable_parameters
 
     page, url, _ = lab
     if CHAPTER not in page.url:

@@ -251,7 +251,7 @@ def test_readme_states_the_python_the_package_needs_and_the_chapters_were_run_wi
 
 def test_readme_states_the_shipped_data_sets_and_the_explorer_chapters(monkeypatch):
     from dmlbook.data import available_datasets, load_dataset
-    from dmlbook.data.locations import cache_folder
+    from dmlbook.data.base.locations import cache_folder
 
     text = " ".join(README.read_text().split())
     train, test = load_dataset("digits", "train"), load_dataset("digits", "test")

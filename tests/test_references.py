@@ -161,7 +161,7 @@ def test_the_scanner_finds_what_dangles(tmp_path):
         "`bench/results/gone.md`, `tests/test_x.py`, `bench/results/gpu_check_<device>/`, "
         "`tests/test_map*.py`, `tests/test_nothing*.py`, [ok](../MAP.md), [bad](MAP.md), "
         "[web](https://example.org/x.md), `dmlbook.losses.get_loss`, `dmlbook.losses.no_such`, "
-        "`dmlbook.no_module.x`, dmlbook.notebook.show_source(f), `build/book/x.html`."
+        "`dmlbook.no_module.x`, dmlbook.chapters.notebook.show_source(f), `build/book/x.html`."
     )
     found = []
     for token in PATH.findall(text):

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 PRELUDE = """import torch
-from dmlbook.similarity import cosine_similarity
+from dmlbook.core.similarity import cosine_similarity
 
 torch.manual_seed(0)
 embeddings = torch.randn(12, 16, requires_grad=True)

@@ -39,7 +39,7 @@ them, behind a dropdown. The chapters in ``book/`` always hold the answers: publ
 build, not the repository, where answers must stay private.
 
 Rendering (``prepare`` + ``render``): the errata page is generated from the chapters' erratum
-cells (``dmlbook/errata.py``), the API reference from the package (``tools/api_reference.py``),
+cells (``dmlbook/papers/errata.py``), the API reference from the package (``tools/api_reference.py``),
 the Binder/Colab links open the notebooks of the edition built where they are published on GitHub
 (``tools/book_links.py``), and the rendered HTML is scanned for anything a page would fetch from
 the network (a script, style sheet, font or image; ``tools/book_check.py``), which fails the
@@ -72,7 +72,7 @@ from book_check import network_references  # noqa: E402  (tools/ is not a packag
 from book_links import LaunchTarget, apply_to_config, launch_target, write_manifest  # noqa: E402
 from heartbeat import Heartbeat, minutes, run_filtered  # noqa: E402
 
-from dmlbook.errata import collect, errata_page  # noqa: E402
+from dmlbook.papers.errata import collect, errata_page  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -136,7 +136,7 @@ def normalise(nb: nbformat.NotebookNode) -> None:
     ``language_info`` into a notebook it opens, and anything less than the same dict marks the
     chapter as changed the moment it opens. A live widget's view (``WIDGET_VIEW``) is dropped:
     its model exists only while the kernel runs (JupyterLab would show "model not found"); the
-    static rendering the widget displays beside it (``dmlbook.explorer``) is kept.
+    static rendering the widget displays beside it (``dmlbook.chapters.explorer``) is kept.
     """
     language = nb.metadata.get("language_info") or {"name": "python"}
     nb.metadata = nbformat.from_dict(

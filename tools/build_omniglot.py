@@ -7,8 +7,8 @@ Usage::
 ``DIR`` holds ``images_background_small1.zip`` (the train classes), ``images_background_small2.zip``
 (the test classes) and ``all_runs.zip`` (the 20 one-shot runs), from the repository
 ``brendenlake/omniglot`` (MIT licence; ``python/`` folder). The output is the same byte for byte
-on every run (:func:`dmlbook.data.omniglot_layout.write_npz`); the script prints its sha256,
-which must equal ``dmlbook.data.omniglot.SHA256`` for the shipped copy (a test checks the shipped
+on every run (:func:`dmlbook.data.handwritten.omniglot_layout.write_npz`); the script prints its sha256,
+which must equal ``dmlbook.data.handwritten.omniglot.SHA256`` for the shipped copy (a test checks the shipped
 file against that value). The recorded copy was built with Pillow 13.0, NumPy 2.4 and zlib
 1.2.13 (CPython 3.11): a Pillow release that changed its box filter would change the arrays, a
 zlib that deflates differently (zlib-ng, for one) only the bytes; either way the script says
@@ -22,8 +22,8 @@ import hashlib
 import sys
 from pathlib import Path
 
-from dmlbook.data.omniglot import SHA256
-from dmlbook.data.omniglot_layout import build_compact
+from dmlbook.data.handwritten.omniglot import SHA256
+from dmlbook.data.handwritten.omniglot_layout import build_compact
 
 SOURCES = ("images_background_small1.zip", "images_background_small2.zip", "all_runs.zip")
 
@@ -46,9 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     digest = hashlib.sha256(out.read_bytes()).hexdigest()
     print(f"{out}: {out.stat().st_size:,} bytes, sha256 {digest}")
     if digest != SHA256:
-        print(f"differs from the recorded dmlbook.data.omniglot.SHA256 {SHA256}")
+        print(f"differs from the recorded dmlbook.data.handwritten.omniglot.SHA256 {SHA256}")
         return 1
-    print("identical to the shipped copy (dmlbook.data.omniglot.SHA256)")
+    print("identical to the shipped copy (dmlbook.data.handwritten.omniglot.SHA256)")
     return 0
 
 

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from dmlbook.assignment_rules import parse_cell
+from dmlbook.exercises.assignment_rules import parse_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"

@@ -39,7 +39,7 @@ from pathlib import Path
 import coursework_channel as channel
 from coursework_answer import MARK, tensors_in
 
-from dmlbook.assignment_rules import parse_cell
+from dmlbook.exercises.assignment_rules import parse_cell
 
 _CHECK = re.compile(r"""grader\.check\(\s*["'](\w+)["']\s*\)""")
 # The cells otter writes into a release (its set-up and the public checks): not run when

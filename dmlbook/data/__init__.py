@@ -27,9 +27,9 @@ Each takes ``root=`` (default ``$DMLBOOK_DATA/<folder>``; the copy may also sit 
 and ``allow_partial=False``: image counts are checked against the official numbers, and a missing
 file or a partial copy raises an error that names the missing files or classes, unless
 ``allow_partial=True`` (the ``dmlbook`` command: ``--allow-partial``; a config:
-``data.options.allow_partial``). :func:`dmlbook.data.download.prepare` downloads, verifies (md5)
+``data.options.allow_partial``). :func:`dmlbook.data.fetch.download.prepare` downloads, verifies (md5)
 and extracts the archives, and leaves a copy that is already extracted alone. The skeleton the
-loaders share is :mod:`dmlbook.data.benchmark`.
+loaders share is :mod:`dmlbook.data.benchmarks.benchmark`.
 
 The input pipeline for training at benchmark scale (what an engine calls)::
 
@@ -55,7 +55,7 @@ the file list and options are unchanged.
 
 :meth:`ImageListDataset.cached` returns a :class:`CachedImageDataset` (same ``labels`` /
 ``len`` / ``describe()`` conventions); :class:`TrainTransform` and :class:`EvalTransform` run on
-the device of the batch (:mod:`dmlbook.data.augment`, :mod:`dmlbook.data.image_cache`).
+the device of the batch (:mod:`dmlbook.data.batches.augment`, :mod:`dmlbook.data.cache.image_cache`).
 
 :class:`PKSampler` draws the P-classes-by-K-images batches that pair-based losses need;
 :class:`RandomBatchSampler` draws batches without regard to class (Liu et al.'s "random
@@ -82,13 +82,19 @@ from .registry import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .affine import RandomAffine
-    from .augment import BN_INCEPTION, IMAGENET, EvalTransform, Normalization, TrainTransform
-    from .dataset import EmbeddedDataset
-    from .image_cache import Batch, CachedImageDataset, build_image_cache
-    from .image_folder import ImageListDataset, IncompleteDatasetError
-    from .random_sampler import RandomBatchSampler
-    from .sampler import PKSampler
+    from .base.dataset import EmbeddedDataset
+    from .batches.affine import RandomAffine
+    from .batches.augment import (
+        BN_INCEPTION,
+        IMAGENET,
+        EvalTransform,
+        Normalization,
+        TrainTransform,
+    )
+    from .batches.random_sampler import RandomBatchSampler
+    from .batches.sampler import PKSampler
+    from .benchmarks.image_folder import ImageListDataset, IncompleteDatasetError
+    from .cache.image_cache import Batch, CachedImageDataset, build_image_cache
 
 __all__ = [
     "EmbeddedDataset",
@@ -114,20 +120,20 @@ __all__ = [
 
 #: Where each lazily loaded name lives.
 _LAZY = {
-    "BN_INCEPTION": ".augment",
-    "IMAGENET": ".augment",
-    "EvalTransform": ".augment",
-    "Normalization": ".augment",
-    "TrainTransform": ".augment",
-    "EmbeddedDataset": ".dataset",
-    "Batch": ".image_cache",
-    "CachedImageDataset": ".image_cache",
-    "build_image_cache": ".image_cache",
-    "ImageListDataset": ".image_folder",
-    "IncompleteDatasetError": ".image_folder",
-    "PKSampler": ".sampler",
-    "RandomAffine": ".affine",
-    "RandomBatchSampler": ".random_sampler",
+    "BN_INCEPTION": ".batches.augment",
+    "IMAGENET": ".batches.augment",
+    "EvalTransform": ".batches.augment",
+    "Normalization": ".batches.augment",
+    "TrainTransform": ".batches.augment",
+    "EmbeddedDataset": ".base.dataset",
+    "Batch": ".cache.image_cache",
+    "CachedImageDataset": ".cache.image_cache",
+    "build_image_cache": ".cache.image_cache",
+    "ImageListDataset": ".benchmarks.image_folder",
+    "IncompleteDatasetError": ".benchmarks.image_folder",
+    "PKSampler": ".batches.sampler",
+    "RandomAffine": ".batches.affine",
+    "RandomBatchSampler": ".batches.random_sampler",
 }
 _SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__))
 

@@ -7,9 +7,9 @@ only when the data set is first loaded. :func:`load_dataset` checks the name, th
 option names against the loader's signature before calling it, so a typo fails at once with a
 message listing what is valid.
 
-Adding a data set (e.g. a benchmark loader in ``dmlbook/data/cub.py``) is one call::
+Adding a data set (e.g. a benchmark loader in ``dmlbook/data/benchmarks/cub.py``) is one call::
 
-    register_dataset("cub", "dmlbook.data.cub:load", summary="CUB-200-2011, 100/100 classes")
+    register_dataset("cub", "dmlbook.data.benchmarks.cub:load", summary="CUB-200-2011, 100/100 classes")
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def register_dataset(
     if isinstance(loader, str) and ":" not in loader:
         raise ValueError(
             f"loader {loader!r} must be a callable or a 'module:function' path, "
-            "e.g. 'dmlbook.data.digits:load'."
+            "e.g. 'dmlbook.data.handwritten.digits:load'."
         )
     splits = tuple(splits)
     if not splits:
@@ -194,24 +194,24 @@ def load_dataset(name: str, split: str = "train", **options: object) -> Any:
 
 register_dataset(
     "digits",
-    "dmlbook.data.digits:load",
+    "dmlbook.data.handwritten.digits:load",
     summary="scikit-learn's 8x8 handwritten digits; train = digits 0-4, test = digits 5-9",
 )
 register_dataset(
     "synthetic",
-    "dmlbook.data.synthetic:load",
+    "dmlbook.data.generated.synthetic:load",
     summary="procedural fine-grained 32x32 RGB images; classes are attribute combinations",
 )
 register_dataset(
     "omniglot",
-    "dmlbook.data.omniglot:load",
+    "dmlbook.data.handwritten.omniglot:load",
     summary="Omniglot handwritten characters shipped with dmlbook, 28x28; train = background "
     "small set 1 (136 characters, 5 alphabets), test = 106 characters of 3 other alphabets "
     "(small set 2 less Greek and Latin)",
 )
 register_dataset(
     "omniglot_full",
-    "dmlbook.data.omniglot:load_full",
+    "dmlbook.data.handwritten.omniglot:load_full",
     summary="Omniglot full release ($DMLBOOK_DATA/omniglot); train = images_background (964 "
     "characters), test = images_evaluation (659)",
 )
@@ -219,25 +219,25 @@ register_dataset(
 # they return an ImageListDataset (paths + labels), decoded by ImageListDataset.cached().
 register_dataset(
     "cub",
-    "dmlbook.data.cub:load",
+    "dmlbook.data.benchmarks.cub:load",
     summary="CUB-200-2011 ($DMLBOOK_DATA/CUB_200_2011); train = classes 1-100 (5,864 images), "
     "test = classes 101-200 (5,924)",
 )
 register_dataset(
     "cars",
-    "dmlbook.data.cars:load",
+    "dmlbook.data.benchmarks.cars:load",
     summary="Cars-196 ($DMLBOOK_DATA/cars196); train = classes 1-98 (8,054 images), "
     "test = classes 99-196 (8,131)",
 )
 register_dataset(
     "sop",
-    "dmlbook.data.sop:load",
+    "dmlbook.data.benchmarks.sop:load",
     summary="Stanford Online Products ($DMLBOOK_DATA/Stanford_Online_Products); "
     "train 59,551 images / 11,318 products, test 60,502 / 11,316",
 )
 register_dataset(
     "inshop",
-    "dmlbook.data.inshop:load",
+    "dmlbook.data.benchmarks.inshop:load",
     splits=("train", "query", "gallery"),
     summary="DeepFashion In-Shop ($DMLBOOK_DATA/InShop); train 25,882 images / 3,997 items, "
     "query 14,218 and gallery 12,612 of 3,985 other items",

@@ -1,7 +1,7 @@
 """Batches for the engine: a split becomes a *source* that yields ready model inputs on the device.
 
 Every split ends up as ``uint8`` RGB images of one size, and the same batched transforms of
-:mod:`dmlbook.data.augment` turn them into model inputs on the device:
+:mod:`dmlbook.data.batches.augment` turn them into model inputs on the device:
 
 * image files (:class:`~dmlbook.data.ImageListDataset`: CUB, Cars, SOP, In-Shop) are decoded once
   into the memory-mapped cache (:meth:`~dmlbook.data.ImageListDataset.cached`, short side

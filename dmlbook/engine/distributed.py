@@ -7,7 +7,7 @@ Under ``torchrun --nproc-per-node N`` (any number of nodes) every process runs
   ``WORLD_SIZE``, ``LOCAL_RANK``; NCCL on GPUs, gloo on CPUs) and gives each process its device;
 * :func:`wrap_model` wraps the model in :class:`~torch.nn.parallel.DistributedDataParallel`,
   which averages parameter gradients over the processes;
-* :class:`~dmlbook.data.sampler.DistributedPKSampler` gives each process ``P / N`` of the ``P``
+* :class:`~dmlbook.data.batches.sampler.DistributedPKSampler` gives each process ``P / N`` of the ``P``
   classes of the global batch (``train.batch_size = P x K`` is the global batch);
 * :func:`gather_batch` concatenates every process's embeddings and labels, so that the loss sees
   the whole global batch and every cross-process pair, and sends the gradients back to the
@@ -194,7 +194,7 @@ def gather_batch(
     ``all_gather_tensor_autograd``), whose backward returns to each process the sum over
     processes of the gradients of its slice (see the module docstring for why this, with
     DistributedDataParallel's average, is exact). Every process
-    must hold the same number of rows (:class:`~dmlbook.data.sampler.DistributedPKSampler`
+    must hold the same number of rows (:class:`~dmlbook.data.batches.sampler.DistributedPKSampler`
     guarantees it). With one process (no group) the inputs come back unchanged.
     """
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:

@@ -22,10 +22,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from ..data.sampler import DistributedPKSampler
+from ..core.progress import progress_disabled
+from ..core.reproducibility import seed_everything
+from ..data.batches.sampler import DistributedPKSampler
 from ..evaluate import chance_recall_at_k
-from ..progress import progress_disabled
-from ..reproducibility import seed_everything
 from ..training.checkpoint import save_checkpoint, write_csv, write_json
 from ..training.loop import Stop, Trainer
 from .build import build_loss, build_model, build_optimizer, lr_factor, milestones

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..similarity import l2_normalize
-from ..validation import as_embeddings, as_labels, check_same_length
+from ..core.similarity import l2_normalize
+from ..core.validation import as_embeddings, as_labels, check_same_length
 
 __all__ = ["ranked_metrics", "check_ks"]
 

@@ -2,7 +2,7 @@
 
 Chapters: ``book/10_multi_similarity.ipynb`` to ``book/15_fair_comparison.ipynb`` and
 ``book/90_papers_numbers.ipynb``, their last section. Tests: ``tests/exercises/test_advanced.py``.
-Numbers quoted from the papers are read from :func:`dmlbook.paper_results.load_paper_results`,
+Numbers quoted from the papers are read from :func:`dmlbook.papers.paper_results.load_paper_results`,
 as the chapters read them; the rest is recomputed from the statement and the package.
 """
 
@@ -15,9 +15,9 @@ import sympy as sp
 import torch
 from scipy import stats
 
+from ..core.similarity import cosine_similarity
 from ..mining import ms_mining_masks
-from ..paper_results import load_paper_results, recall_not_monotone
-from ..similarity import cosine_similarity
+from ..papers.paper_results import load_paper_results, recall_not_monotone
 from ..surgery.gradient import SurgerySpec, designed_gradient
 from ..surgery.triplets import ephn_triplets
 from .registry import WrongForm, call, close, exercise, expression, numbers, proved

@@ -5,23 +5,23 @@ chapters print is the code that trains: autograd differentiates it), the paper's
 ``w_ij = dL/dS_ij`` as a separately named function where the paper prints them (the tests and
 chapters hold them equal to autograd: the General Pair Weighting view made concrete), its
 hyper-parameters, declared by the function's signature (literal defaults and ranges,
-:func:`dmlbook.validation.declared`), and its thin ``nn.Module`` built from that signature;
+:func:`dmlbook.core.validation.declared`), and its thin ``nn.Module`` built from that signature;
 each opens with where its chapter section, its proof and its tests are. Which pairs a loss sees is decided once, by the miners of :mod:`dmlbook.mining`.
 
 Which module holds which loss, with its equations, its weights function, its proof, its
 reference loop, its tests and its chapter section: the loss table of ``MAP.md`` (a test keeps
 it complete). Xuan & Pless's designed gradient, ``GradientSurgeryLoss``, lives in
-:mod:`dmlbook.surgery.loss` and registers itself as ``gradient_surgery``.
+:mod:`dmlbook.losses.gradient_surgery` and registers itself as ``gradient_surgery``.
 
 Every loss function takes ``S``, the (B, B) similarity matrix of a batch, and ``labels``, its (B,)
 class ids, and the keywords ``pos_mask`` and ``neg_mask``: optional bool (B, B) pairs from a
-miner, which narrow the label masks (:func:`dmlbook.pairs.pair_sets`). A docstring documents
+miner, which narrow the label masks (:func:`dmlbook.core.pairs.pair_sets`). A docstring documents
 them only where its function reads them differently. A family that reuses another's
-hyper-parameters says so once, ``@declared(like=...)`` (:func:`dmlbook.validation.declared`).
+hyper-parameters says so once, ``@declared(like=...)`` (:func:`dmlbook.core.validation.declared`).
 
 ``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
 The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet masks) are in
-:mod:`dmlbook.mining`, the pair algebra in :mod:`dmlbook.pairs`. The paper-literal loops are in
+:mod:`dmlbook.mining`, the pair algebra in :mod:`dmlbook.core.pairs`. The paper-literal loops are in
 :mod:`dmlbook.reference`, the studies (Table 1, Table 2) in :mod:`dmlbook.studies`.
 """
 
@@ -170,5 +170,5 @@ __all__ = [
     "register_loss",
 ]
 
-# Last: the designed-gradient module lives in dmlbook.surgery and registers itself on import.
-from ..surgery import loss as _surgery_loss  # noqa: E402, F401
+# Last: the designed-gradient module (gradient_surgery.py, built on dmlbook.surgery) registers itself on import.
+from . import gradient_surgery as _surgery_loss  # noqa: E402, F401

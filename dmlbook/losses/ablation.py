@@ -38,9 +38,9 @@ from typing import Any
 
 import torch
 
+from ..core.pairs import Mask
+from ..core.validation import NonNegative, Real, Scale, declared
 from ..mining.multi_similarity import ms_mining_masks
-from ..pairs import Mask
-from ..validation import NonNegative, Real, Scale, declared
 from .base import PairLoss
 from .binomial import binlifted_loss, binomial_deviance_loss
 from .lifted import lifted_star_loss

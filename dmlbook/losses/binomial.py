@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import Mask, masked_logsumexp, masked_softmax, pair_sets, reduce, softplus
-from ..validation import Real, Reduction, Scale, declared
+from ..core.pairs import Mask, masked_logsumexp, masked_softmax, pair_sets, reduce, softplus
+from ..core.validation import Real, Reduction, Scale, declared
 from .base import PairLoss
 
 __all__ = [
@@ -81,10 +81,10 @@ def binomial_deviance_loss(
 
     Notes
     -----
-    ``log(1 + e^x)`` is :func:`dmlbook.pairs.softplus`, linear above ``x = 20`` in float32 and
+    ``log(1 + e^x)`` is :func:`dmlbook.core.pairs.softplus`, linear above ``x = 20`` in float32 and
     above ``x = 40`` in float64, so nothing overflows for ``beta = 50`` and any ``S`` in
     [-1, 1], and float64 values and gradients are exact to rounding. Half precision is computed
-    in float32 (:func:`dmlbook.pairs.pair_sets`): ``alpha (lambda - S)`` passes float16's 65,504
+    in float32 (:func:`dmlbook.core.pairs.pair_sets`): ``alpha (lambda - S)`` passes float16's 65,504
     long before the loss does.
     """
     S, pos, neg = pair_sets(S, labels, pos_mask, neg_mask)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import Mask, masked_logsumexp, pair_sets, reduce, softplus
-from ..validation import Real, Reduction, Scale, declared
+from ..core.pairs import Mask, masked_logsumexp, pair_sets, reduce, softplus
+from ..core.validation import Real, Reduction, Scale, declared
 from .base import PairLoss
 
 __all__ = ["CircleLoss", "circle_loss"]

@@ -31,8 +31,8 @@ from typing import Annotated, Literal
 
 import torch
 
-from ..pairs import Mask, dissimilarity, pair_sets, reduce
-from ..validation import NonNegative, Number, Reduction, declared
+from ..core.pairs import Mask, dissimilarity, pair_sets, reduce
+from ..core.validation import NonNegative, Number, Reduction, declared
 from .base import PairLoss
 
 __all__ = [

@@ -55,8 +55,8 @@ from typing import Literal, get_args
 
 import torch
 
-from ..pairs import Mask, pair_sets, softplus
-from ..validation import Count, Real, Scale, declared
+from ..core.pairs import Mask, pair_sets, softplus
+from ..core.validation import Count, Real, Scale, declared
 from .base import PairLoss
 from .first_order import CHI2, first_order_only
 

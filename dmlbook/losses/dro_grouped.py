@@ -41,8 +41,8 @@ from typing import Annotated
 
 import torch
 
-from ..pairs import Mask, pair_sets, reduce
-from ..validation import Number, Real, Reduction, Scale, declared
+from ..core.pairs import Mask, pair_sets, reduce
+from ..core.validation import Number, Real, Reduction, Scale, declared
 from .base import PairLoss
 from .dro import Base, dro_candidates, dro_loss, pair_losses
 

@@ -29,8 +29,8 @@ from typing import Annotated
 
 import torch
 
-from ..pairs import Mask, pair_sets
-from ..validation import Number, declared
+from ..core.pairs import Mask, pair_sets
+from ..core.validation import Number, declared
 from .base import PairLoss
 
 __all__ = ["HistogramLoss", "histogram_loss", "histograms"]

@@ -26,7 +26,7 @@ Three members of one family, all log-sum-exp "soft maxima" over a batch's pairs:
 
       L_i = (1/alpha) log sum_{P_i} e^{-alpha S_ik} + (1/beta) log sum_{N_i} e^{beta S_ik}.
 
-Every log-sum-exp goes through :func:`dmlbook.pairs.masked_logsumexp` (max-shifted), so no
+Every log-sum-exp goes through :func:`dmlbook.core.pairs.masked_logsumexp` (max-shifted), so no
 value or gradient overflows, even at ``beta = 50`` in float32.
 """
 
@@ -34,8 +34,16 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import Form, Mask, dissimilarity, masked_logsumexp, masked_softmax, pair_sets, reduce
-from ..validation import Real, Reduction, Scale, declared
+from ..core.pairs import (
+    Form,
+    Mask,
+    dissimilarity,
+    masked_logsumexp,
+    masked_softmax,
+    pair_sets,
+    reduce,
+)
+from ..core.validation import Real, Reduction, Scale, declared
 from .base import PairLoss
 
 __all__ = [
@@ -110,7 +118,7 @@ def lifted_weights(S, labels, margin, *, pos_mask, neg_mask) -> tuple[torch.Tens
     hinge is active (the others get no weight); 0 elsewhere. Detached magnitudes: autograd of
     :func:`lifted_loss` with ``reduction="sum"`` is ``w^- - w^+``
     (``tests/losses/test_lifted.py``). Both are soft-max weights, computed with the row's
-    maximum subtracted (:func:`dmlbook.pairs.masked_softmax`), so none overflows.
+    maximum subtracted (:func:`dmlbook.core.pairs.masked_softmax`), so none overflows.
 
     Returns
     -------

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import Mask, dissimilarity, pair_sets, reduce
-from ..validation import NonNegative, Reduction, declared
+from ..core.pairs import Mask, dissimilarity, pair_sets, reduce
+from ..core.validation import NonNegative, Reduction, declared
 from .base import PairLoss
 from .liu_weighting import Normalization, Weighting, liu_weights, log_weights
 from .triplet import triplet_sums

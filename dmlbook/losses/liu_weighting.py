@@ -44,9 +44,9 @@ Semantics (what the paper leaves open, and what dmlbook chose)
   (:func:`dmlbook.mining.ms_distance_mining_masks`; Table II "+ triplet margin").
 
 Numerics: normalised weights are soft-max weights of their logarithms (``p log x``, ``alpha x``;
-:func:`dmlbook.pairs.masked_softmax`, max-shifted) and never overflow; un-normalised (v0) weights
+:func:`dmlbook.core.pairs.masked_softmax`, max-shifted) and never overflow; un-normalised (v0) weights
 are ``x^p`` and ``exp(alpha x)`` as printed, and the exponential overflows float32 once
-``alpha x > 88``. MS v1/v2 are masked log-sum-exps (:func:`dmlbook.pairs.masked_logsumexp`).
+``alpha x > 88``. MS v1/v2 are masked log-sum-exps (:func:`dmlbook.core.pairs.masked_logsumexp`).
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ from typing import Literal
 
 import torch
 
+from ..core.pairs import Mask, dissimilarity, masked_logsumexp, masked_softmax, pair_sets, reduce
+from ..core.validation import NonNegative, Reduction, Scale, declared
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
 from ..mining.distance import margins_in_order
-from ..pairs import Mask, dissimilarity, masked_logsumexp, masked_softmax, pair_sets, reduce
-from ..validation import NonNegative, Reduction, Scale, declared
 from .base import PairLoss
 
 __all__ = [

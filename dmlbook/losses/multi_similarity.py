@@ -34,7 +34,7 @@ text, which the tests compare this vectorised code with.
 
 Semantics (what the paper leaves open, and what dmlbook chose)
 ---------------------------------------------------------------
-* **Self pairs** are excluded *by index* (:func:`dmlbook.similarity.pair_masks`), so a duplicate
+* **Self pairs** are excluded *by index* (:func:`dmlbook.core.similarity.pair_masks`), so a duplicate
   image of the same class (``S = 1``) is a positive pair. The authors' code instead drops every
   positive with ``S >= 1 - 1e-5``, duplicates included.
 * **Thresholds** come from the *unmined* sets: Eq. 11 uses the minimum over all the anchor's
@@ -58,7 +58,7 @@ Semantics (what the paper leaves open, and what dmlbook chose)
 
 Numerics
 --------
-Both log-sum-exps go through :func:`dmlbook.pairs.masked_logsumexp`, which shifts every exponent
+Both log-sum-exps go through :func:`dmlbook.core.pairs.masked_logsumexp`, which shifts every exponent
 by its row's maximum (including the implicit ``0`` of the ``1 +``), so nothing overflows for any
 ``alpha, beta > 0``, ``lambda`` and finite ``S``, in float32 as in float64, and an empty set is
 0 with gradient 0. Half-precision inputs (``bfloat16``/``float16``, e.g. ``S`` from a matmul
@@ -74,9 +74,9 @@ from typing import Annotated
 
 import torch
 
+from ..core.pairs import Mask, masked_logsumexp, masked_softmax, pair_sets, reduce
+from ..core.validation import NonNegative, Number, Real, Reduction, Scale, declared
 from ..mining.multi_similarity import ms_mining_masks
-from ..pairs import Mask, masked_logsumexp, masked_softmax, pair_sets, reduce
-from ..validation import NonNegative, Number, Real, Reduction, Scale, declared
 from .base import PairLoss
 
 __all__ = [
@@ -128,7 +128,7 @@ def ms_weights(
     Notes
     -----
     Written as ``w_ij^- = exp(beta (S_ij - lambda) - log(1 + sum_{N_i} e^{beta (S_ik - lambda)}))``
-    with the row maximum subtracted first (:func:`dmlbook.pairs.masked_softmax`), so it is
+    with the row maximum subtracted first (:func:`dmlbook.core.pairs.masked_softmax`), so it is
     finite for any ``S``, ``alpha``, ``beta``. The weights of one anchor's negatives sum to less
     than 1: the ``1 +`` is the share left to *Similarity-S* (an anchor whose negatives are all
     far below ``lambda`` has tiny weights).

@@ -28,8 +28,7 @@ from typing import Literal
 
 import torch
 
-from ..mining import npair_pairs
-from ..pairs import (
+from ..core.pairs import (
     Form,
     Mask,
     check_batch,
@@ -39,8 +38,9 @@ from ..pairs import (
     reduce,
     softplus,
 )
-from ..similarity import cosine_similarity
-from ..validation import Reduction, declared
+from ..core.similarity import cosine_similarity
+from ..core.validation import Reduction, declared
+from ..mining import npair_pairs
 from .base import PairLoss
 
 __all__ = ["npair_block_terms", "npair_loss", "NPairLoss", "NPAIR_SAMPLING"]

@@ -39,9 +39,9 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from .. import mining as miners
-from ..pair_lists import positive_lists
-from ..pairs import Form, Mask, check_triplet_mask, dissimilarity, pair_sets, softplus
-from ..validation import NonNegative, Scale, declared
+from ..core.pair_lists import positive_lists
+from ..core.pairs import Form, Mask, check_triplet_mask, dissimilarity, pair_sets, softplus
+from ..core.validation import NonNegative, Scale, declared
 from .base import PairLoss
 
 __all__ = [
@@ -87,7 +87,7 @@ def triplet_sums(
     This layout exists for memory, not speed. The (B, B, B) tensor of every triplet is 4 GB at
     B = 1000 in float32, and autograd would keep several. Here each anchor's positives are an
     index list (``K`` of them: ``k - 1`` in a P x k batch, one after batch-hard mining;
-    :func:`dmlbook.pair_lists.positive_lists`), so ``b`` anchors take (b, K, B) entries, and the
+    :func:`dmlbook.core.pair_lists.positive_lists`), so ``b`` anchors take (b, K, B) entries, and the
     anchors go in blocks of at most :data:`TRIPLET_BLOCK` entries. With more than one block, each
     runs under :func:`torch.utils.checkpoint.checkpoint`: autograd keeps only the block's rows of
     ``x`` and computes the block again in the backward pass, so memory stays ``O(B^2)`` plus

@@ -1,7 +1,7 @@
 """Mining: which pairs (or triplets) of a batch a loss is allowed to see, as boolean masks.
 
 Every miner of dmlbook is in this package, one module per family of rules, and it imports only
-the pair algebra (:mod:`dmlbook.pairs`), so the losses can import it without a cycle:
+the pair algebra (:mod:`dmlbook.core.pairs`), so the losses can import it without a cycle:
 :mod:`~dmlbook.mining.triplets` (all, batch-hard, easy-positive, semi-hard, margin-violating),
 :mod:`~dmlbook.mining.npair` (Sohn's N-pair batch), :mod:`~dmlbook.mining.multi_similarity`
 (Wang et al.'s Eq. 11-12 on similarities) and :mod:`~dmlbook.mining.distance` (Liu et al.'s

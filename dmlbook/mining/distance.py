@@ -12,8 +12,8 @@ from typing import Annotated
 
 import torch
 
-from ..pairs import Mask, compute_dtype, dissimilarity, pair_sets
-from ..validation import Number, declared
+from ..core.pairs import Mask, compute_dtype, dissimilarity, pair_sets
+from ..core.validation import Number, declared
 from .multi_similarity import hardest, ms_mining_masks
 
 #: Liu et al.'s thresholds ``m1``, ``m2`` of Eq. 16-17, distances of unit vectors.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ..validation import as_labels
+from ..core.validation import as_labels
 
 
 def npair_masks(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

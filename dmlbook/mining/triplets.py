@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import (
+from ..core.pairs import (
     FORMS,
     check_choice,
     check_similarity,
@@ -18,7 +18,7 @@ from ..pairs import (
     pair_masks,
     resolve_masks,
 )
-from ..validation import as_labels
+from ..core.validation import as_labels
 
 #: Triplet selections by the margin ``t = d_an - d_ap`` of a triplet (``d`` the dissimilarity of
 #: the loss's form). pytorch-metric-learning's ``TripletMarginMiner`` calls ``"violating"`` "all";

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..similarity import l2_normalize
+from ..core.similarity import l2_normalize
 
 __all__ = ["L2Normalize", "embed", "check_positive_int"]
 

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from ..pairs import check_similarity, dissimilarity
+from ..core.pairs import check_similarity, dissimilarity
 
 __all__ = [
     "ms_distance_loss_reference",

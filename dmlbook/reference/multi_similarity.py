@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ..pairs import check_positive, check_similarity
+from ..core.pairs import check_positive, check_similarity
 
 __all__ = ["multi_similarity_loss_reference", "ms_mining_reference"]
 

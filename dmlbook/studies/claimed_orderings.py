@@ -88,7 +88,7 @@ def orderings_beside(
     Parameters
     ----------
     papers : DataFrame
-        :func:`dmlbook.paper_results.load_paper_results`.
+        :func:`dmlbook.papers.paper_results.load_paper_results`.
     results : DataFrame
         Final runs: ``loss`` (family labels), ``seed`` and ``metric``.
     metric : str

@@ -18,7 +18,7 @@ protocol for the shipped Omniglot copy:
    :func:`score` measures the 20-way one-shot error on Lake et al.'s 20 runs (with each run's
    error) and MAP@R and R@1 on the 106 ``test`` characters. :func:`mean_intervals` and
    :func:`paired_intervals` give t-intervals over seeds (runs of one seed share initial weights,
-   batches and distortions); :func:`dmlbook.oneshot.bootstrap_runs` the interval over the runs.
+   batches and distortions); :func:`dmlbook.evaluate.oneshot.bootstrap_runs` the interval over the runs.
 
 ``bench/omniglot_compare.py`` runs the protocol (resumable, CSV in ``bench/results/``); Chapter
 15 reads the result and repeats a short run live. Tests: ``tests/studies/test_fair_comparison.py``.
@@ -40,15 +40,15 @@ import pandas as pd
 import torch
 from scipy import stats
 
+from ..core.reproducibility import seed_everything
 from ..data import PKSampler, RandomBatchSampler
-from ..data.affine import RandomAffine
-from ..data.dataset import EmbeddedDataset
-from ..data.omniglot import OneShotRuns
+from ..data.base.dataset import EmbeddedDataset
+from ..data.batches.affine import RandomAffine
+from ..data.handwritten.omniglot import OneShotRuns
 from ..evaluate import retrieval_metrics
+from ..evaluate.oneshot import evaluate_one_shot
 from ..losses.registry import get_loss
 from ..models import SmallCNN, embed
-from ..oneshot import evaluate_one_shot
-from ..reproducibility import seed_everything
 from ..training.in_memory import _to_device, cosine_factor, inputs_and_labels
 from ..training.loop import Trainer
 from ..training.optim import make_optimizer

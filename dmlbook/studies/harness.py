@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 from tqdm import tqdm
 
-from ..progress import progress_disabled
+from ..core.progress import progress_disabled
 
 __all__ = ["RunOne", "run_grid"]
 

@@ -11,7 +11,7 @@ The result is a tidy :class:`pandas.DataFrame` in the package's results layout
 (:mod:`dmlbook.studies.results`), one row per (loss, seed, evaluated epoch), which
 :func:`~dmlbook.studies.results.summarize` reduces to mean and standard deviation over seeds and
 :func:`~dmlbook.studies.results.format_summary` prints as ``mean +- std`` (in percent).
-:func:`dmlbook.plots.plot_recall_bars` draws the summary.
+:func:`dmlbook.chapters.plots.plot_recall_bars` draws the summary.
 
 Because runs that share a seed share their initial weights and batches, the differences between
 two losses *within* a seed are paired: :func:`~dmlbook.studies.results.paired_differences`
@@ -31,10 +31,10 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
+from ..core.reproducibility import seed_everything
 from ..evaluate import recall_at_k
 from ..losses.registry import get_loss
 from ..models.embedding import check_positive_int, embed
-from ..reproducibility import seed_everything
 from ..training.in_memory import fit, inputs_and_labels
 from .harness import run_grid
 
@@ -265,7 +265,7 @@ def compare_losses(
         only column that varies between identical runs). ``attrs`` holds the protocol:
         ``interrupted``, ``seeds``, ``eval_every``, ``ks`` and the ``fit`` keyword arguments, and
         ``step_loss``: ``{(loss, seed): [the loss of every training batch]}`` (training curves,
-        :func:`dmlbook.curves.plot_loss_curves`).
+        :func:`dmlbook.chapters.curves.plot_loss_curves`).
 
     Raises
     ------

@@ -9,7 +9,7 @@
 * :mod:`~dmlbook.surgery.gradient`: :class:`SurgerySpec`, :func:`designed_gradient` and the
   custom-backward :class:`SurgeryFunction`.
 
-The trainable module is :class:`dmlbook.surgery.loss.GradientSurgeryLoss` (registered as
+The trainable module is :class:`dmlbook.losses.gradient_surgery.GradientSurgeryLoss` (registered as
 ``"gradient_surgery"``). Chapter: ``book/13_gradient_surgery.ipynb``; tests: ``tests/surgery/``;
 proofs: :mod:`dmlbook.symbolic.gradient_surgery`.
 """

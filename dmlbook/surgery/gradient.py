@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from ..validation import Real, Scale, check_argument
+from ..core.validation import Real, Scale, check_argument
 from .directions import DIRECTIONS, unit_directions
 from .triplets import Triplets, ephn_triplets, relative_sets
 from .weights import (
@@ -53,7 +53,7 @@ def _choice(value: Any, allowed: tuple[str, ...], name: str) -> str:
 
 
 def _finite(value: Any, name: str, *, positive: bool = False) -> float:
-    """A scale (``positive``) or a margin, with the losses' ranges (:mod:`dmlbook.validation`)."""
+    """A scale (``positive``) or a margin, with the losses' ranges (:mod:`dmlbook.core.validation`)."""
     return check_argument(name, value, Scale if positive else Real)
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core.similarity import pair_masks
 from ..mining import easy_positive_masks
-from ..similarity import pair_masks
 
 __all__ = ["Triplets", "ephn_triplets", "relative_sets"]
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import torch
 
-from ..gpw import GradientCheck, compare_gradients, gpw_weights
-from ..validation import as_labels
+from ..core.gpw import GradientCheck, compare_gradients, gpw_weights
+from ..core.validation import as_labels
 from .torch_bridge import batch_weights
 
 __all__ = ["check_against_autograd", "gradcheck_witness"]
@@ -64,7 +64,7 @@ def check_against_autograd(
         and ``dmlbook.losses.contrastive_loss``, a mean over the ordered pairs ``i != j``, needs
         ``scale=1/n_pairs``.
     tol : float
-        Tolerance of :class:`~dmlbook.gpw.GradientCheck` (absolute up to gradients of order one,
+        Tolerance of :class:`~dmlbook.core.gpw.GradientCheck` (absolute up to gradients of order one,
         relative beyond).
     pos_mask, neg_mask : bool Tensor of shape (B, B), optional
         Mined pairs, passed to :func:`batch_weights` (bind them into ``loss_on_S`` as well).

@@ -17,8 +17,8 @@ import sympy as sp
 import torch
 from sympy.printing.pytorch import TorchPrinter
 
+from ..core.validation import as_labels
 from ..losses.base import resolve_masks
-from ..validation import as_labels
 from .differentiate import pair_weights
 from .symbols import AnchorSimilarities, anchor_similarities
 

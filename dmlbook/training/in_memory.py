@@ -28,11 +28,11 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from ..core.progress import progress_disabled
+from ..core.reproducibility import seed_everything
 from ..data import PKSampler, RandomBatchSampler
 from ..evaluate import recall_at_k
 from ..models.embedding import check_positive_int, embed
-from ..progress import progress_disabled
-from ..reproducibility import seed_everything
 from .loop import Trainer
 from .optim import check_optimizer, make_optimizer
 

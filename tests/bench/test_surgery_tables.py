@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dmlbook.paper_results import load_paper_results
+from dmlbook.papers.paper_results import load_paper_results
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 COMMITTED = BENCH / "results" / "surgery_tables_cpu.csv"

@@ -3,7 +3,7 @@
 Zip files and folders in the release's layout (``<set>/<Alphabet>/characterNN/<id>_<drawer>.png``
 and ``runNN/...``), with random one-bit 105 x 105 drawings. Expected images come from an
 independent area-average reference (:func:`box_reference`), not from
-:mod:`dmlbook.data.omniglot_layout`. Shared by ``test_omniglot.py`` and
+:mod:`dmlbook.data.handwritten.omniglot_layout`. Shared by ``test_omniglot.py`` and
 ``test_omniglot_layout.py``; the ``small_layout`` fixture is in ``tests/data/conftest.py``.
 """
 

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tiny_run import tiny_config
 
+from dmlbook.core.reproducibility import seed_everything
 from dmlbook.engine import RECALL_KS, Config, ConfigError, find_config, load_config, train
 from dmlbook.engine.build import milestones
-from dmlbook.reproducibility import seed_everything
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))

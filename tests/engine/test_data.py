@@ -6,7 +6,7 @@ import pytest
 import torch
 from tiny_run import tiny_config
 
-from dmlbook.data.dataset import EmbeddedDataset
+from dmlbook.data.base.dataset import EmbeddedDataset
 from dmlbook.engine import ConfigError, load_config
 from dmlbook.engine.data import Source, build_splits
 from dmlbook.models.pretrained import InputSpec

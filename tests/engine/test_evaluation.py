@@ -9,7 +9,8 @@ import torch
 from tiny_run import tiny_config
 from torch import nn
 
-from dmlbook.data import register_dataset, synthetic
+from dmlbook.data import register_dataset
+from dmlbook.data.generated import synthetic
 from dmlbook.data.registry import _REGISTRY
 from dmlbook.engine import load_config, train
 from dmlbook.engine.build import build_model

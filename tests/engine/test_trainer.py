@@ -26,6 +26,7 @@ import yaml
 from PIL import Image
 from tiny_run import tiny_config
 
+from dmlbook.core.reproducibility import seed_everything
 from dmlbook.engine import (
     TEST_SELECTION_NOTE,
     ConfigError,
@@ -37,7 +38,6 @@ from dmlbook.engine import (
     train,
 )
 from dmlbook.engine.build import build_model
-from dmlbook.reproducibility import seed_everything
 from dmlbook.training import load_checkpoint
 
 # Single-threaded CPU math: identical results in this process and in subprocesses.

@@ -18,6 +18,7 @@ from loss_cases import (
     pk_batch,
 )
 
+from dmlbook.core.similarity import cosine_similarity
 from dmlbook.losses import (
     BinLiftedLoss,
     BinomialDevianceLoss,
@@ -35,7 +36,6 @@ from dmlbook.losses import (
     npair_loss,
     triplet_loss,
 )
-from dmlbook.similarity import cosine_similarity
 
 
 def test_registry_covers_every_loss_here():

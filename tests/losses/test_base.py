@@ -11,6 +11,7 @@ from loss_cases import (
     pk_batch,
 )
 
+from dmlbook.core.similarity import cosine_similarity
 from dmlbook.losses import (
     BinomialDevianceLoss,
     ContrastiveDistanceLoss,
@@ -28,7 +29,6 @@ from dmlbook.losses import (
     loss_parameters,
     npair_loss,
 )
-from dmlbook.similarity import cosine_similarity
 
 
 @pytest.mark.parametrize(("name", "hp"), VARIANTS)

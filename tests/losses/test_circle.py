@@ -11,8 +11,8 @@ import hypothesis.strategies as st
 import torch
 from hypothesis import given, settings
 
+from dmlbook.core.pairs import resolve_masks
 from dmlbook.losses import circle_loss, describe_loss, get_loss
-from dmlbook.pairs import resolve_masks
 from dmlbook.reference.gradient_surgery import circle_loss_reference
 
 

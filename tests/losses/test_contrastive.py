@@ -18,12 +18,12 @@ from loss_cases import (
     random_narrowing,
 )
 
+from dmlbook.core.pairs import resolve_masks
 from dmlbook.losses import (
     ContrastiveLoss,
     contrastive_distance_loss,
     contrastive_loss,
 )
-from dmlbook.pairs import resolve_masks
 from dmlbook.reference.classic import (
     contrastive_distance_loss_reference as ref_contrastive_distance,
 )

@@ -14,10 +14,10 @@ import torch
 from hypothesis import given, settings
 from loss_cases import unit_sphere_batches
 
+from dmlbook.core.similarity import cosine_similarity
 from dmlbook.losses import triplet as triplet_module
 from dmlbook.losses.liu_triplet import triplet_weighted_loss, triplet_weights
 from dmlbook.reference.liu_weighting import triplet_weighted_loss_reference
-from dmlbook.similarity import cosine_similarity
 
 WEIGHTINGS = [("constant", 1.0), ("power", 0.0), ("power", 2.5), ("power", 5.0),
               ("power", 20.0), ("exponential", 0.0), ("exponential", 40.0)]  # fmt: skip

@@ -10,6 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
+from dmlbook.core.similarity import cosine_similarity
 from dmlbook.losses import get_loss
 from dmlbook.losses.liu_weighting import (
     ms_distance_loss,
@@ -19,7 +20,6 @@ from dmlbook.losses.liu_weighting import (
     pair_weights,
 )
 from dmlbook.reference import ms_distance_loss_reference
-from dmlbook.similarity import cosine_similarity
 
 WEIGHTINGS = [("constant", 0.0, 0.0), ("power", 0.0, 1.0), ("power", 0.5, 2.0),
               ("power", 5.0, 5.0), ("exponential", 0.0, 2.0), ("exponential", 3.0, 10.0)]  # fmt: skip

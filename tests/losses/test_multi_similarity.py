@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from loss_cases import cosine_batches, grad_of, rand_S
 
 from dmlbook import symbolic as sy
+from dmlbook.core.similarity import cosine_similarity, pair_masks
 from dmlbook.losses import (
     MSMiningLoss,
     MultiSimilarityLoss,
@@ -33,7 +34,6 @@ from dmlbook.losses import (
     multi_similarity_loss,
 )
 from dmlbook.mining import ms_mining_masks
-from dmlbook.similarity import cosine_similarity, pair_masks
 from dmlbook.studies.three_similarities import (
     ProbeSpec,
     compare_with_paper,

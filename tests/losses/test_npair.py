@@ -17,12 +17,12 @@ from loss_cases import (
     pk_batch,
 )
 
+from dmlbook.core.similarity import cosine_similarity
 from dmlbook.losses import (
     NPairLoss,
     npair_loss,
 )
 from dmlbook.reference.classic import npair_loss_reference as ref_npair
-from dmlbook.similarity import cosine_similarity
 
 
 @FAST

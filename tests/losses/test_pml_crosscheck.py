@@ -48,6 +48,8 @@ from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning import reducers as pml_reducers
 
+from dmlbook.core.pairs import dissimilarity, prepare_batch
+from dmlbook.core.similarity import pair_masks
 from dmlbook.losses import (
     ContrastiveDistanceLoss,
     ContrastiveLoss,
@@ -61,8 +63,6 @@ from dmlbook.losses import (
     triplet_loss,
 )
 from dmlbook.mining import batch_hard_masks, margin_triplet_mask
-from dmlbook.pairs import dissimilarity, prepare_batch
-from dmlbook.similarity import pair_masks
 
 REL = 1e-9
 GRAD_ATOL = 1e-11

@@ -25,13 +25,13 @@ from loss_cases import (
     rand_S,
 )
 
+from dmlbook.core.pairs import dissimilarity, resolve_masks
+from dmlbook.core.similarity import cosine_similarity
 from dmlbook.losses import TripletLoss, cosine_triplet_loss, describe_loss, get_loss, triplet_loss
 from dmlbook.losses import triplet as triplet_module
-from dmlbook.pairs import dissimilarity, resolve_masks
 from dmlbook.reference.classic import dist, sets
 from dmlbook.reference.classic import triplet_loss_reference as ref_triplet
 from dmlbook.reference.gradient_surgery import cosine_triplet_loss_reference
-from dmlbook.similarity import cosine_similarity
 
 
 @FAST

@@ -12,8 +12,8 @@ import torch
 from hypothesis import given, settings
 from loss_cases import cosine_batches, rand_S
 
+from dmlbook.core.similarity import cosine_similarity, pair_masks
 from dmlbook.mining import ms_mining_masks
-from dmlbook.similarity import cosine_similarity, pair_masks
 
 FAST = settings(max_examples=40, deadline=None)
 

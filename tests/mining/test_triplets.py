@@ -9,6 +9,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
+from dmlbook.core.similarity import cosine_similarity
 from dmlbook.losses import TripletLoss, triplet_loss
 from dmlbook.losses.base import dissimilarity
 from dmlbook.mining import (
@@ -21,7 +22,6 @@ from dmlbook.mining import (
     npair_masks,
     semihard_triplet_mask,
 )
-from dmlbook.similarity import cosine_similarity
 
 FAST = settings(max_examples=40, deadline=None)
 

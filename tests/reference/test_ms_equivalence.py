@@ -40,10 +40,10 @@ from hypothesis import given, settings
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 
+from dmlbook.core.similarity import cosine_similarity, l2_normalize, pair_masks
 from dmlbook.losses import MultiSimilarityLoss, multi_similarity_loss
 from dmlbook.mining import ms_mining_masks
 from dmlbook.reference import ms_mining_reference, multi_similarity_loss_reference
-from dmlbook.similarity import cosine_similarity, l2_normalize, pair_masks
 
 FAST = settings(max_examples=40, deadline=None)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dmlbook.paper_results import load_paper_results
+from dmlbook.papers.paper_results import load_paper_results
 from dmlbook.studies.claimed_orderings import ORDERINGS, Ordering, orderings_beside
 from dmlbook.studies.fair_comparison import FAMILIES
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 from scipy import stats
 
+from dmlbook.core.reproducibility import seed_everything
 from dmlbook.data import RandomAffine, load_dataset
-from dmlbook.data.omniglot import one_shot_runs
-from dmlbook.reproducibility import seed_everything
+from dmlbook.data.handwritten.omniglot import one_shot_runs
 from dmlbook.studies import fair_comparison as fc
 from dmlbook.training import fit
 

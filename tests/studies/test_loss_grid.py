@@ -15,9 +15,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from dmlbook.chapters.plots import plot_recall_bars  # noqa: E402
 from dmlbook.losses import ContrastiveLoss  # noqa: E402
 from dmlbook.models import EmbeddingMLP  # noqa: E402
-from dmlbook.plots import plot_recall_bars  # noqa: E402
 from dmlbook.studies import (  # noqa: E402
     LossSpec,
     compare_losses,

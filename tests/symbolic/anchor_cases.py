@@ -12,7 +12,7 @@ import sympy as sp
 import torch
 
 from dmlbook import symbolic as sy
-from dmlbook.similarity import cosine_similarity
+from dmlbook.core.similarity import cosine_similarity
 
 ALPHA, BETA, LAM = sy.hyperparameters("alpha beta lambda")
 MS_VALUES = {ALPHA: 2.0, BETA: 10.0, LAM: 0.5}

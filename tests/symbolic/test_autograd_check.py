@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmlbook import symbolic as sy
+from dmlbook.core.similarity import pair_masks
 from dmlbook.losses import contrastive_loss
-from dmlbook.similarity import pair_masks
 
 from .anchor_cases import LAM, MS_VALUES, batch, contrastive_anchor, ms_closed_form
 

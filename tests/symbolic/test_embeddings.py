@@ -9,7 +9,7 @@ import sympy as sp
 import torch
 
 from dmlbook import symbolic as sy
-from dmlbook.similarity import l2_normalize
+from dmlbook.core.similarity import l2_normalize
 
 
 def test_normalization_jacobian_closed_form_d3():

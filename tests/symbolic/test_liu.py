@@ -5,8 +5,8 @@ from __future__ import annotations
 import sympy as sp
 import torch
 
+from dmlbook.core.similarity import cosine_similarity
 from dmlbook.losses.liu_weighting import pair_weights
-from dmlbook.similarity import cosine_similarity
 from dmlbook.symbolic import counterexample, liu
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmlbook import symbolic as sy
-from dmlbook.similarity import pair_masks
+from dmlbook.core.similarity import pair_masks
 
 from .anchor_cases import (
     ALPHA,
