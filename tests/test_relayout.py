@@ -131,7 +131,7 @@ def test_a_notebook_keeps_its_json_format_and_its_outputs_follow():
             {"cell_type": "markdown", "metadata": {}, "source": ["`dmlbook.notebook` sets up ü\n"]},
             {
                 "cell_type": "code",
-                "metadata": {"tags": ["nbval-ignore-output"]},
+                "metadata": {"tags": ["nbval-ignore-output"], "otter": "import dmlbook.pairs"},
                 "source": ["%matplotlib inline\n", "from dmlbook.notebook import setup"],
                 "outputs": [
                     {"name": "stdout", "output_type": "stream", "text": ["dmlbook.pairs\n"]}
@@ -139,7 +139,7 @@ def test_a_notebook_keeps_its_json_format_and_its_outputs_follow():
                 "execution_count": 1,
             },
         ],
-        "metadata": {},
+        "metadata": {"otter": {"tests": "from dmlbook.notebook import setup"}},
         "nbformat": 4,
         "nbformat_minor": 5,
     }
@@ -152,6 +152,8 @@ def test_a_notebook_keeps_its_json_format_and_its_outputs_follow():
         "from dmlbook.chapters.notebook import setup",
     ]
     expected["cells"][1]["outputs"][0]["text"] = ["dmlbook.core.pairs\n"]
+    expected["cells"][1]["metadata"]["otter"] = "import dmlbook.core.pairs"  # tests otter embeds
+    expected["metadata"]["otter"]["tests"] = "from dmlbook.chapters.notebook import setup"
     assert out == json.dumps(expected, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     with pytest.raises(SystemExit, match="round-trip"):
         relayout.Rewriter(FILES, BEFORE).notebook(json.dumps(nb), "x.ipynb", "x.ipynb")

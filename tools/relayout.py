@@ -434,8 +434,8 @@ class Rewriter:
     # -- notebooks
 
     def notebook(self, text: str, old: str, new: str) -> str:
-        """A notebook's code cells rewritten as Python, everything else (markdown, outputs) as
-        text, in the file's own JSON format."""
+        """A notebook's code cells rewritten as Python, everything else (markdown, outputs, the
+        cells' and the notebook's metadata) as text, in the file's own JSON format."""
         nb = json.loads(text)
         fmt = _json_format(text, nb)
         if fmt is None:
@@ -449,8 +449,11 @@ class Rewriter:
                 rewritten = self.text(source)
             if rewritten != source:
                 cell["source"] = rewritten.splitlines(keepends=True)
-            if cell.get("outputs"):
-                cell["outputs"] = json.loads(self.text(json.dumps(cell["outputs"])))
+            for key in ("outputs", "metadata"):  # metadata: e.g. the tests otter embeds
+                if cell.get(key):
+                    cell[key] = json.loads(self.text(json.dumps(cell[key])))
+        if nb.get("metadata"):
+            nb["metadata"] = json.loads(self.text(json.dumps(nb["metadata"])))
         sort_keys, ensure_ascii, end = fmt
         return json.dumps(nb, indent=1, sort_keys=sort_keys, ensure_ascii=ensure_ascii) + end
 

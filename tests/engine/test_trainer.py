@@ -354,9 +354,15 @@ def test_bf16_autocast_channels_last_compile_and_tensorboard(tmp_path, monkeypat
 
 
 @pytest.mark.slow
-def test_real_torch_compile_trains_like_eager_and_checkpoints_plain_keys(tmp_path):
+def test_real_torch_compile_trains_like_eager_and_checkpoints_plain_keys(tmp_path, monkeypatch):
     """torch.compile (Inductor, compiled here with the CPU's C++ compiler; about 30 s) gives the
-    eager run's losses and a checkpoint without the compiled wrapper's ``_orig_mod.`` prefix."""
+    eager run's losses and a checkpoint without the compiled wrapper's ``_orig_mod.`` prefix.
+
+    Inductor's on-disk cache lives in its own folder here: the machine-wide one may hold kernels
+    compiled under another ``ATEN_CPU_CAPABILITY``, which Inductor reused and which gave NaN
+    embeddings when the suite ran with ``ATEN_CPU_CAPABILITY=avx2`` (issue 46's settings) after a
+    run with the machine's defaults."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     overrides = ["train.iterations=4", "train.epoch_iters=2"]
     eager = train(load_config(tiny(tmp_path / "eager"), overrides), progress=False, verbose=False)
     cfg = load_config(tiny(tmp_path / "compiled"), [*overrides, "train.compile=true"])
