@@ -34,7 +34,8 @@ from .embeddings import (
     weight_symbols,
 )
 from .hinge import Hinge, HingeActive, hinge, hinge_branch, hinge_conditions
-from .proofs import SpotCheck, derived, gpw_identity, prove_equal, residual, spot_check_equal
+from .proofs import derived, gpw_identity, prove_equal, residual
+from .spot_check import SpotCheck, spot_check_equal
 from .symbols import (
     HYPERPARAMETER_DOMAINS,
     AnchorSimilarities,

@@ -25,8 +25,8 @@ division terms): build inside the callable any quantity that divides.
 :func:`~dmlbook.symbolic.counterexample.counterexample` is the evidence for ``a != b``: a point where the two sides differ, with
 both values (exact with Rationals where SymPy can evaluate them so).
 
-``spot_check_equal`` evaluates both sides at random points. It is numeric evidence, never a
-proof: two different expressions can agree at every sampled point.
+:func:`~dmlbook.symbolic.spot_check.spot_check_equal` (its own module) evaluates both sides at
+random points: numeric evidence, never a proof.
 Tests: ``tests/symbolic/test_proofs.py``; soundness: ``tests/symbolic/test_proofs_soundness.py``
 (a property test) and ``tests/symbolic/test_domain.py`` (the named traps).
 """
@@ -34,7 +34,6 @@ Tests: ``tests/symbolic/test_proofs.py``; soundness: ``tests/symbolic/test_proof
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -43,17 +42,10 @@ import sympy as sp
 from .conditions import build_as_written, evaluated, unmet
 from .differentiate import pair_weights
 from .domain import _text, refusals
+from .spot_check import numpy_function
 from .symbols import AnchorSimilarities, default_range
 
-__all__ = [
-    "SpotCheck",
-    "derived",
-    "gpw_identity",
-    "pair_weights",
-    "prove_equal",
-    "residual",
-    "spot_check_equal",
-]
+__all__ = ["derived", "gpw_identity", "pair_weights", "prove_equal", "residual"]
 
 # --------------------------------------------------------------------------------------------
 # prove_equal
@@ -171,7 +163,7 @@ def _clearly_different(x: sp.Expr, y: sp.Expr) -> bool:
         cols = [rng.uniform(*(float(x) for x in default_range(v)), 8) for v in symbols]
         with np.errstate(all="ignore"):
             fx, fy = (
-                np.broadcast_to(np.asarray(_numpy_function(symbols, e)(*cols), dtype=float), (8,))
+                np.broadcast_to(np.asarray(numpy_function(symbols, e)(*cols), dtype=float), (8,))
                 for e in (x, y)
             )
         finite = np.isfinite(fx) & np.isfinite(fy)
@@ -368,97 +360,6 @@ def prove_equal(
                 print(f"prove_equal: not proved{where}; residual a - b = {sp.sstr(r)}")
             return False
     return True
-
-
-# --------------------------------------------------------------------------------------------
-# spot_check_equal
-
-
-@dataclass(frozen=True)
-class SpotCheck:
-    """The outcome of :func:`spot_check_equal`: numeric evidence, not a proof.
-
-    Attributes
-    ----------
-    agrees : bool
-        Both sides agree within tolerance at every sampled point.
-    max_abs_diff : float
-        Largest ``|a - b|`` over the samples.
-    samples : int
-        Number of random points evaluated.
-    """
-
-    agrees: bool
-    max_abs_diff: float
-    samples: int
-
-    def __bool__(self) -> bool:
-        return self.agrees
-
-
-def _numpy_function(args: list[sp.Symbol], expr: sp.Expr) -> Callable[..., np.ndarray]:
-    names = {"Hinge": lambda x: np.maximum(x, 0.0)}
-    return sp.lambdify(args, expr, modules=[names, "numpy"])
-
-
-def spot_check_equal(
-    a: sp.Expr,
-    b: sp.Expr,
-    *,
-    n: int = 64,
-    seed: int = 0,
-    ranges: Mapping[sp.Symbol, tuple[float, float]] | None = None,
-    rtol: float = 1e-9,
-) -> SpotCheck:
-    """Compare ``a`` and ``b`` at ``n`` random points. A spot check, **not a proof**.
-
-    Use it to see whether an unproved identity is even numerically plausible, or to show a
-    wrong closed form failing. Free symbols are drawn uniformly: positive symbols from
-    ``[0.1, 3]``, other real symbols from ``[-1, 1]`` (the range of a cosine similarity),
-    unless ``ranges`` says otherwise.
-
-    Parameters
-    ----------
-    a, b : Expr
-        Scalar expressions whose free symbols are plain ``Symbol``s (substitute ``P``, ``N``
-        and call ``doit()`` first for a general-``n`` form).
-    n : int
-        Number of sample points.
-    seed : int
-        Seed of the NumPy generator that draws them.
-    ranges : mapping, optional
-        ``{symbol: (low, high)}`` overriding the default range of a symbol.
-    rtol : float
-        Tolerance relative to ``max(1, |a|)`` at each point. A point where either side is not
-        finite counts as a disagreement.
-    """
-    d_free = sp.sympify(a).free_symbols | sp.sympify(b).free_symbols
-    bad = [s for s in d_free if not isinstance(s, sp.Symbol)]
-    if bad or sp.sympify(a).has(sp.Indexed) or sp.sympify(b).has(sp.Indexed):
-        raise ValueError(
-            "spot_check_equal needs plain symbols; substitute the pair counts of a general-n "
-            "form (e.g. expr.subs({P: 3}).doit()) and replace indexed symbols first."
-        )
-    ranges = dict(ranges or {})
-    symbols = sorted(d_free, key=sp.default_sort_key)
-    rng = np.random.default_rng(seed)
-    cols = []
-    for s in symbols:
-        if s in ranges:
-            lo, hi = ranges[s]
-        elif s.is_integer:
-            raise ValueError(f"give a range for the integer symbol {s} in ranges=.")
-        else:
-            lo, hi = (float(x) for x in default_range(s))
-        cols.append(rng.uniform(lo, hi, size=n))
-    with np.errstate(all="ignore"):
-        fa = _numpy_function(symbols, a)(*cols)
-        fb = _numpy_function(symbols, b)(*cols)
-    fa = np.broadcast_to(np.asarray(fa, dtype=float), (n,))
-    fb = np.broadcast_to(np.asarray(fb, dtype=float), (n,))
-    diff = np.abs(fa - fb)
-    ok = bool(np.all(diff <= rtol * np.maximum(1.0, np.abs(fa))))
-    return SpotCheck(agrees=ok, max_abs_diff=float(diff.max()), samples=n)
 
 
 # --------------------------------------------------------------------------------------------

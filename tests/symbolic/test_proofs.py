@@ -1,6 +1,6 @@
 """Tests of :mod:`dmlbook.symbolic.proofs`: ``prove_equal`` proves the papers' closed forms, never
 a false statement, and needs the condition of a division by a factor that may vanish;
-``residual``, ``spot_check_equal`` (evidence only) and ``gpw_identity``.
+``residual`` and ``gpw_identity`` (``spot_check_equal``: ``test_spot_check.py``).
 
 Every finite proof states its P (positives) and N (negatives) per anchor. ``prove_equal`` used to
 prove ``(1 + Float(1e-30)) s == s`` (the Float is rounded when it is made) and
@@ -133,19 +133,6 @@ def test_a_proof_that_divides_by_a_vanishing_factor_needs_its_condition():
     D = sy.unit_sphere_distance(s)
     assert not sy.prove_equal(lambda: D / D**2, lambda: 1 / D, verbose=False)
     assert sy.prove_equal(lambda: D / D**2, lambda: 1 / D, where=sy.distinct_points(s))
-
-
-def test_spot_check_is_evidence_only():
-    x = sp.Symbol("x", real=True)
-    ok = sy.spot_check_equal(sp.sin(x) ** 2 + sp.cos(x) ** 2, 1)
-    assert ok and ok.samples == 64 and ok.max_abs_diff < 1e-12
-    k = sp.Symbol("k", integer=True)
-    with pytest.raises(ValueError, match="range"):
-        sy.spot_check_equal(k, k)
-    assert sy.spot_check_equal(k, k, ranges={k: (0, 3)}).agrees
-    g = sy.indexed_anchor()
-    with pytest.raises(ValueError, match="plain symbols"):
-        sy.spot_check_equal(g.pos[g.j], 0)
 
 
 def test_gpw_identity_smooth_and_hinge_losses():
