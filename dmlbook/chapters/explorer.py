@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..data import load_dataset
 from ..losses import get_loss, loss_parameters
 from ..studies.three_similarities import (
     PAPER_TABLE_1,
@@ -60,8 +61,6 @@ def default_batch(classes: int = 8, per_class: int = 4) -> tuple[torch.Tensor, t
     shaped yet: positives and negatives overlap (similarities about 0.05 to 0.6), as in the
     first steps of training. Returns ``(S, labels)``, ``S`` in float64 of shape ``(B, B)``.
     """
-    from ..data import load_dataset
-
     data = load_dataset("omniglot", "test")
     keep = torch.cat(
         [torch.nonzero(data.labels == c).flatten()[:per_class] for c in data.classes[:classes]]
