@@ -68,9 +68,11 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))  # bench/machine.py
 from book_check import network_references  # noqa: E402  (tools/ is not a package)
 from book_links import LaunchTarget, apply_to_config, launch_target, write_manifest  # noqa: E402
 from heartbeat import Heartbeat, minutes, run_filtered  # noqa: E402
+from machine import cpu_flags, cpu_model  # noqa: E402
 
 from dmlbook.papers.errata import collect, errata_page  # noqa: E402
 
@@ -267,7 +269,6 @@ def run_all(
     """
     failures, slow = 0, []
     total = time.perf_counter()
-    print(machine_line(), flush=True)
     for n, src in enumerate(paths, 1):
         name = src.relative_to(BOOK).as_posix() if src.is_relative_to(BOOK) else str(src)
         print(f"[{n}/{len(paths)}] {name} ...", end=" ", flush=True)
@@ -289,20 +290,17 @@ def run_all(
 
 
 def use_kernels(kernels: str) -> None:
-    """Set the environment the chapters' kernels start with (``KERNELS[kernels]``)."""
+    """Set the environment the chapters' kernels start with (``KERNELS[kernels]``) and say so:
+    ``CPU: <model> (<instruction sets>); chapters run on <kernels> kernels``."""
     for key in {k for setting in KERNELS.values() for k in setting}:
         os.environ.pop(key, None)
     os.environ.update(KERNELS[kernels])
-
-
-def machine_line() -> str:
-    """``CPU: <model> (<instruction sets>); kernels: ...``: what a chapter's CPU time depends on."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from machine import cpu_flags, cpu_model
-
-    setting = " ".join(f"{k}={v}" for k, v in sorted(KERNELS["avx2"].items()))
-    chosen = "avx2 (" + setting + ")" if os.environ.get("ATEN_CPU_CAPABILITY") else "native"
-    return f"CPU: {cpu_model()} ({cpu_flags()}); chapters run on {chosen} kernels"
+    setting = " ".join(f"{k}={v}" for k, v in sorted(KERNELS[kernels].items()))
+    print(
+        f"CPU: {cpu_model()} ({cpu_flags()}); chapters run on {kernels} kernels"
+        + (f" ({setting})" if setting else ""),
+        flush=True,
+    )
 
 
 #: Pages of ``book/`` read right after the introduction, before Chapter 1 (the notation page).
