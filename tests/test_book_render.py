@@ -87,6 +87,11 @@ def chapter() -> nbformat.NotebookNode:
     ]
     nb.cells[1].outputs = [sympy_output]
     nb.cells[2].outputs = [nbformat.v4.new_output("stream", name="stdout", text=LONG_LINE + "\n")]
+    # stored as the chapters store a figure: numbered within the chapter, captioned, described
+    nb.cells[3].metadata["mystnb"] = {
+        "figure": {"caption": "Figure 1.1. Recall@1 against epochs.", "name": "fig-01-demo"},
+        "image": {"alt": "A line rising from 0 to 4 over three epochs."},
+    }
     nb.cells[3].outputs = [
         nbformat.v4.new_output(
             "display_data", {"image/png": figure_png(), "text/plain": "<Figure>"}
@@ -250,6 +255,31 @@ def test_clipped_code_and_shrunken_figures_are_reported(tmp_path, browser):
     problems = book_check.page_problems(book_check.open_offline(page, browser), expect_math=False)
     assert any(p.startswith("code line clipped: 'values = [0, 1") for p in problems)
     assert any("shown at 200px of its 855px" in p for p in problems)
+
+
+def test_figure_shows_the_chapters_number_and_hides_sphinxs(html, browser):
+    """The rendered figure carries the cell's caption ("Figure 1.1. ...") and its alternative
+    text; Sphinx's own book-wide "Fig. N" is in the page but hidden by book/_static's CSS."""
+    result = book_check.open_offline(html / "01_demo.html", browser)
+    assert "Figure 1.1. Recall@1 against epochs." in result.dom
+    assert 'alt="A line rising from 0 to 4 over three epochs."' in result.dom
+    assert re.search(r'class="caption-number"[^>]*>Fig\. 1', result.dom), "Sphinx numbered it"
+    assert book_check.page_problems(result) == []
+
+
+def test_a_visible_book_wide_figure_number_is_reported(tmp_path, browser):
+    """Without the book's CSS rule Sphinx's number shows beside the chapter's caption."""
+    page = tmp_path / "numbered.html"
+    page.write_text(
+        "<html><body><figure><img src='data:image/png;base64," + figure_png() + "'>"
+        "<figcaption><p><span class='caption-number'>Fig. 17 </span>"
+        "<span class='caption-text'>Figure 4.2. A curve.</span></p></figcaption></figure>"
+        "</body></html>"
+    )
+    problems = book_check.page_problems(book_check.open_offline(page, browser), expect_math=False)
+    assert problems == [
+        "Sphinx's book-wide figure number shown beside the chapter's caption: 'Fig. 17'"
+    ]
 
 
 def test_api_reference_renders_an_entry_for_every_public_name(html):

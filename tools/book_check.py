@@ -14,9 +14,10 @@ small book built with the real ``book/_config.yml``):
 - ``open_offline``: opens a page in headless Chromium with every host name unresolvable, records
   the requests the page made (Chromium's NetLog) and returns the DOM after scripts ran. A small
   probe script added to a copy of the page waits for MathJax and records layout facts: code
-  blocks whose lines are clipped, images shown smaller than they were stored.
+  blocks whose lines are clipped, images shown smaller than they were stored, and Sphinx's
+  book-wide figure numbers ("Fig. 17") left visible beside the chapters' own captions.
   ``page_problems`` turns both into readable complaints: no MathJax output, raw TeX left in the
-  text, network requests, clipped code.
+  text, network requests, clipped code, a visible book-wide figure number.
 - ``book_links.link_problems``: every external link of a page points where the build meant it
   to (the launch buttons to the edition's published notebooks, or none; other links written in
   the page's source). One line per page is printed as it is checked.
@@ -65,7 +66,7 @@ SMALLEST_FIGURE_SCALE = 0.75  # a figure stored at 80 dpi shown below this is ha
 PROBE = """<script>
 (function () {
   function measure() {
-    var clipped = [], shrunk = [];
+    var clipped = [], shrunk = [], numbers = [];
     document.querySelectorAll("pre").forEach(function (pre) {
       var overflow = getComputedStyle(pre).overflowX;
       var wraps = getComputedStyle(pre).whiteSpace.indexOf("wrap") >= 0;
@@ -79,8 +80,16 @@ PROBE = """<script>
         shrunk.push([img.getAttribute("src").slice(0, 60), img.width, img.naturalWidth]);
       }
     });
+    // Sphinx's book-wide figure numbers ("Fig. 17" in Chapter 4): the captions carry the
+    // chapter's own ("Figure 4.2."), so a visible one contradicts them.
+    document.querySelectorAll(".caption-number").forEach(function (span) {
+      var style = getComputedStyle(span);
+      if (style.display !== "none" && style.visibility !== "hidden" && span.offsetWidth > 0) {
+        numbers.push(span.textContent.trim());
+      }
+    });
     document.body.setAttribute("data-dmlbook-probe", JSON.stringify({
-      clipped: clipped, shrunk: shrunk,
+      clipped: clipped, shrunk: shrunk, numbers: numbers,
       mathjax: !!(window.MathJax && window.MathJax.startup)
     }));
   }
@@ -294,6 +303,10 @@ def page_problems(result: PageResult, expect_math: bool = True) -> list[str]:
     problems += [
         f"figure {src} shown at {shown}px of its {natural}px"
         for src, shown, natural in probe.get("shrunk", [])
+    ]
+    problems += [
+        f"Sphinx's book-wide figure number shown beside the chapter's caption: {text!r}"
+        for text in probe.get("numbers", [])
     ]
     return problems
 
