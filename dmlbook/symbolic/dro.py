@@ -171,7 +171,7 @@ def topk_lp_value(n: int = 5, K: int = 2, verbose: bool = False) -> dict[str, bo
             "gap identity": sp.Eq(sp.Symbol("gap"), parts),
             "attained at 1/K on top K": attained,
         }
-        _print_steps(f"top-K, n = {n} losses, K = {K} (one instance; every n, K alike)", out, shown)
+        _print_steps(f"top-k, n = {n} losses, k = {K} (one instance; every n, k alike)", out, shown)
     return out
 
 
