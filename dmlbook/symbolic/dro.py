@@ -164,12 +164,12 @@ def topk_lp_value(n: int = 5, K: int = 2, verbose: bool = False) -> dict[str, bo
     attained = gap.subs({p: sp.Rational(1, K) for p in ps[:K]} | {p: 0 for p in ps[K:-1]})
     out = {
         "gap identity": prove_equal(lambda: gap, lambda: parts),
-        "attained at 1/K on top K": attained == 0,
+        "attained at 1/k on top k": attained == 0,
     }
     if verbose:
         shown = {
             "gap identity": sp.Eq(sp.Symbol("gap"), parts),
-            "attained at 1/K on top K": attained,
+            "attained at 1/k on top k": attained,
         }
         _print_steps(f"top-k, n = {n} losses, k = {K} (one instance; every n, k alike)", out, shown)
     return out
