@@ -1,10 +1,10 @@
 """SymPy proofs of the DRO paper's closed forms, Lemma 1 and its recovery claims.
 
-Each function derives one statement (Lagrangian, KKT stationarity, the multiplier from the
-constraint) and returns ``{name: bool}``: ``True`` only where :func:`prove_equal` reduced the
-difference to exactly 0 (or SymPy's ``limit`` returned the exact value). Proofs use a fixed
-small size (``n`` losses, ``P`` positives and ``N`` negatives of one anchor, given as
-arguments); nothing in them depends on the size except the number of terms.
+Each function derives one statement and returns ``{name: bool}``: ``True`` only where
+:func:`prove_equal` reduced the difference to exactly 0 (or SymPy's ``limit`` returned the exact
+value); with ``verbose=True`` it prints each step's intermediate result beside its verdict.
+Proofs use a fixed small size (``n`` losses, ``P`` positives and ``N`` negatives of one anchor);
+nothing in them depends on the size except the number of terms.
 
 * :func:`kl_inner_max`: DRO-KL's ``p* = softmax(l / gamma)`` and value
   ``gamma log((1/n) sum e^{l/gamma})`` (Sec. 3.2, Namkoong and Duchi 2016), its limits
@@ -12,12 +12,10 @@ arguments); nothing in them depends on the size except the number of terms.
 * :func:`topk_lp_value`: the top-K linear programme's value (Sec. 3.1), by an exact identity.
 * :func:`chi2_inner_max`: the chi-square ball's formula (Sec. 3.1) and the condition it needs.
 * :func:`grouped_kkt`: supplement Eq. 14-19, the KKT steps of Eq. 7.
-* :func:`ls_recovery`: Sec. 3.3 / Eq. 22: DRO-KL-G at ``gamma = 1`` has the lifted-structure
-  weights (Eq. 6), which are LiftedStruct*'s (Wang et al. Eq. 16) at ``alpha = beta = 1``; any
-  ``gamma`` gives LiftedStruct* with ``alpha = 1/gamma^+``, ``beta = 1/gamma^-``.
-* :func:`ms_recovery`: supplement Eq. 23-27: the pseudo pairs give MS's weights (Wang et al.
-  Eq. 13-14) with thresholds ``lambda + m - l_0`` and ``lambda - m + l_0``: the printed
-  ``l_0 = 0`` needs ``m = 0``; ``l_0 = m`` is exact (erratum, corrected form proved).
+* :func:`ls_recovery`: Sec. 3.3 / Eq. 22: DRO-KL-G is LiftedStruct* (Wang et al. Eq. 16) with
+  ``alpha = 1/gamma^+``, ``beta = 1/gamma^-``; at ``gamma = 1`` the LS weights (Eq. 6).
+* :func:`ms_recovery`: supplement Eq. 23-27: pseudo pairs give MS's weights with thresholds
+  ``lambda + m - l_0`` and ``lambda - m + l_0`` (erratum: ``l_0 = m``, not 0, is exact).
 * :func:`hap2s_recovery`: supplement Eq. 30-34: HAP2S_E's gradient is DRO-KL-G's with the same
   ``gamma`` (so LS's only at ``gamma = 1``), where its hinge is open.
 * :func:`eq3_lambda`: Eq. 3 (and supplement Eq. 8) put ``lambda`` in both log-sums, where it
@@ -25,7 +23,7 @@ arguments); nothing in them depends on the size except the number of terms.
 * :func:`supplement_scales`: supplement Eq. 14 (the KL's derivative has ``log(|P_i| p)``, not
   ``log(n p)``) and Eq. 27 (the gradient of Eq. 9 keeps its ``1/n``).
 
-Chapter: ``book/12_dro.ipynb`` (12.3, 12.5, 12.6). Tests: ``tests/symbolic/test_dro.py``.
+Chapter: ``book/12_dro.ipynb`` (12.3, 12.5, 12.6, 12.8). Tests: ``tests/symbolic/test_dro.py``.
 """
 
 from __future__ import annotations
@@ -122,7 +120,8 @@ def kl_inner_max(n: int = 3, verbose: bool = False) -> dict[str, bool]:
         lambda: sp.expand_log(closed.subs(strict) - top, force=True),
         lambda: sp.expand_log(rest, force=True),
     )
-    out["gamma -> 0: max l"] = sp.limit(rest, gamma, 0, "+") == 0
+    lim_0 = sp.limit(rest, gamma, 0, "+")
+    out["gamma -> 0: max l"] = lim_0 == 0
     t = sp.Symbol("t", positive=True)
     lim_inf = sp.limit(closed.subs(gamma, 1 / t), t, 0, "+")
     out["gamma -> inf: mean l"] = prove_equal(lambda: lim_inf, lambda: sum(ls) / n)
@@ -140,7 +139,7 @@ def kl_inner_max(n: int = 3, verbose: bool = False) -> dict[str, bool]:
             "p* = softmax(l/gamma)": sp.Eq(sp.Symbol("p*_1"), p_star[0]),
             "value = gamma log mean e^{l/gamma}": closed,
             "value = max l + remainder": sp.Eq(sp.Symbol("remainder"), rest),
-            "gamma -> 0: max l": sp.Eq(sp.Symbol("lim remainder"), 0),
+            "gamma -> 0: max l": sp.Eq(sp.Symbol("lim remainder"), lim_0),
             "gamma -> inf: mean l": sp.Eq(sp.Symbol("lim value"), lim_inf),
         }
         _print_steps(
@@ -152,11 +151,9 @@ def kl_inner_max(n: int = 3, verbose: bool = False) -> dict[str, bool]:
 def topk_lp_value(n: int = 5, K: int = 2, verbose: bool = False) -> dict[str, bool]:
     """Top-K (Sec. 3.1): ``max {p.l : sum p = 1, 0 <= p <= 1/K} = (1/K) sum_{i <= K} l_[i]``.
 
-    With ``l_1 >= ... >= l_n`` and any feasible ``p`` (``p_n = 1 - sum_{j<n} p_j``):
+    With ``l_1 >= ... >= l_n`` and ``p_n = 1 - sum_{j<n} p_j``, proves the identity
     ``p.l - (1/K) sum_{i<=K} l_i = sum_{i<=K} (p_i - 1/K)(l_i - l_K) + sum_{i>K} p_i (l_i - l_K)``,
-    an identity proved here; each term is ``<= 0`` on the feasible set (``p_i <= 1/K`` and
-    ``l_i >= l_K`` for ``i <= K``; ``p_i >= 0`` and ``l_i <= l_K`` after), and ``p_i = 1/K``
-    on the top ``K`` attains 0.
+    whose terms are ``<= 0`` on the feasible set, and that ``p_i = 1/K`` on the top ``K`` attains 0.
     """
     ls = _losses(n)
     ps = list(sp.symbols(f"p_1:{n}", real=True))
@@ -167,14 +164,14 @@ def topk_lp_value(n: int = 5, K: int = 2, verbose: bool = False) -> dict[str, bo
     attained = gap.subs({p: sp.Rational(1, K) for p in ps[:K]} | {p: 0 for p in ps[K:-1]})
     out = {
         "gap identity": prove_equal(lambda: gap, lambda: parts),
-        "attained at 1/K on top K": attained == 0,
+        "attained at 1/k on top k": attained == 0,
     }
     if verbose:
         shown = {
             "gap identity": sp.Eq(sp.Symbol("gap"), parts),
-            "attained at 1/K on top K": attained,
+            "attained at 1/k on top k": attained,
         }
-        _print_steps(f"top-K, n = {n} losses, K = {K} (one instance; every n, K alike)", out, shown)
+        _print_steps(f"top-k, n = {n} losses, k = {K} (one instance; every n, k alike)", out, shown)
     return out
 
 
@@ -239,6 +236,7 @@ def grouped_kkt(P: int = 2, N: int = 3, verbose: bool = False) -> dict[str, bool
         p_star, v_star = _kl_stationary_point(ls, gamma)
         eq18 = gamma * sp.log(sum(sp.exp(l / gamma - 1) for l in ls) / size)
         out[f"Eq. 18 ({name})"] = prove_equal(derived(v_star), derived(eq18))
+        shown[f"Eq. 18 ({name})"] = sp.Eq(sp.Symbol("v*"), eq18)
         eq19 = [1 / sum(sp.exp(sign * (sj - sk) / gamma) for sk in s) for sj in s]
         out[f"Eq. 19 ({name})"] = prove_equal(derived(p_star), derived(eq19))
         shown[f"Eq. 19 ({name})"] = sp.Eq(sp.Symbol("p*_1"), eq19[0])
@@ -303,11 +301,8 @@ def ms_recovery(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, bool
 
     Proves: the weights are MS's (Wang et al. 2019, gradient of Eq. 15 without mining) with the
     positive threshold ``lambda + m - l_0`` and the negative one ``lambda - m + l_0``; hence the
-    corrected pseudo loss ``l_0 = m`` gives MS with ``lambda`` for every ``m``; and with the
-    printed ``l_0 = 0`` the two thresholds (Eq. 25's ``c^+ = lambda + m``, ``c^- = lambda - m``)
-    differ unless ``m = 0``, so MS with one ``lambda`` is *not* recovered (``False`` entry proves
-    nothing by itself; the shifted-threshold entry is the proof, and the tests give a
-    numerical counterexample).
+    corrected pseudo loss ``l_0 = m`` gives MS with ``lambda`` for every ``m``; the printed
+    ``l_0 = 0`` gives Eq. 25's two thresholds ``lambda +- m``, one ``lambda`` only at ``m = 0``.
     """
     a, b, m, lam = hyperparameters("alpha beta m lambda")
     l0 = sp.Symbol("l_0", real=True, nonnegative=True)  # the pseudo pair's loss: 0 or m
@@ -337,21 +332,26 @@ def ms_recovery(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, bool
         ),
     }
     if verbose:
-        c = sp.Symbol("c^+")
+        cp, cn = lam + m - l0, lam - m + l0  # the thresholds the division of 12.6 finds
+        at0 = f"l0 = 0: c^+ = {cp.subs(l0, 0)}, c^- = {cn.subs(l0, 0)}"
         shown = {
-            "weights = MS(lambda + m - l0, lambda - m + l0)": sp.Eq(c, lam + m - l0),
+            "weights = MS(lambda + m - l0, lambda - m + l0)": f"c^+ = {cp}, c^- = {cn}",
+            "l0 = m: weights = MS(lambda)": f"c^+ = {cp.subs(l0, m)}, c^- = {cn.subs(l0, m)}",
             "MS(lambda) weights = Eq. 27": sp.Eq(sp.Symbol("w^+_1"), eq27[0]),
+            "printed l0 = 0, m = 0: weights = MS(lambda)": at0
+            + f", equal iff m = {sp.solve(sp.Eq(cp, cn).subs(l0, 0), m)[0]}",
         }
         _print_steps(f"MS recovery, {P} positives, {N} negatives (one instance)", out, shown)
     return out
 
 
-def hap2s_recovery(P: int = 2, N: int = 2) -> dict[str, bool]:
+def hap2s_recovery(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, bool]:
     """Supplement Eq. 30-34: HAP2S_E vs DRO-KL-G, for one anchor with an open hinge.
 
     The weights ``q`` are constants for the gradient, so ``d/dS_j`` of the weighted mean is
     ``q_j / sum q``: proves that these equal DRO-KL-G's ``p*`` at the same ``gamma`` (Eq. 34 =
-    Eq. 21), and that they equal Eq. 22's lifted-structure weights at ``gamma = 1``.
+    Eq. 21), and that they equal Eq. 22's lifted-structure weights at ``gamma = 1``. With
+    ``verbose`` it prints the first positive's weight of each side beside the verdicts.
     """
     gamma, m, lam = hyperparameters("gamma m lambda")
     sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
@@ -364,34 +364,55 @@ def hap2s_recovery(P: int = 2, N: int = 2) -> dict[str, bool]:
     dro = [sp.diff(F, x) for x in [*sp_, *sn]]
     eq22 = [-1 / sum(sp.exp(sj - sk) for sk in sp_) for sj in sp_]
     eq22 += [1 / sum(sp.exp(sk - sj) for sk in sn) for sj in sn]
-    return {
+    out = {
         "HAP2S_E weights = DRO-KL-G(gamma)": prove_equal(lambda: hap, lambda: dro),
         "HAP2S_E(gamma=1) = LS (Eq. 22)": prove_equal(
             lambda: [h.subs(gamma, 1) for h in hap], lambda: eq22
         ),
     }
+    if verbose:
+        shown = {
+            "HAP2S_E weight, dL/ds^+_1": hap[0],
+            "DRO-KL-G weight, dF/ds^+_1": sp.together(dro[0]),
+            "HAP2S_E weights = DRO-KL-G(gamma)": sp.Eq(sp.Symbol("dF/ds^+_1"), sp.cancel(dro[0])),
+            "HAP2S_E(gamma=1) = LS (Eq. 22)": sp.Eq(sp.Symbol("w^+_1"), eq22[0]),
+        }
+        _print_steps(f"HAP2S_E, {P} positives, {N} negatives (one instance)", out, shown)
+    return out
 
 
-def eq3_lambda(P: int = 2, N: int = 3) -> dict[str, bool]:
+def eq3_lambda(P: int = 2, N: int = 3, verbose: bool = False) -> dict[str, bool]:
     """Eq. 3 (supplement Eq. 8): ``[log sum_P e^{lambda - S} + log sum_N e^{S - lambda}]_+``.
 
     Proves, for one anchor, that the bracket does not depend on ``lambda`` (the two ``lambda``
     cancel: ``log sum e^{lambda - S} = lambda + log sum e^{-S}``) and equals Wang et al.'s Eq. 6
     bracket ``log sum_P e^{lambda - S} + log sum_N e^{S}`` at ``lambda = 0``, whose ``lambda`` is a
-    margin (its derivative is 1).
+    margin (its derivative is 1). With ``verbose`` it prints each log-sum's derivative in
+    ``lambda`` and the bracket without ``lambda`` beside the verdicts.
     """
     (lam,) = hyperparameters("lambda")
     sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
-    eq3 = sp.log(sum(sp.exp(lam - x) for x in sp_)) + sp.log(sum(sp.exp(x - lam) for x in sn))
-    wang6 = sp.log(sum(sp.exp(lam - x) for x in sp_)) + sp.log(sum(sp.exp(x) for x in sn))
-    return {
+    pos, neg = sp.log(sum(sp.exp(lam - x) for x in sp_)), sp.log(sum(sp.exp(x - lam) for x in sn))
+    eq3 = pos + neg
+    wang6 = pos + sp.log(sum(sp.exp(x) for x in sn))
+    out = {
         "d Eq. 3 / d lambda = 0": prove_equal(derived(sp.diff(eq3, lam)), 0),
         "Eq. 3 = Wang Eq. 6 at lambda = 0": prove_equal(lambda: eq3, lambda: wang6.subs(lam, 0)),
         "d Wang Eq. 6 / d lambda = 1": prove_equal(derived(sp.diff(wang6, lam)), 1),
     }
+    if verbose:
+        shown = {
+            "d/dlambda log sum_P e^{lambda - s}": sp.simplify(sp.diff(pos, lam)),
+            "d/dlambda log sum_N e^{s - lambda}": sp.simplify(sp.diff(neg, lam)),
+            "d Eq. 3 / d lambda = 0": sp.simplify(sp.diff(eq3, lam)),
+            "Eq. 3 = Wang Eq. 6 at lambda = 0": sp.Eq(sp.Symbol("bracket"), wang6.subs(lam, 0)),
+            "d Wang Eq. 6 / d lambda = 1": sp.simplify(sp.diff(wang6, lam)),
+        }
+        _print_steps(f"Eq. 3, {P} positives, {N} negatives (one instance)", out, shown)
+    return out
 
 
-def supplement_scales(P: int = 2, N: int = 2) -> dict[str, bool]:
+def supplement_scales(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, bool]:
     """Two factors of the supplement, proved as they should read.
 
     * Eq. 14: ``d/dp_j [p . log(|P_i| p)] = log(|P_i| p_j) + 1`` (the uniform distribution of
@@ -399,6 +420,8 @@ def supplement_scales(P: int = 2, N: int = 2) -> dict[str, bool]:
       ``1/|P_i|``.
     * Eq. 27: the gradient of Eq. 9 (one anchor, ``n`` anchors) is ``1/n`` times the weights
       Eq. 27 prints: ``-1/(n (e^{alpha (S_j - lambda)} + sum_k e^{alpha (S_j - S_k)}))``.
+
+    With ``verbose`` it prints the derivative and the gradient found beside the verdicts.
     """
     ps = sp.symbols(f"p_1:{P + 1}", positive=True)
     kl = sum(p * sp.log(P * p) for p in ps)
@@ -411,11 +434,25 @@ def supplement_scales(P: int = 2, N: int = 2) -> dict[str, bool]:
     ) / n
     eq27 = [-1 / (sp.exp(a * (sj - lam)) + sum(sp.exp(a * (sj - sk)) for sk in sp_)) for sj in sp_]
     eq27 += [1 / (sp.exp(b * (lam - sj)) + sum(sp.exp(b * (sk - sj)) for sk in sn)) for sj in sn]
-    return {
+    dkl = [sp.diff(kl, p) for p in ps]
+    grad = [sp.diff(eq9, x) for x in [*sp_, *sn]]
+    out = {
         "Eq. 14: dKL/dp = log(|P_i| p) + 1": prove_equal(
-            derived([sp.diff(kl, p) for p in ps]), lambda: [sp.log(P * p) + 1 for p in ps]
+            derived(dkl), lambda: [sp.log(P * p) + 1 for p in ps]
         ),
         "Eq. 27: grad of Eq. 9 = Eq. 27 / n": prove_equal(
-            derived([sp.diff(eq9, x) for x in [*sp_, *sn]]), lambda: [w / n for w in eq27]
+            derived(grad), lambda: [w / n for w in eq27]
         ),
     }
+    if verbose:
+        shown = {
+            "Eq. 14: dKL/dp = log(|P_i| p) + 1": sp.Eq(sp.Symbol("dKL/dp_1"), dkl[0]),
+            "d Eq. 9 / ds^+_1": sp.simplify(grad[0]),
+            "Eq. 27: grad of Eq. 9 = Eq. 27 / n": sp.Eq(
+                sp.Symbol("Eq. 27 weight / n"), eq27[0] / n
+            ),
+        }
+        _print_steps(
+            f"Supplement Eq. 14 and 27, |P_i| = {P}, |N_i| = {N} (one instance)", out, shown
+        )
+    return out
