@@ -340,9 +340,13 @@ def projection_lengths_cross() -> set[sp.Expr]:
     return {s for s in sols if -1 <= s <= 1}
 
 
-def euc_is_cos_over_distance_on_sphere() -> bool:
+def euc_is_cos_over_distance_on_sphere(verbose: bool = False) -> bool:
     """On the sphere, the tangential part of ``e^euc`` is that of ``e^cos`` divided by ``D``
-    (at the positive: ``e_p``; at the anchor: ``e_ap``), for unit ``f_a, f_p`` in R^3."""
+    (at the positive: ``e_p``; at the anchor: ``e_ap``), for unit ``f_a, f_p`` in R^3.
+
+    With ``verbose`` it prints, for the first component at the positive, the tangential part of
+    ``e^cos`` with ``S = f_a . f_p`` written as ``S`` (``S*v1 - u1``: 13.4's ``-(z_a - S z_p)``)
+    and what ``D`` times that of ``e^euc`` minus it simplifies to, beside the verdict."""
     u1, u2, v1, v2 = sp.symbols("u1 u2 v1 v2", real=True)
     fa = sp.Matrix([u1, u2, sp.sqrt(1 - u1**2 - u2**2)])
     fp = sp.Matrix([v1, v2, sp.sqrt(1 - v1**2 - v2**2)])
@@ -354,7 +358,20 @@ def euc_is_cos_over_distance_on_sphere() -> bool:
     at_p = tangential((fp - fa) / D, fp) - tangential(-fa, fp) / D
     at_a = tangential((fa - fp) / D, fa) - tangential(-fp, fa) / D
     apart = [sp.Ne((fp - fa).dot(fp - fa), 0)]  # f_a != f_p: D > 0
-    return prove_equal(lambda: [*at_p, *at_a], lambda: [0] * 6, where=apart, verbose=False)
+    ok = prove_equal(lambda: [*at_p, *at_a], lambda: [0] * 6, where=apart, verbose=False)
+    if verbose:
+        S = sp.Symbol("S", real=True)
+        cos_p = tangential(-fa, fp)[0].subs(fa.dot(fp), S)
+        rest = sp.simplify(sp.expand((fp - fa) - fp.dot(fp - fa) * fp)[0] - (fa.dot(fp) * v1 - u1))
+        print(
+            f"tangent(e_euc) = tangent(e_cos) / D at z_p and z_a: {'proved' if ok else 'NOT PROVED'}"
+        )
+        print(
+            "  z_a = (u1, u2, .), z_p = (v1, v2, .) unit vectors in R^3 (one instance), S = z_a . z_p"
+        )
+        print(f"  tangent(e_cos) at z_p, first component: {sp.sstr(cos_p)}")
+        print(f"  D * tangent(e_euc) minus that, simplified: {sp.sstr(rest)}")
+    return ok
 
 
 def closed_form_test(w_plus: sp.Expr, w_minus: sp.Expr) -> sp.Expr:

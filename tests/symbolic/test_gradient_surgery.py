@@ -119,8 +119,14 @@ def test_eq20_and_where_the_curves_cross():
     assert gs.projection_lengths_cross() == {sp.Rational(1, 2), sp.Integer(-1)}
 
 
-def test_normalisation_layer_turns_euc_into_cos_over_distance():
+def test_normalisation_layer_turns_euc_into_cos_over_distance(capsys):
     assert gs.euc_is_cos_over_distance_on_sphere()
+    assert capsys.readouterr().out == ""
+    assert gs.euc_is_cos_over_distance_on_sphere(verbose=True)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(": proved")
+    assert out[2].endswith("first component: S*v1 - u1")  # -(z_a - S z_p), 13.4
+    assert out[3].endswith("simplified: 0")
 
 
 def test_numeric_integrability_matches_the_symbolic_verdicts():
