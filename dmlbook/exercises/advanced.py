@@ -202,12 +202,14 @@ def _surgery_loss(fn: object) -> bool:
     return True
 
 
-@exercise("14.1", "the factor on the true gradient, an expression in N", "Section 14.10")
+@exercise(
+    "14.1", "the factor on the true gradient, an expression in G (processes)", "Section 14.10"
+)
 def _gather_scale(answer: object) -> bool:
-    N = sp.Symbol("N", integer=True, positive=True)
-    # each process: N slices summed by the all-gather's backward, times the 1/N scale; DDP then
-    # averages over N processes
-    return proved(expression(answer, {"N": N}), N * (1 / N) / N)
+    G = sp.Symbol("G", integer=True, positive=True)
+    # each process: G slices summed by the all-gather's backward, times the 1/G scale; DDP then
+    # averages over G processes
+    return proved(expression(answer, {"G": G}), G * (1 / G) / G)
 
 
 @exercise(

@@ -15,12 +15,14 @@ Results (proved in the tests; errata in the chapter):
 * Euclidean triplet: ``(e^euc, P^euc, T^con)`` with ``c = 4`` while the hinge is active, 0 after.
 * Cosine triplet: ``(e^cos, P^con, T^cos)`` with ``c = tau``.
 * Binomial deviance: ``(e^cos, P^sig, T^con)`` with ``c = 2``.
-* Circle loss: ``P^lin`` and Eq. 17 hold together only for the Circle loss whose weights are
-  differentiated and ``m = 1/sqrt(2)`` (``c = 2 gamma``); Sun et al.'s own form (weights held
+* Circle loss (scale ``kappa``; Sun et al. write gamma): ``P^lin`` and Eq. 17 hold together
+  only for the Circle loss whose weights are differentiated and ``m = 1/sqrt(2)``
+  (``c = 2 kappa``); Sun et al.'s own form (weights held
   constant) gives ``P_+ = 1 + m - s_ap``, ``P_- = s_an + m`` and the exponent of Eq. 17 shifted
   by ``1 - 2 m^2``: the row holds for it only at ``m = 0`` and with the shift (erratum).
-* MS loss: the weight of Eq. 13 has ``m_+ = 1 + sum exp(alpha (s_ap - R^i))``, a sum plus one,
-  not the printed mean (erratum); and the loss moves the other pairs too (``dl/dR^i != 0``).
+* MS loss: the weight of Eq. 13 has ``m_+ = 1 + sum exp(alpha (s_ap - s_ap_k))`` over the
+  anchor's other kept positives ``s_ap_k`` (the paper's ``R^i_ap``), a sum plus one, not the
+  printed mean (erratum); and the loss moves the other pairs too (``dl/ds_ap_k != 0``).
 * SC triplet: ``(T^cos, T^sc1)`` is no gradient of any function on the hard side (its 1-form is
   not closed), whereas a contrastive term on the negative is: the row holds on easy triplets only.
 * Eq. 20 holds; the two curves cross at ``S = 1/2`` (and meet at ``S = -1``).
@@ -39,12 +41,14 @@ import torch
 
 from ..surgery.directions import unit_directions
 from ..surgery.weights import pair_weights, triplet_weight
+from .counterexample import counterexample
 from .proofs import derived, prove_equal
 from .symbols import hyperparameters
 
 __all__ = [
     "sig_ms_negative_term",
     "TRIPLET_ROWS",
+    "circle_row",
     "circle_weights",
     "closed_form_test",
     "eq5_holds",
@@ -52,6 +56,8 @@ __all__ = [
     "euc_is_cos_over_distance_on_sphere",
     "field_asymmetry",
     "ms_positive_weight",
+    "ms_row",
+    "others",
     "projection_lengths",
     "projection_lengths_cross",
     "table_weights",
@@ -60,7 +66,9 @@ __all__ = [
 ]
 
 s_ap, s_an = sp.symbols("s_ap s_an", real=True)
-tau, gamma, alpha, beta, lam, margin = hyperparameters("tau gamma alpha beta lambda m")
+tau, alpha, beta, lam, margin = hyperparameters("tau alpha beta lambda m")
+#: Circle loss's scale (the book's kappa; Sun et al. write gamma, the book's DRO temperature).
+(kappa,) = hyperparameters("kappa", positive=True)
 
 
 def vectors(d: int = 3) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
@@ -129,7 +137,7 @@ def _weights_of(loss: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
 
 def _T_cir(m: sp.Expr) -> sp.Expr:
     """``T^cir`` for Circle margin ``m``; ``m = 1/sqrt(2)`` is Eq. 17 as printed."""
-    return 1 / (1 + sp.exp(gamma * (s_ap * (2 - s_ap) - s_an**2 - 1 + 2 * m**2)))
+    return 1 / (1 + sp.exp(kappa * (s_ap * (2 - s_ap) - s_an**2 - 1 + 2 * m**2)))
 
 
 def circle_weights(detached: bool) -> tuple[sp.Expr, sp.Expr]:
@@ -139,10 +147,10 @@ def circle_weights(detached: bool) -> tuple[sp.Expr, sp.Expr]:
     """
     a_p, a_n = 1 + margin - s_ap, s_an + margin
     if not detached:
-        z = gamma * (a_n * (s_an - margin) - a_p * (s_ap - 1 + margin))
+        z = kappa * (a_n * (s_an - margin) - a_p * (s_ap - 1 + margin))
         return _weights_of(sp.log(1 + sp.exp(z)))
     A_p, A_n = sp.symbols("A_p A_n", positive=True)
-    z = gamma * (A_n * (s_an - margin) - A_p * (s_ap - 1 + margin))
+    z = kappa * (A_n * (s_an - margin) - A_p * (s_ap - 1 + margin))
     w = _weights_of(sp.log(1 + sp.exp(z)))
     return tuple(sp.simplify(x.subs({A_p: a_p, A_n: a_n})) for x in w)  # type: ignore[return-value]
 
@@ -160,27 +168,73 @@ TRIPLET_ROWS: dict[str, tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr, sp.Expr]] = {
         sp.Rational(1, 2), sp.Integer(2),
     ),
     "Circle loss [18], m = 1/sqrt(2), weights differentiated": (
-        sp.log(1 + sp.exp(gamma * ((s_an**2 - sp.Rational(1, 2)) + (1 - s_ap) ** 2
+        sp.log(1 + sp.exp(kappa * ((s_an**2 - sp.Rational(1, 2)) + (1 - s_ap) ** 2
                                    - sp.Rational(1, 2)))),
-        1 - s_ap, s_an, _T_cir(1 / sp.sqrt(2)), 2 * gamma,
+        1 - s_ap, s_an, _T_cir(1 / sp.sqrt(2)), 2 * kappa,
     ),
 }  # fmt: skip
 
 
-def triplet_row_holds(name: str) -> bool:
-    """Prove ``-dl/ds_ap = c T P_+`` and ``dl/ds_an = c T P_-`` for a row of :data:`TRIPLET_ROWS`."""
+def triplet_row_holds(name: str, verbose: bool = False) -> bool:
+    """Prove ``-dl/ds_ap = c T P_+`` and ``dl/ds_an = c T P_-`` for a row of :data:`TRIPLET_ROWS`.
+
+    With ``verbose`` it prints the row's verdict, then the two derivatives SymPy computed and the
+    ``c``, ``T`` and ``P_+``, ``P_-`` (the book's ``pi_+``, ``pi_-``) they are proved equal to."""
     loss, p_plus, p_minus, T, c = TRIPLET_ROWS[name]
     w_plus, w_minus = _weights_of(loss)
-    return prove_equal(
+    ok = prove_equal(
         lambda: [w_plus, w_minus], lambda: [c * T * p_plus, c * T * p_minus], verbose=False
     )
+    if verbose:
+        print(f"{name}: {'proved' if ok else 'NOT PROVED'}, c = {sp.sstr(c)}, T = {sp.sstr(T)}")
+        for what, w, p in (("-dl/ds_ap", w_plus, p_plus), (" dl/ds_an", w_minus, p_minus)):
+            print(f"  {what} = {sp.sstr(sp.simplify(w))}")
+            print(f"  {' ' * len(what)} = c T pi with pi = {sp.sstr(p)}")
+    return ok
+
+
+def circle_row(detached: bool, verbose: bool = False) -> bool:
+    """Circle loss on one triplet as a Table 1 row, for every margin ``m`` (``s_an > -m``).
+
+    The exponent is ``z = kappa (a_n (s_an - m) - a_p (s_ap - 1 + m))`` with ``a_p = 1 + m - s_ap``
+    and ``a_n = s_an + m``. With the ``a``'s differentiated (``detached=False``) the claim is
+    ``w_+ = 2 kappa T^cir(m) (1 - s_ap)``, ``w_- = 2 kappa T^cir(m) s_an``: the pair weight
+    ``P^lin`` for every ``m``; with them held constant (Sun et al.), ``w_+ = kappa T^cir(m)
+    (1 + m - s_ap)``, ``w_- = kappa T^cir(m) (s_an + m)``: ``P^lin`` only at ``m = 0``. Here
+    ``T^cir(m) = 1 / (1 + exp(kappa (s_ap (2 - s_ap) - s_an^2 - 1 + 2 m^2)))``, Eq. 17 at
+    ``m^2 = 1/2``.
+
+    With ``verbose`` it prints the exponent expanded, the two weights SymPy differentiated, the
+    claim and the verdict. Returns the verdict of :func:`prove_equal`.
+    """
+    w_plus, w_minus = circle_weights(detached)
+    c, p_plus, p_minus = (
+        (kappa, 1 + margin - s_ap, s_an + margin) if detached else (2 * kappa, 1 - s_ap, s_an)
+    )
+    T = _T_cir(margin)
+    ok = prove_equal(
+        derived([w_plus, w_minus]), lambda: [c * T * p_plus, c * T * p_minus], verbose=False
+    )
+    if verbose:
+        a_p, a_n = 1 + margin - s_ap, s_an + margin
+        z = sp.expand(a_n * (s_an - margin) - a_p * (s_ap - 1 + margin))
+        form = "weights held constant (Sun et al.)" if detached else "weights differentiated"
+        print(f"Circle loss, {form}: {'proved' if ok else 'NOT PROVED'} for every m")
+        print(f"  exponent z / kappa = {sp.sstr(z)}")
+        for what, w, p in (("-dl/ds_ap", w_plus, p_plus), (" dl/ds_an", w_minus, p_minus)):
+            ratio = sp.simplify(w / (c * p))  # 1/(1 + exp(X)) for the T SymPy finds
+            (power,) = [e for e in ratio.atoms(sp.exp) if e.args[0].has(s_ap)]
+            inner = sp.sstr(sp.expand(power.args[0] / kappa))
+            print(f"  {what} = c pi T with c = {sp.sstr(c)}, pi = {sp.sstr(p)},")
+            print(f"  {' ' * len(what)}   T = 1/(1 + exp(kappa*({inner})))")
+    return ok
 
 
 def ms_positive_weight(n_other: int = 2) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     """MS loss of one anchor (Wang et al. Eq. 15) with ``s_ap`` and ``n_other`` other kept
-    positives ``R_i``: returns (its weight ``-dl/ds_ap``, Eq. 13 with the sum ``1 + sum``,
-    Eq. 13 as printed with the mean over the ``R_i``)."""
-    R = sp.symbols(f"R_1:{n_other + 1}", real=True)
+    positives ``s_ap1, s_ap2, ...`` (the paper's ``R^i_ap``): returns (its weight ``-dl/ds_ap``,
+    Eq. 13 with the sum ``1 + sum``, Eq. 13 as printed with the mean over the others)."""
+    R = others(n_other)
     terms = [sp.exp(-alpha * (s - lam)) for s in (s_ap, *R)]
     loss = sp.log(1 + sum(terms)) / alpha
     w = -sp.diff(loss, s_ap)
@@ -191,11 +245,43 @@ def ms_positive_weight(n_other: int = 2) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     return w, by_sum, by_mean
 
 
+def others(n_other: int = 2) -> tuple[sp.Symbol, ...]:
+    """The similarities ``s_ap1, s_ap2, ...`` of the anchor's other kept positives (real)."""
+    return sp.symbols(f"s_ap1:{n_other + 1}", real=True)
+
+
+def ms_row(n_other: int = 2, verbose: bool = False) -> bool:
+    """The MS row of Table 1 for one anchor with ``n_other`` other kept positives (one instance).
+
+    Proves that the MS loss's weight ``-dl/ds_ap`` is Eq. 13 with ``1 + sum`` in place of the
+    printed mean (:func:`ms_positive_weight`), finds a point where the printed mean differs
+    (:func:`~dmlbook.symbolic.counterexample`) and differentiates the loss by the first other
+    positive's similarity (not zero: the loss moves the other positives too). With ``verbose``
+    it prints each of the three beside its verdict. Returns whether all three came out so.
+    """
+    w, by_sum, by_mean = ms_positive_weight(n_other)
+    sum_ok = prove_equal(derived(w), lambda: by_sum, verbose=False)
+    differ = counterexample(w, by_mean)
+    other = others(n_other)[0]
+    terms = [sp.exp(-alpha * (s - lam)) for s in (s_ap, *others(n_other))]
+    moves = sp.simplify(sp.diff(sp.log(1 + sum(terms)) / alpha, other))
+    if verbose:
+        print(f"-dL/ds_ap, as SymPy differentiates it: {sp.sstr(w)}")
+        print(
+            f"  = 1/(1 + sum + exp(alpha*(s_ap - lambda))): {'proved' if sum_ok else 'NOT PROVED'}"
+        )
+        print(
+            f"  = 1/(mean + exp(alpha*(s_ap - lambda))), as printed: {differ or 'no point found'}"
+        )
+        print(f"dL/d{other}: {sp.sstr(moves)} (not 0: the other positive moves too)")
+    return sum_ok and differ is not None and moves != 0
+
+
 #: The condition of Eq. 20's derivation: ``f_p != f_a`` (``D > 0``), for ``prove_equal``'s ``where``.
 PROJECTION_CONDITION = [sp.Ne(2 - 2 * sp.cos(sp.Symbol("t", positive=True)), 0)]
 
 
-def sig_ms_negative_term(n_other: int = 2) -> dict[str, object]:
+def sig_ms_negative_term(n_other: int = 2, verbose: bool = False) -> dict[str, object]:
     """Appendix Sec. 2 on negative pairs: how ``m^sig_-`` of Eq. 13 moves ``P^sig-ms_-``.
 
     ``P_- = 1 / (m_- + e^{-beta (S_an - lambda)})`` with ``m_- = (1/|N|) sum_j
@@ -203,16 +289,24 @@ def sig_ms_negative_term(n_other: int = 2) -> dict[str, object]:
     ``m_-`` always *lowers* the weight), and, with ``Delta_j = S_an - R^j_an >= 0`` (hard
     negative mining: the selected negative is the most similar, appendix Sec. 3), the proof that
     ``log m_-``'s every term ``-beta Delta_j`` is ``<= 0``, so ``m_- <= 1`` and the relative term
-    can only *raise* the negative weight.
+    can only *raise* the negative weight. The relative term is the SymPy symbol ``mu_-`` (the
+    paper's ``m^sig_-``; ``m`` is a margin in the book). With ``verbose`` it prints the derivative
+    and the log-terms beside the verdicts.
     """
-    m = sp.Symbol("m_-", positive=True)
+    m = sp.Symbol("mu_-", positive=True)
     P = 1 / (m + sp.exp(-beta * (s_an - lam)))
     deltas = sp.symbols(f"Delta_1:{n_other + 1}", nonnegative=True)
     exponents = [sp.expand_log(sp.log(sp.exp(-beta * d)), force=False) for d in deltas]
-    return {
-        "dP-/dm- = -P-^2": prove_equal(derived(sp.diff(P, m)), lambda: -(P**2)),
+    dP = sp.diff(P, m)
+    verdicts = {
+        "dpi-/dmu- = -pi-^2": prove_equal(derived(dP), lambda: -(P**2), verbose=False),
         "hard mining: every log-term <= 0": all(e.is_nonpositive for e in exponents),
     }
+    if verbose:
+        ok = ["proved" if v else "NOT PROVED" for v in verdicts.values()]
+        print(f"dpi_-/dmu_- = {sp.sstr(dP)} = -pi_-^2: {ok[0]}")
+        print(f"log of each term of mu_-: {', '.join(map(sp.sstr, exponents))} <= 0: {ok[1]}")
+    return verdicts
 
 
 def projection_lengths() -> dict[str, sp.Expr]:
@@ -246,9 +340,13 @@ def projection_lengths_cross() -> set[sp.Expr]:
     return {s for s in sols if -1 <= s <= 1}
 
 
-def euc_is_cos_over_distance_on_sphere() -> bool:
+def euc_is_cos_over_distance_on_sphere(verbose: bool = False) -> bool:
     """On the sphere, the tangential part of ``e^euc`` is that of ``e^cos`` divided by ``D``
-    (at the positive: ``e_p``; at the anchor: ``e_ap``), for unit ``f_a, f_p`` in R^3."""
+    (at the positive: ``e_p``; at the anchor: ``e_ap``), for unit ``f_a, f_p`` in R^3.
+
+    With ``verbose`` it prints, for the first component at the positive, the tangential part of
+    ``e^cos`` with ``S = f_a . f_p`` written as ``S`` (``S*v1 - u1``: 13.4's ``-(z_a - S z_p)``)
+    and what ``D`` times that of ``e^euc`` minus it simplifies to, beside the verdict."""
     u1, u2, v1, v2 = sp.symbols("u1 u2 v1 v2", real=True)
     fa = sp.Matrix([u1, u2, sp.sqrt(1 - u1**2 - u2**2)])
     fp = sp.Matrix([v1, v2, sp.sqrt(1 - v1**2 - v2**2)])
@@ -260,7 +358,20 @@ def euc_is_cos_over_distance_on_sphere() -> bool:
     at_p = tangential((fp - fa) / D, fp) - tangential(-fa, fp) / D
     at_a = tangential((fa - fp) / D, fa) - tangential(-fp, fa) / D
     apart = [sp.Ne((fp - fa).dot(fp - fa), 0)]  # f_a != f_p: D > 0
-    return prove_equal(lambda: [*at_p, *at_a], lambda: [0] * 6, where=apart, verbose=False)
+    ok = prove_equal(lambda: [*at_p, *at_a], lambda: [0] * 6, where=apart, verbose=False)
+    if verbose:
+        S = sp.Symbol("S", real=True)
+        cos_p = tangential(-fa, fp)[0].subs(fa.dot(fp), S)
+        rest = sp.simplify(sp.expand((fp - fa) - fp.dot(fp - fa) * fp)[0] - (fa.dot(fp) * v1 - u1))
+        print(
+            f"tangent(e_euc) = tangent(e_cos) / D at z_p and z_a: {'proved' if ok else 'NOT PROVED'}"
+        )
+        print(
+            "  z_a = (u1, u2, .), z_p = (v1, v2, .) unit vectors in R^3 (one instance), S = z_a . z_p"
+        )
+        print(f"  tangent(e_cos) at z_p, first component: {sp.sstr(cos_p)}")
+        print(f"  D * tangent(e_euc) minus that, simplified: {sp.sstr(rest)}")
+    return ok
 
 
 def closed_form_test(w_plus: sp.Expr, w_minus: sp.Expr) -> sp.Expr:

@@ -32,20 +32,49 @@ def test_circle_row_as_sun_et_al_define_it():
     T = gs._T_cir(0)
     m0 = [w.subs(gs.margin, sp.Integer(0)) for w in (w_plus, w_minus)]
     assert prove_equal(
-        lambda: m0, lambda: [gs.gamma * T * (1 - gs.s_ap), gs.gamma * T * gs.s_an], verbose=False
+        lambda: m0, lambda: [gs.kappa * T * (1 - gs.s_ap), gs.kappa * T * gs.s_an], verbose=False
     )
     # for m > 0 the pair weight is not P^lin: a point where they differ
     half = {gs.margin: sp.Rational(1, 2)}
     T_half = gs._T_cir(sp.Rational(1, 2))
-    assert counterexample(w_plus.subs(half), gs.gamma * T_half * (1 - gs.s_ap)) is not None
+    assert counterexample(w_plus.subs(half), gs.kappa * T_half * (1 - gs.s_ap)) is not None
 
 
 def test_printed_eq17_needs_m_squared_one_half():
     """Eq. 17 as printed is T^cir(m) only where 1 - 2 m^2 = 0."""
     m = sp.Symbol("m", positive=True)
-    printed = 1 / (1 + sp.exp(gs.gamma * (gs.s_ap * (2 - gs.s_ap) - gs.s_an**2)))
+    printed = 1 / (1 + sp.exp(gs.kappa * (gs.s_ap * (2 - gs.s_ap) - gs.s_an**2)))
     assert prove_equal(lambda: gs._T_cir(1 / sp.sqrt(2)), lambda: printed, verbose=False)
     assert sp.solve(sp.Eq(1 - 2 * m**2, 0), m) == [sp.sqrt(2) / 2]
+
+
+def test_circle_rows_hold_for_every_margin_in_their_own_form(capsys):
+    """Differentiated weights: c = 2 kappa with P^lin; held constant: c = kappa with the shifted
+    pair weights; both with T^cir(m). A wrong constant or pair weight is not proved."""
+    assert gs.circle_row(detached=False) and gs.circle_row(detached=True)
+    w_plus, _ = gs.circle_weights(detached=True)  # Sun et al.'s form is not P^lin for m > 0
+    claim = gs.kappa * gs._T_cir(gs.margin) * (1 - gs.s_ap)
+    assert not prove_equal(lambda: w_plus, lambda: claim, verbose=False)
+    assert gs.circle_row(detached=False, verbose=True)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "Circle loss, weights differentiated: proved for every m"
+    assert out[1] == "  exponent z / kappa = -2*m**2 + s_an**2 + s_ap**2 - 2*s_ap + 1"
+    assert out[3].endswith("T = 1/(1 + exp(kappa*(2*m**2 - s_an**2 - s_ap**2 + 2*s_ap - 1)))")
+
+
+def test_ms_row_prints_its_three_results(capsys):
+    """The sum form proved, the printed mean refuted at a point, the other positive moved."""
+    assert gs.ms_row(2, verbose=True)
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].endswith("proved") and out[2].startswith("  = 1/(mean") and " at " in out[2]
+    assert out[3].startswith("dL/ds_ap1: -exp(") and out[3].endswith("moves too)")
+
+
+def test_table_rows_print_their_derivatives(capsys):
+    assert gs.triplet_row_holds("Binomial deviance [24]", verbose=True)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "Binomial deviance [24]: proved, c = 2, T = 1/2"
+    assert out[3] == "   dl/ds_an = 1/(exp(beta*(lambda - s_an)) + 1)"
 
 
 def test_ms_weight_is_one_plus_a_sum_not_the_printed_mean():
@@ -55,7 +84,7 @@ def test_ms_weight_is_one_plus_a_sum_not_the_printed_mean():
 
 
 def test_ms_moves_the_other_positives():
-    R1 = sp.Symbol("R_1", real=True)
+    R1 = sp.Symbol("s_ap1", real=True)
     terms = [sp.exp(-gs.alpha * (s - gs.lam)) for s in (gs.s_ap, R1)]
     loss = sp.log(1 + sum(terms)) / gs.alpha
     assert sp.simplify(sp.diff(loss, R1)) != 0
@@ -90,8 +119,14 @@ def test_eq20_and_where_the_curves_cross():
     assert gs.projection_lengths_cross() == {sp.Rational(1, 2), sp.Integer(-1)}
 
 
-def test_normalisation_layer_turns_euc_into_cos_over_distance():
+def test_normalisation_layer_turns_euc_into_cos_over_distance(capsys):
     assert gs.euc_is_cos_over_distance_on_sphere()
+    assert capsys.readouterr().out == ""
+    assert gs.euc_is_cos_over_distance_on_sphere(verbose=True)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(": proved")
+    assert out[2].endswith("first component: S*v1 - u1")  # -(z_a - S z_p), 13.4
+    assert out[3].endswith("simplified: 0")
 
 
 def test_numeric_integrability_matches_the_symbolic_verdicts():
