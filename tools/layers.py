@@ -139,7 +139,7 @@ LAYERS: tuple[Layer, ...] = (
         "dmlbook.chapters",
         "the chapters' helpers",
         "`setup()` and `show_source` (`notebook`), the profile, OpenMP's policy, figures "
-        "(`plots`, `palette`, `curves`), the weight explorer",
+        "(`plots`, `palette`, `curves`, `pair_figures`), the weight explorer",
     ),
     Layer(
         "dmlbook.exercises",

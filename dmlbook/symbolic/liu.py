@@ -4,9 +4,10 @@ Chapter: ``book/11_liu_weighting.ipynb`` (11.2-11.4 call these functions in thei
 Tests: ``tests/symbolic/test_liu.py`` runs every proof. Each function returns exact SymPy results
 (``prove_equal`` is True only for a proof; a difference is shown by an exact counterexample).
 
-Notation: for one anchor, ``x_j = D_ij - m1 > 0`` on its mined positives, ``u_k = m2 - D_ik > 0``
-on its mined negatives (where the hinges of Eq. 18 are active and linear), ``t_jk = D_ij - D_ik
-+ m > 0`` on its active triplets (Eq. 21).
+Notation: for one anchor, ``u_j = D_ij - m1 > 0`` on its mined positives (``m2 - D_ik > 0`` on
+its mined negatives, the same algebra), where the hinges of Eq. 18 are active and linear, and
+``t_jk = D_ij - D_ik + m > 0`` on its active triplets (Eq. 21). The book writes ``u`` rather than
+``x``, which is a network output there.
 
 * :func:`eq18_detached_gradient`: Eq. 18 with detached weights has ``dL/dD = w`` (and, on the
   unit sphere, ``dL/dS = -w / D``); without the detach the gradient gains ``w'(D) [D - m1]``.
@@ -16,8 +17,9 @@ on its mined negatives (where the hinges of Eq. 18 are active and linear), ``t_j
 * :func:`normalised_power_is_not_a_gradient`: the normalised power weights (Pair-P/Triplet-P v1,
   ``p > 0``) have a non-symmetric Jacobian and a non-zero circulation around a closed loop, so
   no loss has them as gradient: they are a designed gradient only.
-* :func:`paper_limits`: ``p, q -> 0`` gives the average (only for ``D > m1``), large ``alpha``
-  concentrates Triplet-E on the hardest triplet, ``alpha -> 0`` in MS.
+* :func:`paper_limit_steps`: ``p, q -> 0`` gives the average (only for ``D > m1``), large
+  ``alpha`` concentrates Triplet-E on the hardest triplet, ``alpha -> 0`` in MS; each limit with
+  the expression it is taken of (:func:`paper_limits`: the values only).
 * :func:`ms_v2_is_lifted_star`: MS v2 on distances *is* LiftedStruct* on distances (the margin
   cancels); the "+1" of v1 is a virtual pair at distance ``m`` on each side.
 * :func:`ms_margin_derivatives`: the intermediate result behind it, ``d/dm`` of each version's
@@ -36,11 +38,13 @@ from .symbols import HYPERPARAMETER_DOMAINS, hyperparameters, unit_sphere_distan
 
 __all__ = [
     "ClosedForm",
+    "LimitStep",
     "closed_forms",
     "eq18_detached_gradient",
     "ms_margin_derivatives",
     "ms_v2_is_lifted_star",
     "normalised_power_is_not_a_gradient",
+    "paper_limit_steps",
     "paper_limits",
 ]
 
@@ -100,7 +104,7 @@ def eq18_detached_gradient(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
 class ClosedForm:
     """A weighting, the loss ``F`` whose gradient it is, and whether that was proved.
 
-    ``gradient`` is the intermediate result the proof compares with the weight: ``dF/dx_1``
+    ``gradient`` is the intermediate result the proof compares with the weight: ``dF/du_1``
     (``dF/dD+_1`` for the triplet row) as SymPy differentiates it.
     """
 
@@ -116,19 +120,19 @@ _ALPHA = sp.Symbol("alpha", real=True, nonnegative=True)
 
 
 def _pair_rows(n: int) -> list[ClosedForm]:
-    x = _positive("x", n)
+    x = _positive("u", n)
     p = sp.Symbol("p", positive=True)
     a = _ALPHA
     rows = []
     cases = [
-        ("power, v0: w = x^p", sum(xi ** (p + 1) for xi in x) / (p + 1), [xi**p for xi in x]),
+        ("power, v0: w = u^p", sum(xi ** (p + 1) for xi in x) / (p + 1), [xi**p for xi in x]),
         (
-            "exponential, v0: w = e^{alpha x}",
+            "exponential, v0: w = e^{alpha u}",
             sum((sp.exp(a * xi) - 1) / a for xi in x),
             [sp.exp(a * xi) for xi in x],
         ),
         (
-            "exponential, per anchor: w = e^{alpha x} / sum e^{alpha x}",
+            "exponential, per anchor: w = e^{alpha u} / sum e^{alpha u}",
             sp.log(sum(sp.exp(a * xi) for xi in x)) / a,
             [sp.exp(a * xi) / sum(sp.exp(a * xk) for xk in x) for xi in x],
         ),
@@ -164,20 +168,20 @@ def _triplet_row(n_pos: int, n_neg: int) -> ClosedForm:
 def closed_forms(n: int = 3) -> list[ClosedForm]:
     """The weightings that *are* gradients, each with its loss ``F`` and the proof ``dF = w``.
 
-    With the hinges active (``x > 0``), Eq. 18 with weights ``w(x)`` trains like ``F(x)``:
+    With the hinges active (``u > 0``), Eq. 18 with weights ``w(u)`` trains like ``F(u)``:
 
-    * power v0: ``F = sum x^{p+1} / (p + 1)`` (``p = 1``: half of Eq. 35's squared hinge);
-    * exponential v0: ``F = sum (e^{alpha x} - 1) / alpha``;
-    * exponential per anchor: ``F = (1/alpha) log sum e^{alpha x}``, so Pair-E v1 (Eq. 38) is
+    * power v0: ``F = sum u^{p+1} / (p + 1)`` (``p = 1``: half of Eq. 35's squared hinge);
+    * exponential v0: ``F = sum (e^{alpha u} - 1) / alpha``;
+    * exponential per anchor: ``F = (1/alpha) log sum e^{alpha u}``, so Pair-E v1 (Eq. 38) is
       ``(1/alpha) log sum_P e^{alpha (D - m1)} + (1/beta) log sum_N e^{beta (m2 - D)}``: the
       margins cancel from the weights and act only through the mining;
     * constant per anchor: the mean;
     * Triplet-E per anchor: ``F = (1/alpha) log sum_{j,k} e^{alpha t_jk}``.
 
-    Each row carries ``dF/dx_1`` (``dF/dD+_1``), the derivative the proof compares with ``w_1``.
+    Each row carries ``dF/du_1`` (``dF/dD+_1``), the derivative the proof compares with ``w_1``.
     """
     rows = [*_pair_rows(n), _triplet_row(2, 2)]
-    first = [sp.Symbol("x1", positive=True)] * (len(rows) - 1) + [sp.Symbol("D^+_1", positive=True)]
+    first = [sp.Symbol("u1", positive=True)] * (len(rows) - 1) + [sp.Symbol("D^+_1", positive=True)]
     return [
         dataclasses.replace(r, gradient=sp.simplify(sp.diff(r.loss, v)))
         for r, v in zip(rows, first, strict=True)
@@ -185,15 +189,15 @@ def closed_forms(n: int = 3) -> list[ClosedForm]:
 
 
 def normalised_power_is_not_a_gradient() -> dict[str, object]:
-    """Normalised power weights ``w_j = x_j^p / sum_k x_k^p`` (``p > 0``) are no gradient.
+    """Normalised power weights ``w_j = u_j^p / sum_k u_k^p`` (``p > 0``) are no gradient.
 
     Returns ``{"asymmetry": Expr, "exp_symmetric": bool, "circulation": Expr}``:
-    ``dw_1/dx_2 - dw_2/dx_1`` for two pairs (non-zero unless ``x_1 = x_2``; a C^1 gradient field
+    ``dw_1/du_2 - dw_2/du_1`` for two pairs (non-zero unless ``u_1 = u_2``; a C^1 gradient field
     has a symmetric Jacobian), the proof that the normalised *exponential* weights' Jacobian is
     symmetric, and the exact circulation of ``w`` (``p = 1``) around the boundary of
     ``[1, 2] x [2, 3]``, which is non-zero: a loss ``F`` with ``grad F = w`` would make it 0.
     """
-    x1, x2, p, a = sp.symbols("x1 x2 p alpha", positive=True)
+    x1, x2, p, a = sp.symbols("u1 u2 p alpha", positive=True)
     den = x1**p + x2**p
     w1, w2 = x1**p / den, x2**p / den
     asym = sp.factor(sp.simplify(sp.diff(w1, x2) - sp.diff(w2, x1)))
@@ -218,11 +222,32 @@ def _two_triplet_weight(a: sp.Symbol, t: sp.Symbol, d: sp.Symbol) -> sp.Expr:
     return divided
 
 
-def paper_limits() -> dict[str, sp.Expr]:
-    """The limits behind Liu et al.'s remarks, evaluated with ``sympy.limit``.
+@dataclass(frozen=True)
+class LimitStep:
+    """One limit behind Liu et al.'s remarks: ``lim_{variable -> point} expression = value``.
 
-    * ``average``: ``lim_{p->0+} x^p / (x^p + y^p) = 1/2`` for ``x, y > 0`` ("just the average");
-    * ``average_at_threshold``: the same with ``x = 0`` (a positive exactly at ``D = m1``):
+    ``direction`` is ``"+"`` where only the limit from above exists or is meant (``p -> 0+``), ``""``
+    where the expression is continuous at the point (``alpha -> 0``) or the point is ``oo``; every
+    limit is evaluated from above (SymPy's default).
+    """
+
+    name: str
+    expression: sp.Expr
+    variable: sp.Symbol
+    point: sp.Expr
+    direction: str
+    value: sp.Expr
+
+    def __str__(self) -> str:
+        return f"lim_{{{self.variable} -> {self.point}{self.direction}}} {self.expression} = {self.value}"
+
+
+def paper_limit_steps() -> list[LimitStep]:
+    """The limits behind Liu et al.'s remarks, each with its expression, evaluated by ``sympy.limit``.
+
+    * ``average``: ``lim_{p->0+} u1^p / (u1^p + u2^p) = 1/2`` for ``u1, u2 > 0`` ("just the
+      average");
+    * ``average_at_threshold``: the same with ``u1 = 0`` (a positive exactly at ``D = m1``):
       ``0``, not 1/2: the limit and Eq. 24's ``0^0 = 1`` disagree there;
     * ``triplet_e_hardest``: ``lim_{alpha->oo}`` of the normalised weight of a triplet whose
       ``t`` exceeds another's by ``delta > 0``: 1 (all weight on the largest ``t``, i.e. the
@@ -232,17 +257,38 @@ def paper_limits() -> dict[str, sp.Expr]:
       equal pairs: ``1/(n + 1)`` and ``1/n``: the weights exist at ``alpha = 0``, only the
       printed loss ``(1/alpha) log[...]`` does not.
     """
-    x, y, t, d, a, p = sp.symbols("x y t delta alpha p", positive=True)
+    u1, u2, t, d, a, p = sp.symbols("u1 u2 t delta alpha p", positive=True)
     n = sp.Symbol("n", positive=True, integer=True)
     z = sp.Symbol("z", real=True)
-    return {
-        "average": sp.limit(x**p / (x**p + y**p), p, 0, "+"),
-        "average_at_threshold": sp.limit(sp.Integer(0) ** p / (sp.Integer(0) ** p + y**p), p, 0),
-        "triplet_e_hardest": sp.limit(_two_triplet_weight(a, t, d), a, sp.oo),
-        "triplet_e_v0": sp.limit(sp.exp(a * t), a, sp.oo),
-        "ms_v1_alpha0": sp.limit(sp.exp(a * z) / (1 + n * sp.exp(a * z)), a, 0),
-        "ms_v2_alpha0": sp.limit(sp.exp(a * z) / (n * sp.exp(a * z)), a, 0),
-    }
+    zero = sp.Integer(0)
+    zero_p = sp.Pow(zero, p, evaluate=False)  # shown as 0**p: SymPy would write 0 for p > 0
+
+    def ratio(top: sp.Expr, bottom: sp.Expr) -> sp.Expr:  # as written, not simplified
+        return sp.Mul(top, sp.Pow(bottom, -1, evaluate=False), evaluate=False)
+
+    cases = [
+        ("average", u1**p / (u1**p + u2**p), p, zero, "+"),
+        (
+            "average_at_threshold",
+            ratio(zero_p, sp.Add(zero_p, u2**p, evaluate=False)),
+            p,
+            zero,
+            "+",
+        ),
+        ("triplet_e_hardest", _two_triplet_weight(a, t, d), a, sp.oo, ""),
+        ("triplet_e_v0", sp.exp(a * t), a, sp.oo, ""),
+        ("ms_v1_alpha0", sp.exp(a * z) / (1 + n * sp.exp(a * z)), a, zero, ""),
+        ("ms_v2_alpha0", ratio(sp.exp(a * z), n * sp.exp(a * z)), a, zero, ""),
+    ]
+    return [
+        LimitStep(name, f, v, at, side, sp.limit(f.doit(), v, at, "+"))
+        for name, f, v, at, side in cases
+    ]
+
+
+def paper_limits() -> dict[str, sp.Expr]:
+    """The values of :func:`paper_limit_steps`, by name (``{"average": 1/2, ...}``)."""
+    return {step.name: step.value for step in paper_limit_steps()}
 
 
 def ms_v2_is_lifted_star(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
@@ -258,7 +304,11 @@ def ms_v2_is_lifted_star(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
       (m - m)}``, Liu et al.'s own reading);
     * ``v2_weight_sum`` / ``v1_weight_sum``: the total weight of an anchor's positives, ``1``
       for v2 and ``Z / (1 + Z)`` for v1 (``Z = sum e^{alpha (D - m)}``): v1 fades an anchor
-      whose pairs are all easy (``Z -> 0``), v2 never does.
+      whose pairs are all easy (``Z -> 0``), v2 never does;
+    * the intermediate results the chapter prints: ``v2_positive_factored``, v2's positive half
+      with ``e^{-alpha m}`` factored out of its sum (``-m + (1/alpha) log sum e^{alpha D}``),
+      ``v2_minus_lifted_star`` (``0`` once simplified), and ``v1_weight_1``, ``dv1/dD+_1``, whose
+      denominator holds the virtual pair's ``e^{alpha m}``.
     """
     m, a, b = sp.symbols("m alpha beta", positive=True)
     Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
@@ -275,7 +325,11 @@ def ms_v2_is_lifted_star(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     )
     grads = [sp.diff(f, d) for f in (v1, v2_aug) for d in (*Dp, *Dn)]
     half = len(grads) // 2
+    factored = sp.log(sp.exp(-a * m) * sum(sp.exp(a * d) for d in Dp)) / a
     return {
+        "v2_positive_factored": sp.expand(sp.expand_log(factored, force=True)),
+        "v2_minus_lifted_star": sp.simplify(v2 - lifted_star),
+        "v1_weight_1": sp.simplify(grads[0]),
         "v2_equals_lifted_star": prove_equal(lambda: v2, lambda: lifted_star, verbose=False),
         "v1_is_v2_plus_virtual_pair": prove_equal(
             lambda: grads[:half], lambda: grads[half:], verbose=False

@@ -26,8 +26,8 @@ def test_eq18_detached_weights_are_the_gradient():
 def test_closed_forms_are_proved():
     rows = liu.closed_forms()
     assert len(rows) == 5 and all(r.proved for r in rows), [r.weighting for r in rows]
-    # each row's dF/dx_1, written by hand from the weight it should equal
-    x1, x2, x3, p, a = sp.symbols("x1 x2 x3 p alpha", positive=True)
+    # each row's dF/du_1, written by hand from the weight it should equal
+    x1, x2, x3, p, a = sp.symbols("u1 u2 u3 p alpha", positive=True)
     by_hand = [
         x1**p,
         sp.exp(a * x1),
@@ -43,7 +43,7 @@ def test_closed_forms_are_proved():
 def test_normalised_power_weights_are_no_gradient():
     r = liu.normalised_power_is_not_a_gradient()
     assert r["exp_symmetric"]
-    x1, x2, p = sp.symbols("x1 x2 p", positive=True)
+    x1, x2, p = sp.symbols("u1 u2 p", positive=True)
     point = {x1: 1, x2: 2, p: 1}
     assert r["asymmetry"].subs(point) != 0
     assert r["circulation"] == sp.log(sp.Rational(15, 16))  # != 0: no potential
@@ -62,10 +62,35 @@ def test_the_paper_limits():
     assert sp.simplify(lim["ms_v2_alpha0"] - 1 / n) == 0
 
 
+def test_each_limit_is_shown_with_its_expression():
+    steps = {s.name: s for s in liu.paper_limit_steps()}
+    assert set(steps) == set(liu.paper_limits())
+    u1, u2, p = sp.symbols("u1 u2 p", positive=True)
+    avg = steps["average"]
+    assert avg.variable == p and avg.point == 0 and avg.direction == "+"
+    # the expression is the normalised weight of two pairs, whatever the exponent (by hand)
+    at = {u1: 2, u2: 3, p: 2}
+    assert avg.expression.subs(at) == sp.Rational(4, 13)
+    assert str(steps["average_at_threshold"]).startswith("lim_{p -> 0+} 0**p/(0**p + u2**p)")
+    assert str(steps["ms_v2_alpha0"]).endswith("= 1/n")  # shown before it simplifies to 1/n
+    # the value is the limit of the expression shown: a numeric check at a small exponent
+    near = {u1: sp.Rational(1, 3), u2: 5, p: sp.Rational(1, 10**6)}
+    assert abs(float(avg.expression.subs(near)) - 0.5) < 1e-5
+
+
 def test_ms_v2_is_lifted_star_on_distances():
     r = liu.ms_v2_is_lifted_star()
     assert r["v2_equals_lifted_star"] and r["v1_is_v2_plus_virtual_pair"]
     assert r["v2_weight_sum"] == 1 and r["v1_weight_sum"] != 1
+    # the intermediate results, against forms written by hand
+    m, a = sp.symbols("m alpha", positive=True)
+    d1, d2 = sp.symbols("D^+_1 D^+_2", positive=True)
+    assert r["v2_minus_lifted_star"] == 0
+    by_hand = -m + sp.log(sp.exp(a * d1) + sp.exp(a * d2)) / a
+    assert sp.simplify(r["v2_positive_factored"] - by_hand) == 0
+    virtual = sp.exp(a * d1) / (sp.exp(a * d1) + sp.exp(a * d2) + sp.exp(a * m))
+    at = {m: 1, a: 2, d1: sp.Rational(1, 2), d2: sp.Rational(3, 2)}
+    assert sp.simplify((r["v1_weight_1"] - virtual).subs(at)) == 0
 
 
 def test_ms_margin_derivatives():
