@@ -4,7 +4,7 @@
 ``attrs["step_loss"]`` (at no extra cost: the loop computes it anyway) and evaluates Recall@K
 every ``eval_every`` epochs. :func:`plot_training_curves` draws both against the step, one style
 per run (:func:`dmlbook.chapters.palette.series_style`) and, where a run has several seeds, one thin line
-per seed in that style. :func:`plot_loss_curves` draws the grid of
+per seed in that style and a thick one for their mean. :func:`plot_loss_curves` draws the grid of
 :func:`dmlbook.studies.compare_losses` (its ``attrs["step_loss"]``), one small panel per loss,
 since losses do not share a scale. ``dmlbook.chapters.plots`` re-exports both.
 """
@@ -52,6 +52,12 @@ def _runs(histories: Mapping[str, object]) -> dict[str, list[pd.DataFrame]]:
     return runs
 
 
+def _mean_curve(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The pointwise mean of several seeds' curves, over the steps all of them reach."""
+    n = min(len(x) for x, _ in curves)
+    return curves[0][0][:n], np.mean([y[:n] for _, y in curves], axis=0)
+
+
 def plot_training_curves(
     histories: Mapping[str, pd.DataFrame | Sequence[pd.DataFrame]],
     metric: str = "R@1",
@@ -65,7 +71,8 @@ def plot_training_curves(
     ----------
     histories : mapping of str to DataFrame or sequence of DataFrames
         Run name (the legend entry) to the history :func:`dmlbook.training.fit` returned, or to
-        one history per seed (each drawn as a thin line).
+        one history per seed (each drawn as a thin, faint line, and their pointwise mean over the
+        steps every seed reaches as a thick one, labelled with the number of seeds).
     metric : str
         The evaluated column drawn on the right (fractions, shown in percent); the step of an
         evaluation at ``epoch`` e is ``e`` times the run's batches per epoch.
@@ -75,25 +82,37 @@ def plot_training_curves(
     Returns
     -------
     Figure
-        Two axes; one line per run and seed on each.
+        Two axes; on each, one line per run, or per seed and their mean.
     """
     runs = _runs(histories)
     fig, (loss_ax, metric_ax) = plt.subplots(1, 2, figsize=figsize)
     for n, (name, seeds) in enumerate(runs.items()):
         style = series_style(n)
         thin = len(seeds) > 1
-        for s, history in enumerate(seeds):
+        loss_curves, metric_curves = [], []
+        for history in seeds:
             if metric not in history.columns:
                 raise ValueError(f"histories[{name!r}] has no column {metric!r}.")
             steps = np.asarray(history.attrs["step_loss"], dtype=float)
             epochs = max(int(history["epoch"].max()), 1)
             per_epoch = len(steps) / epochs
             w = window or max(1, len(steps) // 10)
-            kwargs = {"lw": 0.8 if thin else 1.6, "label": name if s == 0 else None, **style}
             x = np.arange(1, len(steps) + 1)
-            loss_ax.plot(x, smooth(steps, w), markevery=max(1, len(steps) // 6), **kwargs)
             at = history["epoch"].to_numpy() * per_epoch
-            metric_ax.plot(at, 100 * history[metric].to_numpy(dtype=float), **kwargs)
+            loss_curves.append((x, smooth(steps, w)))
+            metric_curves.append((at, 100 * history[metric].to_numpy(dtype=float)))
+            if thin:  # a seed: thin, faint, without markers; the mean below carries the label
+                kwargs = {**style, "lw": 0.7, "alpha": 0.55, "marker": "", "label": None}
+            else:
+                kwargs = {**style, "lw": 1.6, "label": name}
+            loss_ax.plot(*loss_curves[-1], markevery=max(1, len(steps) // 6), **kwargs)
+            metric_ax.plot(*metric_curves[-1], **kwargs)
+        if thin:
+            label = f"{name} (mean of {len(seeds)} seeds)"
+            for ax, curves, every in ((loss_ax, loss_curves, 6), (metric_ax, metric_curves, 0)):
+                x, mean = _mean_curve(curves)
+                mark = max(1, len(x) // every) if every else 1
+                ax.plot(x, mean, lw=2.2, label=label, markevery=mark, **style)
     loss_ax.set(xlabel="training step (batch)", ylabel="training loss (running mean)")
     metric_ax.set(xlabel="training step (batch)", ylabel=f"{metric} on the test split (%)")
     loss_ax.legend(fontsize="small", loc="best")

@@ -40,13 +40,27 @@ def test_one_line_per_run_and_seed_with_the_runs_style():
     }
     fig = plot_training_curves(runs, window=2)
     loss_ax, r_ax = fig.axes
-    assert len(loss_ax.lines) == len(r_ax.lines) == 4
+    assert len(loss_ax.lines) == len(r_ax.lines) == 5  # a; b's three seeds and their mean
     np.testing.assert_allclose(loss_ax.lines[0].get_ydata(), [4.0, 3.5, 2.5, 1.5])
     np.testing.assert_allclose(r_ax.lines[0].get_xdata(), [0, 2, 4])  # 2 batches per epoch
     np.testing.assert_allclose(r_ax.lines[0].get_ydata(), [10, 20, 30])
-    assert [ln.get_color() for ln in r_ax.lines] == [PALETTE[0]] + [PALETTE[1]] * 3
+    assert [ln.get_color() for ln in r_ax.lines] == [PALETTE[0]] + [PALETTE[1]] * 4
     assert r_ax.lines[1].get_linewidth() < r_ax.lines[0].get_linewidth()  # seeds: thin
-    assert [t.get_text() for t in loss_ax.get_legend().get_texts()] == ["a", "b"]
+    assert r_ax.lines[4].get_linewidth() > r_ax.lines[0].get_linewidth()  # their mean: thick
+    assert [t.get_text() for t in loss_ax.get_legend().get_texts()] == ["a", "b (mean of 3 seeds)"]
+    plt.close(fig)
+
+
+def test_the_mean_of_the_seeds_is_their_pointwise_mean_over_the_common_steps():
+    seeds = [
+        _history([1.0, 3.0, 5.0, 7.0], [0.1, 0.2, 0.4], 0),
+        _history([3.0, 5.0, 7.0, 9.0, 11.0, 13.0], [0.3, 0.4, 0.6], 1),
+    ]
+    fig = plot_training_curves({"b": seeds}, window=1)
+    loss_ax, r_ax = fig.axes
+    np.testing.assert_allclose(loss_ax.lines[2].get_xdata(), [1, 2, 3, 4])  # the shorter run
+    np.testing.assert_allclose(loss_ax.lines[2].get_ydata(), [2.0, 4.0, 6.0, 8.0])
+    np.testing.assert_allclose(r_ax.lines[2].get_ydata(), [20.0, 30.0, 50.0])
     plt.close(fig)
 
 
