@@ -19,8 +19,7 @@ as ``json.load(...)["cells"]`` counts) and the rule with its limit:
   MAP@R, HAP2S) has a row on the notation page and is expanded ("long form (A)", "A (long
   form", "long form, A") no later, in reading order (introduction, the notation page's prose,
   chapters 1-15, 90, 91), than its first use in prose, code or printed output; the few words of
-  ``ALLOWED_ACRONYMS`` are exempt, each for its stated reason, and ``KNOWN_UNEXPANDED`` is a
-  temporary, shrinking list of violations in chapters still being rewritten (about 0.1 s);
+  ``ALLOWED_ACRONYMS`` are exempt, each for its stated reason (about 0.1 s);
 - the notation page exists, is read right after the introduction, and lists every symbol of
   ``SYMBOLS`` and every term of ``TERMS``;
 - the introduction's reading times are the ones ``tools/reading_times.py`` computes from the
@@ -420,13 +419,6 @@ ALLOWED_ACRONYMS = {
     ),
 }
 
-#: TEMPORARY: acronyms of chapters this file's author did not own when the rule was written
-#: (issue 39), first used before any expansion. Each entry names the chapter and cell of the
-#: first use; the chapter's owner expands it there, and whoever does removes the entry: the
-#: test fails on a violation missing from this list AND on an entry no longer violated, so the
-#: list can only shrink. The lead empties it.
-KNOWN_UNEXPANDED: dict[str, str] = {}
-
 
 def strip_markup(markdown: str) -> str:
     """Markdown's prose: without math, code, link targets and addresses (names there are
@@ -530,10 +522,9 @@ def acronym_problems(order, found: dict[str, str], notation: str) -> dict[str, s
 
 def test_every_acronym_is_on_the_notation_page_and_expanded_before_use():
     problems = acronym_problems(ORDER, chapter_acronyms(), NOTATION.read_text())
-    new = {a: why for a, why in problems.items() if a not in KNOWN_UNEXPANDED}
-    fixed = sorted(set(KNOWN_UNEXPANDED) - set(problems))
-    assert new == {}, "acronyms used before they are expanded:\n" + "\n".join(new.values())
-    assert fixed == [], f"KNOWN_UNEXPANDED lists {fixed}, no longer violated: remove them"
+    assert problems == {}, "acronyms used before they are expanded:\n" + "\n".join(
+        problems.values()
+    )
 
 
 def test_the_acronym_rule_catches_what_it_names():
