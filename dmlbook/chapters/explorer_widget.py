@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ..core.validation import is_integer
 from ..losses import available_losses
 from .explorer import (
     batch_weights,
@@ -53,8 +54,8 @@ def _control(w: Any, key: str, value: float | int | bool) -> Any:
     if isinstance(value, bool):
         return w.Checkbox(value=value, description=key, style=style)
     top = max(4 * abs(value), 1)
-    if isinstance(value, int):
-        return w.IntSlider(value=value, min=0, max=int(top), description=key, style=style,
+    if is_integer(value):
+        return w.IntSlider(value=int(value), min=0, max=int(top), description=key, style=style,
                            continuous_update=False)  # fmt: skip
     return w.FloatSlider(value=value, min=0.0, max=float(top), step=top / 200, description=key,
                          readout_format=".3g", style=style, continuous_update=False)  # fmt: skip

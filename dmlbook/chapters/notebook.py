@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..core.reproducibility import seed_everything
+from ..core.validation import is_integer, is_number
 from .openmp import POLICY_TOO_LATE
 from .palette import book_rc
 from .profile import Profile, current_profile
@@ -47,7 +48,7 @@ def available_cpus() -> int:
 def chapter_threads(threads: int = 2) -> int:
     """The thread count :func:`setup` uses: ``threads``, at most the CPUs available, and 1 when
     torch was imported before dmlbook without ``OMP_WAIT_POLICY`` (idle threads would spin)."""
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+    if not is_integer(threads) or threads < 1:
         raise ValueError(f"threads must be a positive int, got {threads!r}.")
     return 1 if POLICY_TOO_LATE else min(threads, available_cpus())
 
@@ -252,9 +253,7 @@ def check_close(
     AssertionError
         Naming every entry off by more than ``tol``, with both numbers.
     """
-    if isinstance(tol, bool) or not (
-        isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0
-    ):
+    if not (is_number(tol) and math.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be a positive number, got {tol!r}")
     if isinstance(expected, Mapping):
         if not hasattr(value, "__getitem__") or isinstance(value, (str, bytes)):

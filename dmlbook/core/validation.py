@@ -35,6 +35,8 @@ __all__ = [
     "check_same_length",
     "declared",
     "hyper_parameters",
+    "is_integer",
+    "is_number",
 ]
 
 
@@ -197,6 +199,19 @@ def check_loss_batch(x: torch.Tensor, labels: torch.Tensor, name: str = "embeddi
 
 
 # ----------------------------------------------------------------------------- hyper-parameters
+
+
+def is_integer(value: object) -> bool:
+    """Whether ``value`` is an integer as a caller may pass one: a Python ``int`` or a numpy
+    integer (``numpy.int64(101)``, what indexing an array gives); ``bool`` (and ``numpy.bool_``)
+    is not, nor is a float, even an integral one."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def is_number(value: object) -> bool:
+    """Whether ``value`` is a real number as a caller may pass one: :func:`is_integer`, or a
+    Python or numpy float (finite or not: check the range separately); never ``bool``."""
+    return is_integer(value) or isinstance(value, float | np.floating)
 
 
 @dataclass(frozen=True)

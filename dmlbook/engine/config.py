@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.validation import is_integer, is_number
 from ..training.optim import check_optimizer
 from .config_file import CONFIG_DIR, MAX_DEPTH, find_config, load_yaml, read_file
 from .config_sections import (
@@ -299,10 +300,10 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
         if isinstance(value, bool):
             return value
     elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+        if is_integer(value):
+            return int(value)
     elif tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if is_number(value):
             return float(value)
         if isinstance(value, str):  # YAML reads 3e-5 (no dot) as a string
             try:

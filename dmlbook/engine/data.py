@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from ..core.validation import is_integer
 from ..data import EvalTransform, Normalization, TrainTransform, dataset_info, load_dataset
 from ..models.pretrained import InputSpec
 from .config import Config, ConfigError
@@ -60,8 +61,8 @@ class _TensorImages:
     def batches(
         self, index_batches: Iterable[torch.Tensor] | int, *, device: torch.device
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor, None]]:
-        if isinstance(index_batches, int):
-            n, size = len(self), index_batches
+        if is_integer(index_batches):
+            n, size = len(self), int(index_batches)
             index_batches = (torch.arange(i, min(i + size, n)) for i in range(0, n, size))
         for idx in index_batches:
             yield self.images[idx].to(device), self.labels[idx].to(device), None

@@ -42,6 +42,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 from torch.utils.flop_counter import FlopCounterMode
 
+from ..core.validation import is_integer, is_number
 from .build import build_loss, build_model, build_optimizer
 from .config import (
     Config,
@@ -247,9 +248,9 @@ class DryRunReport:
 def _checked(cfg: Config, gpus: int, utilization: float) -> int:
     """The per-GPU batch; raises :class:`ConfigError` for a bad GPU count or utilisation."""
     t = cfg.train
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+    if not is_integer(gpus) or gpus < 1:
         raise ConfigError(f"gpus must be a positive integer, got {gpus!r}.")
-    if not (isinstance(utilization, int | float) and 0 < utilization <= 1):
+    if not (is_number(utilization) and 0 < utilization <= 1):
         raise ConfigError(f"utilization must be a fraction in (0, 1], got {utilization!r}.")
     p = t.batch_size // t.k
     if p % gpus:

@@ -48,6 +48,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..core.validation import is_integer
 from .pretrained import InputSpec, StateDict, load_pretrained
 
 __all__ = ["BNInception", "bn_inception", "squeeze_bn", "BN_INCEPTION_URL", "BN_INCEPTION_INPUT"]
@@ -104,7 +105,7 @@ class BNInception(nn.Module):
 
     def __init__(self, num_classes: int = 1000, bn_momentum: float = 0.1) -> None:
         super().__init__()
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
+        if not is_integer(num_classes) or num_classes < 0:
             raise ValueError(f"num_classes must be an int >= 0, got {num_classes!r}.")
         if not 0.0 < float(bn_momentum) <= 0.5:
             raise ValueError(

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from ..core.validation import is_integer
 from .embedding import L2Normalize, check_positive_int
 
 __all__ = ["EmbeddingMLP"]
@@ -45,7 +46,7 @@ class EmbeddingMLP(nn.Module):
         super().__init__()
         self.in_features = check_positive_int(in_features, "in_features")
         self.dim = check_positive_int(dim, "dim")
-        if isinstance(hidden, int):
+        if is_integer(hidden):
             hidden = (hidden,)
         widths = [check_positive_int(h, f"hidden[{i}]") for i, h in enumerate(hidden)]
         self.hidden = tuple(widths)

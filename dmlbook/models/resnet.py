@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ..core.validation import is_integer
 from .embedding import check_positive_int
 from .pretrained import InputSpec, load_pretrained
 
@@ -149,7 +150,7 @@ class ResNet(nn.Module):
         if len(layers) != 4:
             raise ValueError(f"layers must give the blocks of 4 stages, got {layers!r}.")
         width = check_positive_int(width, "width")
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
+        if not is_integer(num_classes) or num_classes < 0:
             raise ValueError(f"num_classes must be an int >= 0, got {num_classes!r}.")
         self.conv1 = nn.Conv2d(3, width, 7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(width)

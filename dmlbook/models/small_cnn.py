@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..core.validation import is_integer
 from .embedding import L2Normalize, check_positive_int
 
 __all__ = ["SmallCNN"]
@@ -83,7 +84,7 @@ class SmallCNN(nn.Module):
         self.dim = check_positive_int(dim, "dim")
         self.width = check_positive_int(width, "width")
         self.normalize = bool(normalize)
-        if isinstance(stride, bool) or not isinstance(stride, int) or stride not in (1, 2):
+        if not is_integer(stride) or stride not in (1, 2):
             raise ValueError(
                 f"stride must be 2 (a stride-2 first convolution) or 1 (full resolution, then "
                 f"max-pooling; for small images such as Omniglot's), got {stride!r}."

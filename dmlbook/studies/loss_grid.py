@@ -32,6 +32,7 @@ import pandas as pd
 from torch import nn
 
 from ..core.reproducibility import seed_everything
+from ..core.validation import is_integer
 from ..evaluate import recall_at_k
 from ..losses.registry import get_loss
 from ..models.embedding import check_positive_int, embed
@@ -88,13 +89,13 @@ def _as_factory(label: str, spec: object) -> Callable[[], Callable[..., Any]]:
 
 
 def _check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
-    if isinstance(seeds, int):
+    if is_integer(seeds):
         seeds = (seeds,)
     seeds = tuple(seeds)
     if not seeds:
         raise ValueError("seeds must hold at least one seed, e.g. seeds=(0, 1, 2).")
     for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+        if not is_integer(s) or s < 0:
             raise ValueError(f"every seed must be a non-negative int, got {s!r}.")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct, got {seeds}.")
@@ -121,7 +122,7 @@ def _checked_protocol(
     seeds = _check_seeds(seeds)
     if eval_every is not None:
         check_positive_int(eval_every, "eval_every")
-    ks = (ks,) if isinstance(ks, int) else tuple(ks)
+    ks = (ks,) if is_integer(ks) else tuple(ks)
     clash = sorted({"seed", "test", "eval_every", "ks"} & set(fit_kwargs))
     if clash:
         raise ValueError(

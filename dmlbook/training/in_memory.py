@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from ..core.progress import progress_disabled
 from ..core.reproducibility import seed_everything
+from ..core.validation import is_integer
 from ..data import PKSampler, RandomBatchSampler
 from ..evaluate import recall_at_k
 from ..models.embedding import check_positive_int, embed
@@ -135,7 +136,7 @@ def _check_args(
         raise ValueError(f"grad_clip must be a positive number or None, got {grad_clip!r}.")
     if augment is not None and not callable(augment):
         raise TypeError(f"augment must be callable as augment(x, generator), got {augment!r}.")
-    ks = (ks,) if isinstance(ks, int) else tuple(ks)
+    ks = (ks,) if is_integer(ks) else tuple(ks)
     if not ks:
         raise ValueError("ks must name at least one K for Recall@K, e.g. ks=(1, 2, 4, 8).")
     return tuple(check_positive_int(k, "each K in ks") for k in ks)

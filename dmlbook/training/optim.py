@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from ..core.validation import is_number
+
 __all__ = ["OPTIMIZERS", "OPTIMIZER_DEFAULTS", "check_optimizer", "make_optimizer"]
 
 #: Optimiser names accepted by :func:`make_optimizer` (case-insensitive).
@@ -55,7 +57,7 @@ def check_optimizer(
     key = str(name).lower()
     if key not in OPTIMIZERS:
         raise ValueError(f"Unknown optimizer {name!r}; use one of {', '.join(OPTIMIZERS)}.")
-    if isinstance(lr, bool) or not (isinstance(lr, int | float) and math.isfinite(lr) and lr > 0):
+    if not (is_number(lr) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive finite number, got {lr!r}.")
     if not (math.isfinite(weight_decay) and weight_decay >= 0):
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}.")

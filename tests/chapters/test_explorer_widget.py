@@ -66,3 +66,11 @@ def test_without_ipywidgets_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets now fails
     with pytest.raises(ImportError, match="pip install ipywidgets"):
         weight_explorer("contrastive")
+
+
+def test_a_numpy_integer_default_gets_an_integer_slider():
+    """Issue 38: a hyper-parameter whose default is numpy.int64(25) gets an IntSlider."""
+    import numpy as np
+
+    steps = _control(ipywidgets, "bins", np.int64(25))
+    assert isinstance(steps, ipywidgets.IntSlider) and (steps.min, steps.max) == (0, 100)

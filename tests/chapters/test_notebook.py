@@ -124,3 +124,18 @@ def test_show_signature_names_the_declared_ranges(capsys):
     show_signature(binomial_weights)
     out = capsys.readouterr().out
     assert "alpha: Scale = 2.0" in out and "neg_mask: Mask = None" in out
+
+
+def test_numpy_integer_threads_and_tolerances_are_accepted():
+    """Issue 38: chapter_threads(numpy.int64(1)) is chapter_threads(1); a tolerance of
+    numpy.int64(1) is a positive number; True is refused for both."""
+    import numpy as np
+
+    from dmlbook.chapters.notebook import chapter_threads, check_close
+
+    assert chapter_threads(np.int64(1)) == chapter_threads(1)
+    check_close(1.5, 1.0, np.int64(1))
+    with pytest.raises(ValueError, match="threads must be a positive int"):
+        chapter_threads(True)
+    with pytest.raises(ValueError, match="tol must be a positive number"):
+        check_close(1.5, 1.0, True)

@@ -246,3 +246,21 @@ def test_like_gives_bare_parameters_the_other_declaration_and_its_rules():
         @declared(like=root)
         def stray(x, other):
             return other
+
+
+from hypothesis import given  # noqa: E402 (the numpy-integer tests of issue 38)
+from hypothesis import strategies as st  # noqa: E402
+
+from dmlbook.core.validation import is_integer, is_number  # noqa: E402
+
+NUMPY_INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+
+
+@given(st.integers(0, 127), st.sampled_from(NUMPY_INTS))
+def test_is_integer_takes_python_and_numpy_integers_only(v, dtype):
+    """Issue 38: numpy integers count as integers; bool, numpy bool and floats never do."""
+    assert is_integer(v) and is_integer(dtype(v)) and is_number(dtype(v)) and is_number(v)
+    assert not is_integer(float(v)) and not is_integer(np.float64(v)) and not is_integer(str(v))
+    assert is_number(float(v)) and is_number(np.float32(v))
+    for flag in (True, False, np.bool_(True)):
+        assert not is_integer(flag) and not is_number(flag)

@@ -250,3 +250,17 @@ def test_milestones_beyond_the_run_are_refused_before_it_starts():
         load_config({"optim": {"milestones": [1200, 4000]}, "train": {"iterations": 3000}})
     # with epochs the length is known once the data is: checked when the run is built
     assert load_config({"optim": {"milestones": [4000]}, "train": {"epochs": 2}})
+
+
+def test_numpy_integers_fill_int_and_float_fields_as_python_numbers():
+    """Issue 38: a value read from a numpy array (numpy.int64) fills an int field as an int."""
+    import numpy as np
+
+    from dmlbook.engine.config import _coerce
+
+    for v in (np.int64(3), np.uint16(3), np.int8(3)):
+        got = _coerce(v, int, "train.k")
+        assert got == 3 and type(got) is int
+        assert _coerce(v, float, "optim.lr") == 3.0
+    with pytest.raises(ConfigError):
+        _coerce(True, int, "train.k")

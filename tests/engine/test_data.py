@@ -62,3 +62,15 @@ def test_splits_that_cannot_be_read_are_config_errors(tmp_path):
     cfg = load_config(tiny_config(tmp_path / "run"), data_dir=tmp_path)
     with pytest.raises(ConfigError, match="'synthetic' is built in and takes no data folder"):
         build_splits(cfg, CPU, InputSpec())
+
+
+def test_a_numpy_integer_batch_size_reads_the_images_in_order():
+    """Issue 38: batches(numpy.int64(3)) is batches(3) (it used to iterate over the integer)."""
+    import numpy as np
+
+    from dmlbook.engine.data import _TensorImages
+
+    images = _TensorImages(_images())
+    got = [lab.tolist() for _, lab, _ in images.batches(np.int64(3), device=torch.device("cpu"))]
+    want = [lab.tolist() for _, lab, _ in images.batches(3, device=torch.device("cpu"))]
+    assert got == want and len(got) == 3

@@ -128,3 +128,15 @@ def test_cli_dry_run_reports_and_fails_in_one_line(capsys):
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1
     assert err.startswith("dmlbook train: error: config 'synthetic_ms_cpu' does not fit")
+
+
+def test_numpy_integer_gpu_counts_and_utilisations_are_accepted():
+    """Issue 38: gpus=numpy.int64(4) is 4 GPUs; a bool is refused."""
+    import numpy as np
+
+    from dmlbook.engine.dry_run import _checked
+
+    cfg = load_config("synthetic_ms_cpu")
+    assert _checked(cfg, np.int64(1), np.int64(1)) == _checked(cfg, 1, 1)
+    with pytest.raises(ConfigError, match="gpus must be a positive integer"):
+        _checked(cfg, True, 1)

@@ -167,3 +167,12 @@ def test_squeeze_bn_only_touches_batchnorm_tensors():
     }
     out = squeeze_bn(state)
     assert out["a_bn.weight"].shape == (4,) and out["a.weight"].shape == (1, 4)
+
+
+def test_a_numpy_integer_class_count_is_accepted():
+    """Issue 38: num_classes=numpy.int64(0) is accepted like 0; True is refused."""
+    import numpy as np
+
+    assert BNInception(num_classes=np.int64(0)) is not None
+    with pytest.raises(ValueError, match="num_classes must be an int"):
+        BNInception(num_classes=True)

@@ -31,3 +31,10 @@ def test_mlp_default_matches_digits():
     model = EmbeddingMLP()
     assert model(torch.rand(4, 64)).shape == (4, 32)
     assert model.dim == 32 and model.in_features == 64
+
+
+def test_a_numpy_integer_hidden_width_is_one_layer():
+    """Issue 38: hidden=numpy.int64(8) is one hidden layer of 8, as hidden=8 is."""
+    import numpy as np
+
+    assert EmbeddingMLP(4, np.int64(8), 2).hidden == (8,) == EmbeddingMLP(4, 8, 2).hidden

@@ -100,3 +100,12 @@ def test_resnet_without_classifier_and_narrow_width():
         resnet18("unused.pth", width=8)
     with pytest.raises(ValueError, match=r"shape \(N, 3, H, W\)"):
         model(torch.randn(2, 1, 32, 32))
+
+
+def test_a_numpy_integer_class_count_is_accepted():
+    """Issue 38: num_classes=numpy.int64(0) is accepted like 0; True is refused."""
+    import numpy as np
+
+    assert resnet18(num_classes=np.int64(0)) is not None
+    with pytest.raises(ValueError, match="num_classes must be an int"):
+        resnet18(num_classes=True)

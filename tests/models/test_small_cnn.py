@@ -99,3 +99,12 @@ def test_small_cnn_stride_one_keeps_the_first_stage_at_full_resolution():
     for bad in (0, 3, True, 2.0):
         with pytest.raises(ValueError, match="stride must be 2"):
             SmallCNN(stride=bad)
+
+
+def test_a_numpy_integer_stride_is_accepted():
+    """Issue 38: stride=numpy.int64(1) builds the full-resolution network; stride=True is refused."""
+    import numpy as np
+
+    assert SmallCNN(in_channels=3, dim=16, width=4, stride=np.int64(1)).stride == 1
+    with pytest.raises(ValueError, match="stride must be"):
+        SmallCNN(in_channels=3, dim=16, width=4, stride=True)

@@ -213,3 +213,14 @@ def test_progress_bar_over_runs_can_be_shown(capsys):
     )
     assert len(res) == 1 and not res.attrs["interrupted"]
     assert "runs" in capsys.readouterr().err
+
+
+def test_numpy_integer_seeds_and_ks_are_one_seed_and_one_k():
+    """Issue 38: seeds=numpy.int64(3) is the seed 3, as seeds=3 is; a bool seed is refused."""
+    import numpy as np
+
+    from dmlbook.studies.loss_grid import _check_seeds
+
+    assert _check_seeds(np.int64(3)) == (3,) and _check_seeds([np.uint8(1), 2]) == (1, 2)
+    with pytest.raises(ValueError):
+        _check_seeds([True])

@@ -250,3 +250,14 @@ def test_cosine_decay_lowers_the_learning_rate_to_zero(digits):
     assert history.attrs["lr_decay"] == "cosine"
     with pytest.raises(ValueError, match="lr_decay must be None or 'cosine'"):
         fit(model, ContrastiveLoss(), train, epochs=1, lr_decay="step", **FAST)
+
+
+def test_a_numpy_integer_k_is_one_recall_k():
+    """Issue 38: ks=numpy.int64(4) means (4,), as ks=4 does (it used to fail in tuple())."""
+    import numpy as np
+
+    from dmlbook.training.in_memory import _check_args
+
+    model, loss = _model(), ContrastiveLoss(0.5)
+    for k in (np.int64(4), np.uint8(4), 4):
+        assert _check_args(model, loss, 1, 1, k, None, None, "random", None) == (4,)

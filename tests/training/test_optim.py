@@ -78,3 +78,13 @@ def test_bad_settings_are_named(kwargs, message):
         check_optimizer(args.pop("name"), args.pop("lr"), **args)
     with pytest.raises(ValueError, match=message):
         make_optimizer([_param()], **{"name": "adam", "lr": 1e-3, **kwargs})
+
+
+def test_check_optimizer_takes_a_numpy_integer_learning_rate():
+    """Issue 38: lr=numpy.int64(1) is a positive number, as lr=1 is; True is not."""
+    import numpy as np
+
+    for lr in (np.int64(1), np.int32(2), np.float32(0.5)):
+        check_optimizer("sgd", lr)
+    with pytest.raises(ValueError, match="lr must be"):
+        check_optimizer("sgd", True)

@@ -35,6 +35,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ...core.validation import is_number
+
 __all__ = ["KOCH_RANGES", "RandomAffine", "affine_matrices"]
 
 #: Koch et al. (2015), Sec. 4.2: the ranges of their affine distortions (degrees, shear
@@ -43,7 +45,7 @@ KOCH_RANGES = {"rotate": 10.0, "shear": 0.3, "scale": (0.8, 1.2), "shift": 2.0, 
 
 
 def _non_negative(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not is_number(value) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}.")
     if value < 0:
         raise ValueError(f"{name} must be >= 0 (it bounds a symmetric range), got {value!r}.")

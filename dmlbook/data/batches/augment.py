@@ -39,6 +39,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from ...core.validation import is_integer
 from .normalization import BN_INCEPTION, IMAGENET, Normalization, normalization_for
 
 __all__ = [
@@ -233,7 +234,7 @@ def crop_resize(
 
 
 def _check_size(value: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_integer(value) or value < 1:
         raise ValueError(f"{name} must be a positive int (pixels), got {value!r}.")
     return int(value)
 

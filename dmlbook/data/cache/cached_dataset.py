@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ...core.validation import as_labels
+from ...core.validation import as_labels, is_integer
 from ..base.dataset import ClassStats
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -177,14 +177,14 @@ class CachedImageDataset(ClassStats, Dataset):
         prefetch : int
             Batches read ahead; 0 reads in the calling thread.
         """
-        if isinstance(sampler, bool) or (isinstance(sampler, int) and sampler < 1):
+        if isinstance(sampler, bool | np.bool_) or (is_integer(sampler) and sampler < 1):
             raise ValueError(f"a batch size must be a positive int, got {sampler!r}.")
-        if isinstance(sampler, int):
-            n, bs = len(self), sampler
+        if is_integer(sampler):
+            n, bs = len(self), int(sampler)
             index_batches: Iterable = (torch.arange(i, min(i + bs, n)) for i in range(0, n, bs))
         else:
             index_batches = sampler
-        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+        if not is_integer(prefetch) or prefetch < 0:
             raise ValueError(f"prefetch must be a non-negative int, got {prefetch!r}.")
         if prefetch == 0:
             for idx in index_batches:

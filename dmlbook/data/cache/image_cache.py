@@ -58,6 +58,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ...core.progress import progress_disabled
+from ...core.validation import is_integer
 from ..base.atomic import atomic_write, exclusive_lock, new_memmap, open_memmap
 from ..base.errors import listed
 from .cached_dataset import Batch, CachedImageDataset
@@ -228,9 +229,7 @@ def _checked_options(
     size = int(size)
     if fit not in FITS:
         raise ValueError(f"fit must be one of {', '.join(FITS)}, got {fit!r}.")
-    if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
-    ):
+    if workers is not None and (not is_integer(workers) or workers < 1):
         raise ValueError(f"workers must be a positive int or None, got {workers!r}.")
     paths = [Path(f) for f in files]
     if not paths:

@@ -15,6 +15,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from ...core.validation import is_number
+
 __all__ = [
     "MARKERS",
     "MAX_CLASSES",
@@ -192,7 +194,7 @@ def _check_options(
         raise TypeError(f"image_size must be an int, got {image_size!r}.")
     if not 16 <= image_size <= 256:
         raise ValueError(f"image_size={image_size} is out of range; use 16 <= image_size <= 256.")
-    if isinstance(difficulty, bool) or not isinstance(difficulty, int | float | np.floating):
+    if not is_number(difficulty):
         raise TypeError(f"difficulty must be a number in [0, 1], got {difficulty!r}.")
     d = float(difficulty)
     if not (math.isfinite(d) and 0.0 <= d <= 1.0):

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ...core.validation import is_integer
 from ..base.dataset import EmbeddedDataset
 from ..base.errors import DownloadError
 from ..benchmarks.benchmark import data_root
@@ -125,7 +126,7 @@ def _check_split(split: str, name: str) -> None:
 
 
 def _check_size(image_size: int, largest: int, hint: str) -> None:
-    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
+    if not is_integer(image_size) or image_size < 1:
         raise ValueError(f"image_size must be a positive int (e.g. 28 or 14), got {image_size!r}.")
     if image_size > largest:
         raise ValueError(f"image_size={image_size} is larger than the {largest} px stored; {hint}")

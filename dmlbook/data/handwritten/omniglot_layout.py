@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from ...core.validation import is_integer
+
 __all__ = [
     "CharacterSet",
     "DamagedSetError",
@@ -113,7 +115,7 @@ def preprocess(png: bytes, size: int = COMPACT_SIZE) -> np.ndarray:
     size : int
         Output side; the 105 x 105 drawing is reduced with ``Image.Resampling.BOX``.
     """
-    if not isinstance(size, int) or size < 1:
+    if not is_integer(size) or size < 1:
         raise ValueError(f"size must be a positive int, got {size!r}.")
     with Image.open(io.BytesIO(png)) as im:
         grey = np.asarray(im.convert("L"), dtype=np.uint8)

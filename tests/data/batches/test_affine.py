@@ -157,3 +157,12 @@ def test_works_as_fit_augment():
         progress=False, augment=RandomAffine(),
     )  # fmt: skip
     assert len(history) == 2 and history["R@1"].notna().all()
+
+
+def test_numpy_integer_ranges_are_accepted():
+    """Issue 38: rotate=numpy.int64(5) is 5 degrees, as rotate=5 is; True is refused."""
+    import numpy as np
+
+    assert RandomAffine(rotate=np.int64(5), shift=np.uint8(1)).rotate == 5.0
+    with pytest.raises(ValueError, match="rotate must be a finite number"):
+        RandomAffine(rotate=True)

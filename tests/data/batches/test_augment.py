@@ -275,3 +275,15 @@ def test_runs_on_the_batch_device():
     out = TrainTransform(32)(x, g)
     assert out.device.type == device and out.shape == (4, 3, 32, 32)
     assert math.isfinite(float(out.abs().sum()))
+
+
+def test_numpy_integer_crop_sizes_are_accepted():
+    """Issue 38: crop=numpy.int64(8) is a crop of 8 pixels; True is refused."""
+    import numpy as np
+
+    from dmlbook.data.batches.augment import EvalTransform
+
+    t = EvalTransform(crop=np.int64(8), resize=np.int32(10))
+    assert (t.crop, t.resize) == (8, 10) and type(t.crop) is int
+    with pytest.raises(ValueError, match="crop must be a positive int"):
+        EvalTransform(crop=True)

@@ -105,3 +105,11 @@ def test_pad_regions(images, tmp_path):
     assert padded.regions[1].tolist() == [0, 4, 32, 24]  # 30 x 40
     assert padded.batch([5]).regions.tolist() == [[8, 0, 16, 32]]
     assert padded.describe().endswith("cached 32x32 (pad)")
+
+
+def test_a_numpy_integer_batch_size_and_prefetch_are_accepted(cached):
+    """Issue 38: batches(numpy.int64(3), prefetch=numpy.int64(1)) is batches(3, prefetch=1)."""
+    got = [b.labels.tolist() for b in cached.batches(np.int64(3), prefetch=np.int64(1))]
+    assert got == [b.labels.tolist() for b in cached.batches(3, prefetch=1)]
+    with pytest.raises(ValueError, match="a batch size must be a positive int"):
+        next(iter(cached.batches(True)))

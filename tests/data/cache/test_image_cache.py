@@ -222,3 +222,15 @@ def test_bad_options(images, tmp_path):
         build_image_cache([], size=SIZE, cache_dir=tmp_path)
     with pytest.raises(ValueError, match="workers"):
         build_image_cache(images.files, size=SIZE, workers=0, cache_dir=tmp_path)
+
+
+def test_numpy_integer_worker_counts_are_accepted(tmp_path):
+    """Issue 38: workers=numpy.int64(1) is one worker; True is refused."""
+    import numpy as np
+
+    from dmlbook.data.cache.image_cache import _checked_options
+
+    size, _ = _checked_options([tmp_path / "a.png"], np.int64(16), "pad", np.int64(1), "x")
+    assert size == 16
+    with pytest.raises(ValueError, match="workers must be a positive int"):
+        _checked_options([tmp_path / "a.png"], 16, "pad", True, "x")

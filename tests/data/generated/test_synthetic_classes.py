@@ -62,3 +62,14 @@ def test_every_combination_is_a_class_once_and_bad_counts_are_refused():
     for bad, error in ((5, ValueError), (2, ValueError), (1538, ValueError), (20.0, TypeError)):
         with pytest.raises(error, match="num_classes"):
             synthetic_classes.class_names(bad)
+
+
+def test_a_numpy_integer_difficulty_is_a_number():
+    """Issue 38: difficulty=numpy.int64(1) is the difficulty 1.0; True is refused."""
+    import numpy as np
+
+    from dmlbook.data.generated.synthetic_classes import _check_options
+
+    assert _check_options(4, 2, 16, np.int64(1), 0) == 1.0
+    with pytest.raises(TypeError, match="difficulty must be a number"):
+        _check_options(4, 2, 16, True, 0)

@@ -241,3 +241,13 @@ def test_a_release_zip_with_a_flipped_byte_says_how_to_fetch_it_again(tmp_path):
         f"'train', download=True) downloads it (md5 {omniglot_module.FULL_MD5['images_background']}),"
         " or get it from https://github.com/brendenlake/omniglot (python/ folder)."
     )
+
+
+def test_a_numpy_integer_image_size_is_checked_like_an_int():
+    """Issue 38: image_size=numpy.int64(14) passes the size check; True and 14.0 do not."""
+    from dmlbook.data.handwritten.omniglot import _check_size
+
+    _check_size(np.int64(14), 28, "")
+    for bad in (True, 14.0):
+        with pytest.raises(ValueError, match="image_size must be a positive int"):
+            _check_size(bad, 28, "")

@@ -167,3 +167,20 @@ def test_an_empty_or_truncated_zip_is_named(small_layout, tmp_path, content):
         with pytest.raises(DamagedSetError, match=rf"^{path} is neither a folder nor a readable "
                            r"zip file \(empty, truncated or damaged"):  # fmt: skip
             read(path)
+
+
+def test_a_numpy_integer_size_is_accepted():
+    """Issue 38: preprocess(png, numpy.int64(14)) is preprocess(png, 14)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from dmlbook.data.handwritten.omniglot_layout import preprocess
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((105, 105), 255, np.uint8)).save(buf, format="PNG")
+    png = buf.getvalue()
+    np.testing.assert_array_equal(preprocess(png, np.int64(14)), preprocess(png, 14))
+    with pytest.raises(ValueError, match="size must be a positive int"):
+        preprocess(png, 14.0)
