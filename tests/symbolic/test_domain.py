@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 
+import numpy as np
 import pytest
 import sympy as sp
 
@@ -63,7 +64,11 @@ def test_python_integers_and_callables_are_the_sides_it_accepts():
     assert sy.prove_equal(lambda: [s - s, 2 * s / 2], lambda: [0, s])
     assert sy.prove_equal(lambda: s - s, 0) and sy.prove_equal(lambda: {"w": s + 1 - s}, {"w": 1})
     assert sy.prove_equal(lambda: {"w": s / s}, {"w": 1}, verbose=False) is False  # s = 0
-    for built in (sp.S.One, s, sp.Matrix([s]), [s], {"w": s}, True, 1.0):
+    # numpy integers are integers (issue 38): numpy.int64(0) is passed as 0 is
+    assert sy.prove_equal(lambda: s - s, np.int64(0)) and sy.prove_equal(
+        lambda: [s / s], [np.uint8(1)], where=[s > 0]
+    )
+    for built in (sp.S.One, s, sp.Matrix([s]), [s], {"w": s}, True, np.bool_(True), 1.0):
         with pytest.raises(TypeError, match="lambda"):
             sy.prove_equal(lambda: s, built)
 
