@@ -216,10 +216,11 @@ def _why_refused(pairs: list[tuple[sp.Expr, sp.Expr]], where: Sequence) -> str:
 
 
 def _plain_number(side: object) -> bool:
-    """A Python ``int`` (or ``Fraction``), or a list, tuple or dict of them: exact as typed."""
-    if isinstance(side, bool):
+    """A Python or numpy integer (or ``Fraction``), or a list, tuple or dict of them: exact as
+    typed."""
+    if isinstance(side, bool | np.bool_):
         return False
-    if isinstance(side, int | Fraction):
+    if isinstance(side, int | np.integer | Fraction):
         return True
     if isinstance(side, Mapping):
         return all(_plain_number(v) for v in side.values())
