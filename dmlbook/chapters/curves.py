@@ -4,7 +4,7 @@
 ``attrs["step_loss"]`` (at no extra cost: the loop computes it anyway) and evaluates Recall@K
 every ``eval_every`` epochs. :func:`plot_training_curves` draws both against the step, one style
 per run (:func:`dmlbook.chapters.palette.series_style`) and, where a run has several seeds, one thin line
-per seed in that style and a thick one for their mean. :func:`plot_loss_curves` draws the grid of
+per seed in that style and their mean over the seeds as a thick one. :func:`plot_loss_curves` draws the grid of
 :func:`dmlbook.studies.compare_losses` (its ``attrs["step_loss"]``), one small panel per loss,
 since losses do not share a scale. ``dmlbook.chapters.plots`` re-exports both.
 """
@@ -52,12 +52,6 @@ def _runs(histories: Mapping[str, object]) -> dict[str, list[pd.DataFrame]]:
     return runs
 
 
-def _mean_curve(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """The pointwise mean of several seeds' curves, over the steps all of them reach."""
-    n = min(len(x) for x, _ in curves)
-    return curves[0][0][:n], np.mean([y[:n] for _, y in curves], axis=0)
-
-
 def plot_training_curves(
     histories: Mapping[str, pd.DataFrame | Sequence[pd.DataFrame]],
     metric: str = "R@1",
@@ -71,8 +65,8 @@ def plot_training_curves(
     ----------
     histories : mapping of str to DataFrame or sequence of DataFrames
         Run name (the legend entry) to the history :func:`dmlbook.training.fit` returned, or to
-        one history per seed (each drawn as a thin, faint line, and their pointwise mean over the
-        steps every seed reaches as a thick one, labelled with the number of seeds).
+        one history per seed: each seed a thin line, their mean over the seeds (step by step)
+        a thick one with the run's marker; the legend's title then says so.
     metric : str
         The evaluated column drawn on the right (fractions, shown in percent); the step of an
         evaluation at ``epoch`` e is ``e`` times the run's batches per epoch.
@@ -82,42 +76,62 @@ def plot_training_curves(
     Returns
     -------
     Figure
-        Two axes; on each, one line per run, or per seed and their mean.
+        Two axes; on each, one line per run, or per seed and one for their mean.
+
+    Raises
+    ------
+    ValueError
+        For an empty mapping, a history without ``attrs["step_loss"]`` or ``metric``, or seeds
+        of one run that did not run the same steps and evaluations.
     """
     runs = _runs(histories)
+    several = max(len(seeds) for seeds in runs.values()) > 1
     fig, (loss_ax, metric_ax) = plt.subplots(1, 2, figsize=figsize)
     for n, (name, seeds) in enumerate(runs.items()):
         style = series_style(n)
-        thin = len(seeds) > 1
-        loss_curves, metric_curves = [], []
-        for history in seeds:
-            if metric not in history.columns:
-                raise ValueError(f"histories[{name!r}] has no column {metric!r}.")
-            steps = np.asarray(history.attrs["step_loss"], dtype=float)
-            epochs = max(int(history["epoch"].max()), 1)
-            per_epoch = len(steps) / epochs
-            w = window or max(1, len(steps) // 10)
-            x = np.arange(1, len(steps) + 1)
-            at = history["epoch"].to_numpy() * per_epoch
-            loss_curves.append((x, smooth(steps, w)))
-            metric_curves.append((at, 100 * history[metric].to_numpy(dtype=float)))
-            if thin:  # a seed: thin, faint, without markers; the mean below carries the label
-                kwargs = {**style, "lw": 0.7, "alpha": 0.55, "marker": "", "label": None}
-            else:
-                kwargs = {**style, "lw": 1.6, "label": name}
-            loss_ax.plot(*loss_curves[-1], markevery=max(1, len(steps) // 6), **kwargs)
-            metric_ax.plot(*metric_curves[-1], **kwargs)
-        if thin:
-            label = f"{name} (mean of {len(seeds)} seeds)"
-            for ax, curves, every in ((loss_ax, loss_curves, 6), (metric_ax, metric_curves, 0)):
-                x, mean = _mean_curve(curves)
-                mark = max(1, len(x) // every) if every else 1
-                ax.plot(x, mean, lw=2.2, label=label, markevery=mark, **style)
+        curves = [_curves(name, history, metric, window) for history in seeds]
+        if len(seeds) == 1:
+            (x, loss, at, value), every = curves[0], max(1, len(curves[0][0]) // 6)
+            loss_ax.plot(x, loss, lw=1.6, label=name, markevery=every, **style)
+            metric_ax.plot(at, value, lw=1.6, label=name, **style)
+            continue
+        thin = {"color": style["color"], "linestyle": style["linestyle"], "lw": 0.7, "alpha": 0.6}
+        for x, loss, at, value in curves:
+            loss_ax.plot(x, loss, **thin)
+            metric_ax.plot(at, value, **thin)
+        if len({(len(c[0]), tuple(c[2])) for c in curves}) > 1:
+            raise ValueError(
+                f"the seeds of histories[{name!r}] ran different numbers of steps or "
+                "evaluations; their mean needs one protocol (the same epochs, batches and "
+                "eval_every for every seed)."
+            )
+        x, at = curves[0][0], curves[0][2]
+        mean_loss = np.mean([c[1] for c in curves], axis=0)
+        mean_value = np.mean([c[3] for c in curves], axis=0)
+        thick = {"lw": 2.2, "label": name, **style}
+        loss_ax.plot(x, mean_loss, markevery=max(1, len(x) // 6), **thick)
+        metric_ax.plot(at, mean_value, **thick)
     loss_ax.set(xlabel="training step (batch)", ylabel="training loss (running mean)")
     metric_ax.set(xlabel="training step (batch)", ylabel=f"{metric} on the test split (%)")
-    loss_ax.legend(fontsize="small", loc="best")
+    title = "thick: mean over seeds, thin: each seed" if several else None
+    loss_ax.legend(fontsize="small", loc="best", title=title, title_fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def _curves(
+    name: str, history: pd.DataFrame, metric: str, window: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One history's loss curve (step, running mean) and ``metric`` curve (step, percent)."""
+    if metric not in history.columns:
+        raise ValueError(f"histories[{name!r}] has no column {metric!r}.")
+    steps = np.asarray(history.attrs["step_loss"], dtype=float)
+    epochs = max(int(history["epoch"].max()), 1)
+    per_epoch = len(steps) / epochs
+    w = window or max(1, len(steps) // 10)
+    at = history["epoch"].to_numpy() * per_epoch
+    value = 100 * history[metric].to_numpy(dtype=float)
+    return np.arange(1, len(steps) + 1), smooth(steps, w), at, value
 
 
 def plot_loss_curves(

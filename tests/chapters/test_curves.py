@@ -40,28 +40,35 @@ def test_one_line_per_run_and_seed_with_the_runs_style():
     }
     fig = plot_training_curves(runs, window=2)
     loss_ax, r_ax = fig.axes
-    assert len(loss_ax.lines) == len(r_ax.lines) == 5  # a; b's three seeds and their mean
+    assert len(loss_ax.lines) == len(r_ax.lines) == 5  # a; b's three seeds, then their mean
     np.testing.assert_allclose(loss_ax.lines[0].get_ydata(), [4.0, 3.5, 2.5, 1.5])
     np.testing.assert_allclose(r_ax.lines[0].get_xdata(), [0, 2, 4])  # 2 batches per epoch
     np.testing.assert_allclose(r_ax.lines[0].get_ydata(), [10, 20, 30])
     assert [ln.get_color() for ln in r_ax.lines] == [PALETTE[0]] + [PALETTE[1]] * 4
     assert r_ax.lines[1].get_linewidth() < r_ax.lines[0].get_linewidth()  # seeds: thin
     assert r_ax.lines[4].get_linewidth() > r_ax.lines[0].get_linewidth()  # their mean: thick
-    assert [t.get_text() for t in loss_ax.get_legend().get_texts()] == ["a", "b (mean of 3 seeds)"]
+    assert [t.get_text() for t in loss_ax.get_legend().get_texts()] == ["a", "b"]
+    assert "thin: each seed" in loss_ax.get_legend().get_title().get_text()
     plt.close(fig)
 
 
-def test_the_mean_of_the_seeds_is_their_pointwise_mean_over_the_common_steps():
+def test_the_thick_line_is_the_mean_over_the_seeds_step_by_step():
+    """By hand: R@1 of the seeds (10, 20, 60) %, (30, 40, 20) % -> mean (20, 30, 40) %; running
+    means over 2 batches of (1, 2, 3, 3) and (3, 2, 1, 1): (1, 1.5, 2.5, 3) and (3, 2.5, 1.5, 1),
+    whose mean is (2, 2, 2, 2)."""
     seeds = [
-        _history([1.0, 3.0, 5.0, 7.0], [0.1, 0.2, 0.4], 0),
-        _history([3.0, 5.0, 7.0, 9.0, 11.0, 13.0], [0.3, 0.4, 0.6], 1),
+        _history([1.0, 2.0, 3.0, 3.0], [0.1, 0.2, 0.6], 0),
+        _history([3.0, 2.0, 1.0, 1.0], [0.3, 0.4, 0.2], 1),
     ]
-    fig = plot_training_curves({"b": seeds}, window=1)
+    fig = plot_training_curves({"only": seeds}, window=2)
     loss_ax, r_ax = fig.axes
-    np.testing.assert_allclose(loss_ax.lines[2].get_xdata(), [1, 2, 3, 4])  # the shorter run
-    np.testing.assert_allclose(loss_ax.lines[2].get_ydata(), [2.0, 4.0, 6.0, 8.0])
-    np.testing.assert_allclose(r_ax.lines[2].get_ydata(), [20.0, 30.0, 50.0])
+    np.testing.assert_allclose(r_ax.lines[2].get_ydata(), [20.0, 30.0, 40.0])
+    np.testing.assert_allclose(loss_ax.lines[2].get_ydata(), [2.0, 2.0, 2.0, 2.0])
+    assert r_ax.lines[2].get_marker() == "o" and r_ax.lines[0].get_marker() in ("None", "", None)
     plt.close(fig)
+    uneven = [seeds[0], _history([1.0, 2.0], [0.1, 0.2, 0.3], 1)]
+    with pytest.raises(ValueError, match="one protocol"):
+        plot_training_curves({"only": uneven})
 
 
 def test_errors_name_what_to_pass():
