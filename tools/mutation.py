@@ -11,9 +11,12 @@ Each area runs in its own scratch copy under ``build/mutation/AREA`` (the projec
 ``pyproject.toml`` plus the ``[tool.mutmut]`` section of that area), so runs never touch the
 working tree. Usage::
 
-    python tools/mutation.py [AREA ...] [--max-children N]
+    python tools/mutation.py [AREA ...] [--max-children N] [--only FILE ...]
 
-Prints, per area, the mutants run, killed, survived (argued equivalent or not), timed out, and
+``--only dmlbook/losses/contrastive.py`` mutates only those files of the area (each must lie in
+it) in their own scratch copy ``build/mutation/AREA-STEM``, against the area's whole test
+selection: the losses area (about 4,600 mutants) can then be run file by file, and a file re-run
+after new tests. Without it the whole area runs. Prints, per area, the mutants run, killed, survived (argued equivalent or not), timed out, and
 the CPU time it took.
 """
 
@@ -43,9 +46,10 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
 }
 
 
-def config_section(area: str) -> str:
-    """The ``[tool.mutmut]`` section of one area, as TOML."""
+def config_section(area: str, only: list[str] | None = None) -> str:
+    """The ``[tool.mutmut]`` section of one area (or of the files ``only`` of it), as TOML."""
     mutate, tests = AREAS[area]
+    mutate = only or mutate
     quoted = ", ".join(f'"{t}"' for t in tests)
     return (
         "\n[tool.mutmut]\n"
@@ -57,9 +61,11 @@ def config_section(area: str) -> str:
     )
 
 
-def scratch_copy(area: str) -> Path:
-    """``build/mutation/AREA`` with the package, the tests and a pyproject for this area."""
-    work = ROOT / "build" / "mutation" / area
+def scratch_copy(area: str, only: list[str] | None = None) -> Path:
+    """``build/mutation/AREA`` (``AREA-STEM...`` for the files ``only``) with the package, the
+    tests and a pyproject for this area."""
+    name = "-".join([area, *(Path(f).stem for f in only or [])])
+    work = ROOT / "build" / "mutation" / name
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -70,7 +76,7 @@ def scratch_copy(area: str) -> Path:
     shutil.copy(ROOT / "conftest.py", work / "conftest.py")
     text = (ROOT / "pyproject.toml").read_text()
     text = re.sub(r"\n\[tool\.mutmut\][^\[]*", "\n", text)
-    (work / "pyproject.toml").write_text(text + config_section(area))
+    (work / "pyproject.toml").write_text(text + config_section(area, only))
     return work
 
 
@@ -91,9 +97,17 @@ def parse_results(text: str) -> dict[str, str]:
     return out
 
 
-def run_area(area: str, max_children: int) -> tuple[dict[str, str], float]:
-    """Run mutmut on one area; (mutant -> status, CPU seconds of the run and its children)."""
-    work = scratch_copy(area)
+def in_area(area: str, path: str) -> bool:
+    """Whether the file ``path`` (relative to the repository) is mutated by ``area``."""
+    return any(Path(path).match(pattern) for pattern in AREAS[area][0])
+
+
+def run_area(
+    area: str, max_children: int, only: list[str] | None = None
+) -> tuple[dict[str, str], float]:
+    """Run mutmut on one area (or on its files ``only``); (mutant -> status, CPU seconds of the
+    run and its children)."""
+    work = scratch_copy(area, only)
     # one thread: mutmut forks its workers, and a forked child that starts torch's OpenMP pool
     # inherited from the parent can hang until the timeout (seen as 15 s "timeouts")
     env = {**os.environ, "PYTHONPATH": str(work), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -112,21 +126,37 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("areas", nargs="*", default=list(AREAS), help=", ".join(AREAS))
     parser.add_argument("--max-children", type=int, default=1)
+    parser.add_argument(
+        "--only", nargs="+", metavar="FILE", help="mutate only these files of the (one) area"
+    )
     args = parser.parse_args(argv)
     unknown = [a for a in args.areas if a not in AREAS]
     if unknown:
         parser.error(f"unknown area(s) {', '.join(unknown)}; choose from {', '.join(AREAS)}.")
+    if args.only:
+        if len(args.areas) != 1:
+            parser.error(
+                "--only needs exactly one area, e.g. `losses --only dmlbook/losses/npair.py`."
+            )
+        outside = [
+            f for f in args.only if not in_area(args.areas[0], f) or not (ROOT / f).is_file()
+        ]
+        if outside:
+            parser.error(
+                f"--only: {', '.join(outside)} is not a file of area {args.areas[0]} "
+                f"({', '.join(AREAS[args.areas[0]][0])}); give paths relative to the repository."
+            )
     known = equivalent_mutants()
     unexplained = []
     for area in args.areas:
         t0 = time.time()
-        results, cpu = run_area(area, args.max_children)
+        results, cpu = run_area(area, args.max_children, args.only)
         # a mutant no selected test even runs ("no tests") is as alive as one they miss
         survivors = sorted(m for m, s in results.items() if s in ("survived", "no tests"))
         argued = [m for m in survivors if m in known]
         counts = {s: sum(v == s for v in results.values()) for s in set(results.values())}
         print(
-            f"mutation {area}: {len(results)} mutants, "
+            f"mutation {area}{' ' + ' '.join(args.only) if args.only else ''}: {len(results)} mutants, "
             + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
             + f"; {len(argued)} survivors argued equivalent; {cpu:.0f} s CPU, "
             f"{time.time() - t0:.0f} s wall"
