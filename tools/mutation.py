@@ -74,10 +74,63 @@ def scratch_copy(area: str, only: list[str] | None = None) -> Path:
         if (ROOT / name).exists():
             shutil.copytree(ROOT / name, work / name, ignore=ignore)
     shutil.copy(ROOT / "conftest.py", work / "conftest.py")
+    for pattern in only or AREAS[area][0]:
+        for path in sorted(work.glob(pattern)):
+            if path.suffix == ".py":
+                path.write_text(undecorate(path.read_text()))
     text = (ROOT / "pyproject.toml").read_text()
     text = re.sub(r"\n\[tool\.mutmut\][^\[]*", "\n", text)
     (work / "pyproject.toml").write_text(text + config_section(area, only))
     return work
+
+
+def undecorate(source: str, decorator: str = "declared") -> str:
+    """``source`` with each ``@declared``/``@declared(...)`` function ``f`` written as the plain
+    ``def f`` followed by ``f = declared(...)(f)``: the same module (a decorator is that call),
+    but one mutmut mutates, since mutmut 3 leaves every decorated function alone."""
+    import ast
+
+    lines = source.splitlines(keepends=True)
+    edits = []  # (first decorator line, def line, last line, the assignment), 1-based
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or not node.decorator_list:
+            continue
+        called = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+        if not any(isinstance(c, ast.Name) and c.id == decorator for c in called):
+            continue
+        if len(node.decorator_list) != 1:
+            raise ValueError(f"{node.name}: @{decorator} with other decorators is not rewritten")
+        if node.col_offset:
+            raise ValueError(f"{node.name}: only module-level @{decorator} functions are rewritten")
+        d, name = node.decorator_list[0], node.name
+        assign = f"{name} = {ast.get_source_segment(source, d)}({name})\n"
+        like = [k.value for k in getattr(d, "keywords", []) if k.arg == "like"]
+        if like:
+            # ``like=`` gives the bare parameters their defaults on the function it is handed,
+            # here mutmut's trampoline: the original (whose signature the trampoline shows) and
+            # mutmut's copies of it, which the trampoline calls, need them too
+            assign = (
+                f"if hasattr({name}, '__wrapped__'):  # mutmut's trampoline\n"
+                "    from dmlbook.core.validation import _take_declaration\n\n"
+                f"    _take_declaration({name}.__wrapped__, {ast.get_source_segment(source, like[0])})\n"
+                f"    for _copy in mutants_x_{name}__mutmut.values():\n"
+                f"        _copy.__defaults__ = {name}.__wrapped__.__defaults__\n"
+                f"        _copy.__kwdefaults__ = {name}.__wrapped__.__kwdefaults__\n" + assign
+            )
+        edits.append((d.lineno, node.end_lineno, assign))
+    for first, last, assign in sorted(edits, reverse=True):
+        lines.insert(last, assign)
+        # the decorator's lines (``@`` up to the ``def``), as many as the expression took
+        del lines[first - 1 : first - 1 + _decorator_lines(lines, first - 1)]
+    return "".join(lines)
+
+
+def _decorator_lines(lines: list[str], start: int) -> int:
+    """How many lines from ``lines[start]`` (an ``@...`` line) come before the ``def``."""
+    n = 0
+    while not lines[start + n].lstrip().startswith(("def ", "async def ")):
+        n += 1
+    return n
 
 
 def equivalent_mutants() -> dict[str, str]:
