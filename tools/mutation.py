@@ -56,7 +56,12 @@ def config_section(area: str, only: list[str] | None = None) -> str:
         'source_paths = ["dmlbook"]\n'
         f"only_mutate = [{', '.join(repr(m).replace(chr(39), chr(34)) for m in mutate)}]\n"
         f"pytest_add_cli_args_test_selection = [{quoted}]\n"
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-n", "0", "-x", "-q"]\n'
+        # no:unraisableexception: its gc.collect() at the end of every run took 1.9 of a
+        # mutant's 2.4 s (torch and SymPy make a large heap); the tests' verdicts do not use it
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:unraisableexception",'
+        ' "-n", "0", "-x", "-q"]\n'
+        # a mutant that runs past 6 times its tests' time (plus 6 s) of CPU is a timeout
+        "timeout_multiplier = 3.0\n"
         'also_copy = ["conftest.py", "tools"]\n'
     )
 
