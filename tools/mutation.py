@@ -76,21 +76,26 @@ def scratch_copy(area: str, only: list[str] | None = None) -> Path:
     for name in ("dmlbook", "tests", "configs", "tools"):
         if (ROOT / name).exists():
             shutil.copytree(ROOT / name, work / name, ignore=ignore)
-    # a mutant's failing hypothesis test is reported unshrunk: shrinking took longer than the
-    # test (the mutant then counted as a timeout after minutes), and the verdict is the same
+    write_settings(work, area, only)
+    for pattern in only or AREAS[area][0]:
+        for path in sorted(work.glob(pattern)):
+            if path.suffix == ".py":
+                path.write_text(undecorate(path.read_text()))
+    return work
+
+
+def write_settings(work: Path, area: str, only: list[str] | None = None) -> None:
+    """The scratch copy's ``pyproject.toml`` (with the area's mutmut section) and ``conftest.py``
+    (the project's, with hypothesis reporting a mutant's failure unshrunk: shrinking took longer
+    than the test, and the verdict is the same)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    text = re.sub(r"\n\[tool\.mutmut\][^\[]*", "\n", text)
+    (work / "pyproject.toml").write_text(text + config_section(area, only))
     (work / "conftest.py").write_text(
         (ROOT / "conftest.py").read_text() + "\n\nfrom hypothesis import Phase, settings\n\n"
         'settings.register_profile("mutation", database=None, phases=(Phase.explicit, '
         'Phase.reuse, Phase.generate))\nsettings.load_profile("mutation")\n'
     )
-    for pattern in only or AREAS[area][0]:
-        for path in sorted(work.glob(pattern)):
-            if path.suffix == ".py":
-                path.write_text(undecorate(path.read_text()))
-    text = (ROOT / "pyproject.toml").read_text()
-    text = re.sub(r"\n\[tool\.mutmut\][^\[]*", "\n", text)
-    (work / "pyproject.toml").write_text(text + config_section(area, only))
-    return work
 
 
 def undecorate(source: str, decorator: str = "declared") -> str:
