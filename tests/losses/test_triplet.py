@@ -336,12 +336,15 @@ def test_module_default_mining_is_every_triplet():
     assert float(TripletLoss()(x, y)) == pytest.approx(want, rel=1e-9)
 
 
-@pytest.mark.parametrize(("block", "anchors_per_block"), [(24, 1), (72, 3), (95, 3)])
+@pytest.mark.parametrize(
+    ("block", "anchors_per_block"), [(24, 1), (72, 3), (95, 3), (287, 11), (288, 12)]
+)
 def test_anchors_go_in_the_largest_blocks_within_triplet_block(
     monkeypatch, block, anchors_per_block
 ):
     """B = 12 anchors with K = 2 positives each: K * B = 24 entries per anchor, so a block
-    holds ``TRIPLET_BLOCK // 24`` anchors (at least one), each block under checkpoint."""
+    holds ``TRIPLET_BLOCK // 24`` anchors (at least one), each block under checkpoint; a batch
+    that fits in one block is computed directly (no checkpoint)."""
     S, y = pk_batch(6, classes=4, per=3)
     sizes = []
 
@@ -352,7 +355,10 @@ def test_anchors_go_in_the_largest_blocks_within_triplet_block(
     monkeypatch.setattr(triplet_module, "checkpoint", counting_checkpoint)
     with triplet_block(block):
         got = triplet_loss(S, y, 0.3, form="distance")
-    full, last = divmod(12, anchors_per_block)
-    assert sizes == [anchors_per_block] * full + ([last] if last else [])
+    if anchors_per_block == 12:
+        assert sizes == []
+    else:
+        full, last = divmod(12, anchors_per_block)
+        assert sizes == [anchors_per_block] * full + ([last] if last else [])
     want = ref_triplet(S.tolist(), y.tolist(), 0.3, "distance", "mean")
     assert float(got) == pytest.approx(want, rel=1e-12)
