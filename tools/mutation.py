@@ -122,14 +122,14 @@ def undecorate(source: str, decorator: str = "declared") -> str:
         if like:
             # ``like=`` gives the bare parameters their defaults on the function it is handed,
             # here mutmut's trampoline: the original (whose signature the trampoline shows) and
-            # mutmut's copies of it, which the trampoline calls, need them too
+            # mutmut's copies of it, which the trampoline calls, need them too (each copy keeps
+            # its own defaults of the parameters it writes out, mutated ones included)
+            other = ast.get_source_segment(source, like[0])
             assign = (
                 f"if hasattr({name}, '__wrapped__'):  # mutmut's trampoline\n"
                 "    from dmlbook.core.validation import _take_declaration\n\n"
-                f"    _take_declaration({name}.__wrapped__, {ast.get_source_segment(source, like[0])})\n"
-                f"    for _copy in mutants_x_{name}__mutmut.values():\n"
-                f"        _copy.__defaults__ = {name}.__wrapped__.__defaults__\n"
-                f"        _copy.__kwdefaults__ = {name}.__wrapped__.__kwdefaults__\n" + assign
+                f"    for _f in (*mutants_x_{name}__mutmut.values(), {name}.__wrapped__):\n"
+                f"        _take_declaration(_f, {other})\n" + assign
             )
         edits.append((d.lineno, node.end_lineno, assign))
     for first, last, assign in sorted(edits, reverse=True):
