@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"({', '.join(AREAS[args.areas[0]][0])}); give paths relative to the repository."
             )
     known = equivalent_mutants()
-    unexplained = []
+    unexplained, not_run = [], set()
     for area in args.areas:
         t0 = time.time()
         results, cpu = run_area(area, args.max_children, args.only)
@@ -229,8 +229,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{time.time() - t0:.0f} s wall"
         )
         unexplained += [m for m in survivors if m not in known]
+        # a mutant mutmut never ran (its clean run or stats failed) is no verdict at all
+        unchecked = {m for m, s in results.items() if s == "not checked"}
+        not_run |= unchecked
+        unexplained += sorted(unchecked)
     for m in unexplained:
-        print(f"  survived, not argued equivalent: {m}")
+        why = "not run (mutmut failed first)" if m in not_run else "survived, not argued equivalent"
+        print(f"  {why}: {m}")
     return 1 if unexplained else 0
 
 
