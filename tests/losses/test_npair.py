@@ -78,3 +78,47 @@ def test_one_pair_is_zero_with_zero_gradient():
     (g,) = torch.autograd.grad(value, x, allow_unused=True)
     assert float(value.detach()) == 0.0
     assert g is None or float(g.abs().max()) == 0.0
+
+
+def _npair_terms(S, y, form, sampling, neg_keep):
+    """Liu et al. Eq. 13 per selected positive pair ``(a, p)``: ``log(1 + sum_k e^{d_ap -
+    d_ak})`` over the negatives ``k`` that ``neg_keep`` keeps (a loop)."""
+    from dmlbook.reference.classic import dist, lse, npair_pairs_reference, sets, softplus
+
+    terms = {}
+    if sampling == "npair":
+        pairs = npair_pairs_reference(y)
+        for a, p in pairs:
+            negs = [q for (b, q) in pairs if y[b] != y[a] and neg_keep[a][q]]
+            x = [dist(S[a][p], form) - dist(S[a][q], form) for q in negs]
+            terms[a, p] = softplus(lse(x)) if x else 0.0
+    else:
+        for i in range(len(y)):
+            P, N = sets(y, i)
+            for j in P:
+                x = [dist(S[i][j], form) - dist(S[i][k], form) for k in N if neg_keep[i][k]]
+                terms[i, j] = softplus(lse(x)) if x else 0.0
+    return terms
+
+
+@pytest.mark.parametrize("sampling", ["npair", "all"])
+@pytest.mark.parametrize("form", ["similarity", "distance"])
+def test_npair_reductions_and_negative_mask_match_the_loop(sampling, form):
+    """Both samplings: "mean", "sum" and "none" (the (B, B) matrix of the pair terms) of Eq. 13,
+    with all negatives and with a miner's negative mask."""
+    S, y = pk_batch(5, classes=4, per=3)
+    B = len(y)
+    neg_mask = torch.rand(B, B, generator=torch.Generator().manual_seed(3)) < 0.6
+    for kw in ({}, {"neg_mask": neg_mask}):
+        keep = kw.get("neg_mask", torch.ones(B, B, dtype=torch.bool)).tolist()
+        terms = _npair_terms(S.tolist(), y.tolist(), form, sampling, keep)
+        run = dict(form=form, sampling=sampling, **kw)
+        mean = npair_loss(S, y, **run)
+        assert float(mean) == pytest.approx(sum(terms.values()) / len(terms), rel=1e-12)
+        assert float(npair_loss(S, y, reduction="sum", **run)) == pytest.approx(
+            sum(terms.values()), rel=1e-12
+        )
+        want = torch.zeros(B, B, dtype=S.dtype)
+        for (a, p), v in terms.items():
+            want[a, p] = v
+        torch.testing.assert_close(npair_loss(S, y, reduction="none", **run), want)
