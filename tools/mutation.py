@@ -87,14 +87,17 @@ def scratch_copy(area: str, only: list[str] | None = None) -> Path:
 def write_settings(work: Path, area: str, only: list[str] | None = None) -> None:
     """The scratch copy's ``pyproject.toml`` (with the area's mutmut section) and ``conftest.py``
     (the project's, with hypothesis reporting a mutant's failure unshrunk: shrinking took longer
-    than the test, and the verdict is the same)."""
+    than the test, and the verdict is the same; and derandomized, so that a test draws the same
+    examples in every mutant's run: in whole-file runs without it, hypothesis tests let mutants
+    survive that they killed when mutmut re-ran those mutants alone, cause not found)."""
     text = (ROOT / "pyproject.toml").read_text()
     text = re.sub(r"\n\[tool\.mutmut\][^\[]*", "\n", text)
     (work / "pyproject.toml").write_text(text + config_section(area, only))
     (work / "conftest.py").write_text(
         (ROOT / "conftest.py").read_text() + "\n\nfrom hypothesis import Phase, settings\n\n"
-        'settings.register_profile("mutation", database=None, phases=(Phase.explicit, '
-        'Phase.reuse, Phase.generate))\nsettings.load_profile("mutation")\n'
+        'settings.register_profile("mutation", database=None, derandomize=True, '
+        "phases=(Phase.explicit, Phase.reuse, Phase.generate))\n"
+        'settings.load_profile("mutation")\n'
     )
 
 
