@@ -357,3 +357,15 @@ def test_half_precision_in_gives_half_precision_out():
     value = ms_distance_loss(half, y)
     assert value.dtype == torch.float16
     assert float(value) == float(ms_distance_loss_reference(half.double(), y).half())
+
+
+def test_a_row_whose_every_weight_is_zero_gets_weight_zero_not_nan():
+    """Power weights of bases 0 (``0^p = 0``, log weight ``-inf``) stay out of the sum: a row with
+    only such entries has weight 0 everywhere, the other row is Eq. 24's normalised powers."""
+    from dmlbook.losses.liu_weighting import liu_weights
+
+    x = torch.tensor([[0.0, 0.0, 0.0], [0.5, 0.0, 1.0]], dtype=torch.float64)
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    w = liu_weights(x, mask, "power", 2.0, "anchor")
+    want = torch.tensor([[0.0, 0.0, 0.0], [0.25 / 1.25, 0.0, 1.0 / 1.25]], dtype=torch.float64)
+    torch.testing.assert_close(w, want, rtol=1e-12, atol=0)
