@@ -369,3 +369,19 @@ def test_a_row_whose_every_weight_is_zero_gets_weight_zero_not_nan():
     w = liu_weights(x, mask, "power", 2.0, "anchor")
     want = torch.tensor([[0.0, 0.0, 0.0], [0.25 / 1.25, 0.0, 1.0 / 1.25]], dtype=torch.float64)
     torch.testing.assert_close(w, want, rtol=1e-12, atol=0)
+
+
+def test_power_and_exponential_losses_pass_the_masks_on():
+    """Pair-P and Pair-E with a miner's masks: the loop on the similarities with the dropped
+    pairs moved out of the margins (as for Eq. 18's loss above)."""
+    from dmlbook.losses.liu_weighting import pair_exponential_loss
+    from dmlbook.reference.liu_weighting import pair_weighted_loss_reference
+
+    S, y = _pk(25)
+    pos_mask, neg_mask, moved = _masks_and_moved(S, y, 8)
+    for fn, weighting, kw in ((pair_power_loss, "power", {"p": 1.0, "q": 2.0}),
+                              (pair_exponential_loss, "exponential", {"alpha": 1.0, "beta": 2.0})):  # fmt: skip
+        want = pair_weighted_loss_reference(moved, y, 0.3, 1.3, weighting=weighting,
+                                            pos_exponent=1.0, neg_exponent=2.0)  # fmt: skip
+        got = fn(S, y, 0.3, 1.3, **kw, pos_mask=pos_mask, neg_mask=neg_mask)
+        assert float(got) == pytest.approx(float(want), rel=1e-10), fn.__name__
