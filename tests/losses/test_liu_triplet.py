@@ -229,3 +229,23 @@ def test_half_precision_in_gives_half_precision_out():
     assert value.dtype == torch.float16
     want = triplet_weighted_loss_reference(S.half().double(), y, 0.3)
     assert float(value) == pytest.approx(float(want), rel=2e-3)
+
+
+def test_power_and_exponential_triplet_losses_pass_the_masks_on():
+    """Triplet-P and Triplet-E with a miner's masks: the loop on the similarities with the
+    dropped pairs moved out of Eq. 19 (as for ``triplet_weighted_loss`` above)."""
+    from dmlbook.losses.liu_triplet import triplet_exponential_loss, triplet_power_loss
+
+    S, y = _pk(34)
+    same = y[:, None] == y[None, :]
+    keep = torch.rand(12, 12, generator=torch.Generator().manual_seed(8)) < 0.7
+    keep = keep & keep.T
+    moved = S.clone()
+    moved[same & ~keep] = 1.0
+    moved[~same & ~keep] = -1.0
+    moved.fill_diagonal_(1.0)
+    for fn, weighting, kw in ((triplet_power_loss, "power", {"p": 2.0}),
+                              (triplet_exponential_loss, "exponential", {"alpha": 2.0})):  # fmt: skip
+        want = triplet_weighted_loss_reference(moved, y, 0.2, weighting=weighting, exponent=2.0)
+        got = fn(S, y, 0.2, **kw, pos_mask=keep, neg_mask=keep)
+        assert float(got) == pytest.approx(float(want), rel=1e-10), fn.__name__
