@@ -9,6 +9,7 @@ losses (independent modules) for the recovery claims.
 from __future__ import annotations
 
 import math
+import warnings
 
 import hypothesis.strategies as st
 import pytest
@@ -264,13 +265,23 @@ def test_sampled_kl_with_one_candidate_is_its_loss_and_names_a_bad_generator():
     got = dro_kl_sampled_loss(S, y, 50, g, margin=0.05, threshold=0.6)
     assert float(got) == pytest.approx(0.05 + 0.6 - 0.5, rel=1e-12)
     keep = torch.ones(3, 3, dtype=torch.bool)
-    keep[0, 1] = keep[1, 0] = False
+    keep[0, 1] = keep[1, 0] = keep[1, 2] = keep[2, 1] = False
     S2 = S.clone()
-    S2[0, 2] = S2[2, 0] = 0.7  # a negative above the threshold: loss 0.05 + 0.7 - 0.6
+    S2[0, 2] = S2[2, 0] = 0.8  # negatives above the threshold: losses 0.25 and (dropped) 0.2
+    S2[1, 2] = S2[2, 1] = 0.75
     got = dro_kl_sampled_loss(
         S2, y, 50, g, margin=0.05, threshold=0.6, pos_mask=keep, neg_mask=keep
     )
-    assert float(got) == pytest.approx(0.05 + 0.7 - 0.6, rel=1e-12)
+    assert float(got) == pytest.approx(0.05 + 0.8 - 0.6, rel=1e-12)
+    # the binomial base with its slopes: one pair (both orders), so every draw is its loss
+    for labels, s, want in (([0, 0], 0.3, math.log1p(math.exp(3.0 * (0.4 - 0.3)))),
+                            ([0, 1], 0.6, math.log1p(math.exp(20.0 * (0.6 - 0.4))))):  # fmt: skip
+        pair = torch.tensor([[1.0, s], [s, 1.0]], dtype=torch.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a batch without positives (or negatives) warns
+            got = dro_kl_sampled_loss(pair, torch.tensor(labels), 50, g, base="binomial",
+                                      threshold=0.4, alpha=3.0, beta=20.0)  # fmt: skip
+        assert float(got) == pytest.approx(want, rel=1e-12)
     closed = torch.tensor([[1.0, 0.9], [0.9, 1.0]], dtype=torch.float64)  # no pair of positive loss
     assert float(dro_kl_sampled_loss(closed, torch.tensor([0, 0]), 50, g)) == 0.0
     message = (r"^generator must be a torch\.Generator \(e\.g\. torch\.Generator\(\)\.manual_seed\(0\)\), "
