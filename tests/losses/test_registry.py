@@ -144,3 +144,32 @@ def test_every_hyper_parameter_over_the_whole_float_range(name, param, value):
     assert not refused, (name, param, value, "the function accepts what the module refuses")
     loss.sum().backward()
     assert torch.isfinite(loss).all() and torch.isfinite(S.grad).all(), (name, param, value)
+
+
+def test_registry_refusals_are_whole_sentences():
+    """Each refusal word for word: what was wrong, the names involved, and what to do."""
+    import re
+
+    import torch
+
+    from dmlbook.losses import describe_loss, get_loss, register_loss
+
+    cases = [
+        (TypeError, lambda: register_loss("h7_not_callable", 3),
+         "factory for loss 'h7_not_callable' must be callable, got int."),
+        (ValueError, lambda: register_loss("contrastive", lambda **k: None),
+         "loss name(s) 'contrastive' already registered; pass overwrite=True to replace them."),
+        (ValueError, lambda: get_loss("npair", marginn=1),
+         "loss 'npair' has no hyper-parameter 'marginn'. It accepts: form='similarity', "
+         "sampling='npair', reduction='mean'."),
+        (ValueError, lambda: get_loss("contrastive_distance", pos_margn=0.1, neg_margn=1.0),
+         "loss 'contrastive_distance' has no hyper-parameter 'neg_margn', 'pos_margn' "
+         "('neg_margn' -> 'neg_margin'?; 'pos_margn' -> 'pos_margin'?). It accepts: "
+         "pos_margin=0.0, neg_margin=1.0, variant='hinge', reduction='mean'."),
+        (ValueError, lambda: describe_loss(torch.nn.MSELoss()),
+         "MSELoss is not in the loss registry, so it cannot be named in a config; register it "
+         "with dmlbook.losses.register_loss(name, MSELoss)."),
+    ]  # fmt: skip
+    for error, call, message in cases:
+        with pytest.raises(error, match="^" + re.escape(message) + "$"):
+            call()
