@@ -173,3 +173,40 @@ def test_registry_refusals_are_whole_sentences():
     for error, call, message in cases:
         with pytest.raises(error, match="^" + re.escape(message) + "$"):
             call()
+
+
+def test_registering_replaces_names_and_aliases_and_wraps_a_factory_s_errors(monkeypatch):
+    """On a copy of the registry: ``overwrite=True`` turns an alias into a name and a name into
+    an alias; a factory taking ``**kwargs`` accepts any hyper-parameter; its errors come back as
+    ``ValueError`` naming the loss (a ``ValueError`` without ``parameter`` unchanged)."""
+    from dmlbook.losses import get_loss, register_loss
+
+    monkeypatch.setattr(loss_registry, "_REGISTRY", dict(loss_registry._REGISTRY))
+    monkeypatch.setattr(loss_registry, "_ALIASES", dict(loss_registry._ALIASES))
+
+    def anything(**kwargs):
+        return kwargs
+
+    register_loss("ms", anything, overwrite=True)  # "ms" was multi_similarity's alias
+    assert get_loss("ms", whatever=1) == {"whatever": 1}
+    register_loss("h7_new", anything, aliases=("ms",), overwrite=True)  # and now an alias again
+    assert get_loss("ms", other=2) == {"other": 2} and "ms" not in loss_registry._REGISTRY
+
+    def failing(error):
+        def factory(**kwargs):
+            raise error
+
+        return factory
+
+    named = ValueError("margin must be positive")
+    named.parameter = "margin"
+    register_loss("h7_type", failing(TypeError("boom")))
+    register_loss("h7_named", failing(named))
+    register_loss("h7_plain", failing(ValueError("plain")))
+    with pytest.raises(ValueError, match=r"^could not build loss 'h7_type': boom$"):
+        get_loss("h7_type")
+    with pytest.raises(ValueError, match=r"^loss 'h7_named': margin must be positive$") as info:
+        get_loss("h7_named")
+    assert info.value.parameter == "margin"
+    with pytest.raises(ValueError, match=r"^plain$"):
+        get_loss("h7_plain")
