@@ -9,15 +9,18 @@ The run fails listing every survivor that is neither.
 
 Each area runs in its own scratch copy under ``build/mutation/AREA`` (the project's
 ``pyproject.toml`` plus the ``[tool.mutmut]`` section of that area), so runs never touch the
-working tree. Usage::
+working tree. In that copy every ``@declared`` function is written as ``def f`` followed by
+``f = declared(...)(f)`` (:func:`undecorate`): mutmut 3 leaves decorated functions unmutated, and
+the losses' equations are all declared. Usage::
 
     python tools/mutation.py [AREA ...] [--max-children N] [--only FILE ...]
 
 ``--only dmlbook/losses/contrastive.py`` mutates only those files of the area (each must lie in
 it) in their own scratch copy ``build/mutation/AREA-STEM``, against the area's whole test
-selection: the losses area (about 4,600 mutants) can then be run file by file, and a file re-run
-after new tests. Without it the whole area runs. Prints, per area, the mutants run, killed, survived (argued equivalent or not), timed out, and
-the CPU time it took.
+selection: the losses area (about 4,000 mutants) can then be run file by file, and a file re-run
+after new tests. Without it the whole area runs. Prints, per area, the mutants run, killed,
+survived (argued equivalent or not), timed out, and the CPU time it took; fails on a survivor
+neither killed nor argued, and on a mutant mutmut never ran.
 """
 
 from __future__ import annotations
