@@ -124,3 +124,21 @@ def test_mined_pair_loss_defaults_and_its_name():
     )
     with pytest.raises(TypeError, match=r"^loss_fn must be callable, got int\.$"):
         MinedPairLoss(3)
+
+
+def test_table_2_names_forgive_case_spaces_and_hyphens_and_refusals_say_what_to_use():
+    import functools
+    import re
+
+    from dmlbook.losses.ablation import table_2_variant
+
+    assert table_2_variant("ms-weighting") == table_2_variant("MS weighting")
+    assert table_2_variant(" binomial_M ") == table_2_variant("Binomial_m")
+    with pytest.raises(TypeError, match=r"^a Table 2 name must be a str, got int\.$"):
+        table_2_variant(3)
+    names = ("'Binomial', 'LiftedStruct*', 'MS mining', 'BinLifted', 'MS weighting', "
+             "'Binomial_m', 'LiftedStruct*_m', 'MS'")  # fmt: skip
+    message = f"unknown Table 2 variant 'foo'; use one of {names}."
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        table_2_variant("foo")
+    assert MinedPairLoss(functools.partial(binomial_deviance_loss)).name == "loss"  # no __name__
