@@ -210,3 +210,39 @@ def test_registering_replaces_names_and_aliases_and_wraps_a_factory_s_errors(mon
     assert info.value.parameter == "margin"
     with pytest.raises(ValueError, match=r"^plain$"):
         get_loss("h7_plain")
+
+
+def test_names_forgive_case_spaces_and_hyphens_and_unknown_names_get_suggestions(monkeypatch):
+    import re
+
+    from dmlbook.losses import available_losses, get_loss, register_loss
+
+    assert type(get_loss("Multi similarity")) is type(get_loss("multi_similarity"))
+    assert type(get_loss("lifted-star")) is type(get_loss("lifted_star"))
+    with pytest.raises(TypeError, match=r"^loss name must be a str, got int\.$"):
+        get_loss(3)
+    message = (f"unknown loss 'contrastiv'. Did you mean 'contrastive', 'contrastive_distance'? "
+               f"Available: {', '.join(available_losses())}.")  # fmt: skip
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        get_loss("contrastiv")
+    with pytest.raises(ValueError, match=r"^unknown loss 'zzz'\. Available: "):
+        get_loss("zzz")
+    monkeypatch.setattr(loss_registry, "_REGISTRY", dict(loss_registry._REGISTRY))
+    monkeypatch.setattr(loss_registry, "_ALIASES", dict(loss_registry._ALIASES))
+
+    def needs_a(*, a, b=1):
+        return a, b
+
+    def takes_nothing():
+        return None
+
+    register_loss("h7_needs_a", needs_a)
+    register_loss("h7_nothing", takes_nothing)
+    with pytest.raises(
+        ValueError, match=r"^loss 'h7_needs_a' has no hyper-parameter 'c'\. It accepts: a, b=1\.$"
+    ):
+        get_loss("h7_needs_a", c=3)
+    with pytest.raises(
+        ValueError, match=r"^loss 'h7_nothing' has no hyper-parameter 'c'\. It accepts: \(none\)\.$"
+    ):
+        get_loss("h7_nothing", c=3)
