@@ -246,3 +246,12 @@ def test_names_forgive_case_spaces_and_hyphens_and_unknown_names_get_suggestions
         ValueError, match=r"^loss 'h7_nothing' has no hyper-parameter 'c'\. It accepts: \(none\)\.$"
     ):
         get_loss("h7_nothing", c=3)
+
+
+def test_an_unknown_name_gets_at_most_three_suggestions():
+    from dmlbook.losses import get_loss
+
+    with pytest.raises(
+        ValueError, match=r"Did you mean 'triplet', 'triplet_p', 'triplet_e'\? Available"
+    ):
+        get_loss("triplt")
