@@ -159,6 +159,9 @@ def test_registry_refusals_are_whole_sentences():
          "factory for loss 'h7_not_callable' must be callable, got int."),
         (ValueError, lambda: register_loss("contrastive", lambda **k: None),
          "loss name(s) 'contrastive' already registered; pass overwrite=True to replace them."),
+        (ValueError, lambda: register_loss("contrastive", lambda **k: None, aliases=("ms",)),
+         "loss name(s) 'contrastive', 'ms' already registered; pass overwrite=True to replace "
+         "them."),
         (ValueError, lambda: get_loss("npair", marginn=1),
          "loss 'npair' has no hyper-parameter 'marginn'. It accepts: form='similarity', "
          "sampling='npair', reduction='mean'."),
