@@ -172,3 +172,12 @@ def test_a_plain_loss_function_and_a_missing_one():
         NotImplementedError, match=r"^Bare must set loss_function or override loss_on_similarity\.$"
     ):
         Bare()(x, torch.tensor([0, 0, 1]))
+
+
+def test_a_module_refuses_a_reduction_that_is_not_a_scalar():
+    from dmlbook.losses import TripletLoss
+
+    message = (r"^reduction must be one of 'mean', 'mean_nonzero', 'sum' for a module \(it returns "
+               r"a scalar\); got 'none'\.$")  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        TripletLoss(reduction="none")
