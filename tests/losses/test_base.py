@@ -181,3 +181,19 @@ def test_a_module_refuses_a_reduction_that_is_not_a_scalar():
                r"a scalar\); got 'none'\.$")  # fmt: skip
     with pytest.raises(ValueError, match=message):
         TripletLoss(reduction="none")
+
+
+def test_a_subclass_with_only_a_settings_class_declares_its_parameters():
+    import inspect
+
+    from dmlbook.losses import PairLoss
+
+    class Spec:
+        def __init__(self, a: float = 1.0) -> None:
+            self.a = float(a)
+
+    class OnlySettings(PairLoss):
+        hyper = Spec
+
+    assert list(inspect.signature(OnlySettings).parameters) == ["a"]
+    assert OnlySettings(a=2).a == 2.0
