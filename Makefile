@@ -36,6 +36,7 @@ help:
 	@echo "make map     regenerate MAP.md's layer, chapter and module tables and CONTRIBUTING.md's layer list (tests/test_map.py checks them)"
 	@echo "make reading-times  recompute the introduction's reading times from the chapters"
 	@echo "make mutation  mutation testing of losses, mining, surgery (AREAS=mining ...; long, not in test)"
+	@echo "               AREAS=losses ONLY=dmlbook/losses/triplet.py: only those files of the area"
 	@echo "make soundness prove_equal's soundness search with 10,000 random statements (not in test)"
 	@echo "make bench    CPU benchmarks, results under bench/results/"
 	@echo "make gpu-check  on a GPU machine: the prepared GPU measurements (8 min), build/gpu-check/"
@@ -166,7 +167,7 @@ grade: $(STAMP)
 # its fast test selection; a survivor must be killed by a test or argued equivalent in
 # tools/mutation_equivalent.md. Not part of `make test` (minutes to an hour of CPU per area).
 mutation: $(STAMP)
-	$(BIN)/python tools/mutation.py $(AREAS)
+	$(BIN)/python tools/mutation.py $(AREAS) $(if $(ONLY),--only $(ONLY))
 
 # prove_equal's soundness search (issue 38) with 10,000 random statements instead of the suite's
 # 2,000: fails on any statement proved that is false or undefined at a point it allows.

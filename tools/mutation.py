@@ -9,12 +9,18 @@ The run fails listing every survivor that is neither.
 
 Each area runs in its own scratch copy under ``build/mutation/AREA`` (the project's
 ``pyproject.toml`` plus the ``[tool.mutmut]`` section of that area), so runs never touch the
-working tree. Usage::
+working tree. In that copy every ``@declared`` function is written as ``def f`` followed by
+``f = declared(...)(f)`` (:func:`undecorate`): mutmut 3 leaves decorated functions unmutated, and
+the losses' equations are all declared. Usage::
 
-    python tools/mutation.py [AREA ...] [--max-children N]
+    python tools/mutation.py [AREA ...] [--max-children N] [--only FILE ...]
 
-Prints, per area, the mutants run, killed, survived (argued equivalent or not), timed out, and
-the CPU time it took.
+``--only dmlbook/losses/contrastive.py`` mutates only those files of the area (each must lie in
+it) in their own scratch copy ``build/mutation/AREA-STEM``, against the area's whole test
+selection: the losses area (about 4,000 mutants) can then be run file by file, and a file re-run
+after new tests. Without it the whole area runs. Prints, per area, the mutants run, killed,
+survived (argued equivalent or not), timed out, and the CPU time it took; fails on a survivor
+neither killed nor argued, and on a mutant mutmut never ran.
 """
 
 from __future__ import annotations
@@ -43,23 +49,29 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
 }
 
 
-def config_section(area: str) -> str:
-    """The ``[tool.mutmut]`` section of one area, as TOML."""
+def config_section(area: str, only: list[str] | None = None) -> str:
+    """The ``[tool.mutmut]`` section of one area (or of the files ``only`` of it), as TOML."""
     mutate, tests = AREAS[area]
+    mutate = only or mutate
     quoted = ", ".join(f'"{t}"' for t in tests)
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["dmlbook"]\n'
         f"only_mutate = [{', '.join(repr(m).replace(chr(39), chr(34)) for m in mutate)}]\n"
         f"pytest_add_cli_args_test_selection = [{quoted}]\n"
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-n", "0", "-x", "-q"]\n'
+        # no:unraisableexception: its gc.collect() at the end of every run took 1.9 of a
+        # mutant's 2.4 s (torch and SymPy make a large heap); the tests' verdicts do not use it
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:unraisableexception",'
+        ' "-n", "0", "-x", "-q"]\n'
         'also_copy = ["conftest.py", "tools"]\n'
     )
 
 
-def scratch_copy(area: str) -> Path:
-    """``build/mutation/AREA`` with the package, the tests and a pyproject for this area."""
-    work = ROOT / "build" / "mutation" / area
+def scratch_copy(area: str, only: list[str] | None = None) -> Path:
+    """``build/mutation/AREA`` (``AREA-STEM...`` for the files ``only``) with the package, the
+    tests and a pyproject for this area."""
+    name = "-".join([area, *(Path(f).stem for f in only or [])])
+    work = ROOT / "build" / "mutation" / name
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -67,11 +79,78 @@ def scratch_copy(area: str) -> Path:
     for name in ("dmlbook", "tests", "configs", "tools"):
         if (ROOT / name).exists():
             shutil.copytree(ROOT / name, work / name, ignore=ignore)
-    shutil.copy(ROOT / "conftest.py", work / "conftest.py")
+    write_settings(work, area, only)
+    for pattern in only or AREAS[area][0]:
+        for path in sorted(work.glob(pattern)):
+            if path.suffix == ".py":
+                path.write_text(undecorate(path.read_text()))
+    return work
+
+
+def write_settings(work: Path, area: str, only: list[str] | None = None) -> None:
+    """The scratch copy's ``pyproject.toml`` (with the area's mutmut section) and ``conftest.py``
+    (the project's, with hypothesis reporting a mutant's failure unshrunk: shrinking took longer
+    than the test, and the verdict is the same; and derandomized, so that a test draws the same
+    examples in every mutant's run: in whole-file runs without it, hypothesis tests let mutants
+    survive that they killed when mutmut re-ran those mutants alone, cause not found)."""
     text = (ROOT / "pyproject.toml").read_text()
     text = re.sub(r"\n\[tool\.mutmut\][^\[]*", "\n", text)
-    (work / "pyproject.toml").write_text(text + config_section(area))
-    return work
+    (work / "pyproject.toml").write_text(text + config_section(area, only))
+    (work / "conftest.py").write_text(
+        (ROOT / "conftest.py").read_text() + "\n\nfrom hypothesis import Phase, settings\n\n"
+        'settings.register_profile("mutation", database=None, derandomize=True, '
+        "phases=(Phase.explicit, Phase.reuse, Phase.generate))\n"
+        'settings.load_profile("mutation")\n'
+    )
+
+
+def undecorate(source: str, decorator: str = "declared") -> str:
+    """``source`` with each ``@declared``/``@declared(...)`` function ``f`` written as the plain
+    ``def f`` followed by ``f = declared(...)(f)``: the same module (a decorator is that call),
+    but one mutmut mutates, since mutmut 3 leaves every decorated function alone."""
+    import ast
+
+    lines = source.splitlines(keepends=True)
+    edits = []  # (first decorator line, def line, last line, the assignment), 1-based
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or not node.decorator_list:
+            continue
+        called = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+        if not any(isinstance(c, ast.Name) and c.id == decorator for c in called):
+            continue
+        if len(node.decorator_list) != 1:
+            raise ValueError(f"{node.name}: @{decorator} with other decorators is not rewritten")
+        if node.col_offset:
+            raise ValueError(f"{node.name}: only module-level @{decorator} functions are rewritten")
+        d, name = node.decorator_list[0], node.name
+        assign = f"{name} = {ast.get_source_segment(source, d)}({name})\n"
+        like = [k.value for k in getattr(d, "keywords", []) if k.arg == "like"]
+        if like:
+            # ``like=`` gives the bare parameters their defaults on the function it is handed,
+            # here mutmut's trampoline: the original (whose signature the trampoline shows) and
+            # mutmut's copies of it, which the trampoline calls, need them too (each copy keeps
+            # its own defaults of the parameters it writes out, mutated ones included)
+            other = ast.get_source_segment(source, like[0])
+            assign = (
+                f"if hasattr({name}, '__wrapped__'):  # mutmut's trampoline\n"
+                "    from dmlbook.core.validation import _take_declaration\n\n"
+                f"    for _f in (*mutants_x_{name}__mutmut.values(), {name}.__wrapped__):\n"
+                f"        _take_declaration(_f, {other})\n" + assign
+            )
+        edits.append((d.lineno, node.end_lineno, assign))
+    for first, last, assign in sorted(edits, reverse=True):
+        lines.insert(last, assign)
+        # the decorator's lines (``@`` up to the ``def``), as many as the expression took
+        del lines[first - 1 : first - 1 + _decorator_lines(lines, first - 1)]
+    return "".join(lines)
+
+
+def _decorator_lines(lines: list[str], start: int) -> int:
+    """How many lines from ``lines[start]`` (an ``@...`` line) come before the ``def``."""
+    n = 0
+    while not lines[start + n].lstrip().startswith(("def ", "async def ")):
+        n += 1
+    return n
 
 
 def equivalent_mutants() -> dict[str, str]:
@@ -91,9 +170,17 @@ def parse_results(text: str) -> dict[str, str]:
     return out
 
 
-def run_area(area: str, max_children: int) -> tuple[dict[str, str], float]:
-    """Run mutmut on one area; (mutant -> status, CPU seconds of the run and its children)."""
-    work = scratch_copy(area)
+def in_area(area: str, path: str) -> bool:
+    """Whether the file ``path`` (relative to the repository) is mutated by ``area``."""
+    return any(Path(path).match(pattern) for pattern in AREAS[area][0])
+
+
+def run_area(
+    area: str, max_children: int, only: list[str] | None = None
+) -> tuple[dict[str, str], float]:
+    """Run mutmut on one area (or on its files ``only``); (mutant -> status, CPU seconds of the
+    run and its children)."""
+    work = scratch_copy(area, only)
     # one thread: mutmut forks its workers, and a forked child that starts torch's OpenMP pool
     # inherited from the parent can hang until the timeout (seen as 15 s "timeouts")
     env = {**os.environ, "PYTHONPATH": str(work), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -112,28 +199,49 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("areas", nargs="*", default=list(AREAS), help=", ".join(AREAS))
     parser.add_argument("--max-children", type=int, default=1)
+    parser.add_argument(
+        "--only", nargs="+", metavar="FILE", help="mutate only these files of the (one) area"
+    )
     args = parser.parse_args(argv)
     unknown = [a for a in args.areas if a not in AREAS]
     if unknown:
         parser.error(f"unknown area(s) {', '.join(unknown)}; choose from {', '.join(AREAS)}.")
+    if args.only:
+        if len(args.areas) != 1:
+            parser.error(
+                "--only needs exactly one area, e.g. `losses --only dmlbook/losses/npair.py`."
+            )
+        outside = [
+            f for f in args.only if not in_area(args.areas[0], f) or not (ROOT / f).is_file()
+        ]
+        if outside:
+            parser.error(
+                f"--only: {', '.join(outside)} is not a file of area {args.areas[0]} "
+                f"({', '.join(AREAS[args.areas[0]][0])}); give paths relative to the repository."
+            )
     known = equivalent_mutants()
-    unexplained = []
+    unexplained, not_run = [], set()
     for area in args.areas:
         t0 = time.time()
-        results, cpu = run_area(area, args.max_children)
+        results, cpu = run_area(area, args.max_children, args.only)
         # a mutant no selected test even runs ("no tests") is as alive as one they miss
         survivors = sorted(m for m, s in results.items() if s in ("survived", "no tests"))
         argued = [m for m in survivors if m in known]
         counts = {s: sum(v == s for v in results.values()) for s in set(results.values())}
         print(
-            f"mutation {area}: {len(results)} mutants, "
+            f"mutation {area}{' ' + ' '.join(args.only) if args.only else ''}: {len(results)} mutants, "
             + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
             + f"; {len(argued)} survivors argued equivalent; {cpu:.0f} s CPU, "
             f"{time.time() - t0:.0f} s wall"
         )
         unexplained += [m for m in survivors if m not in known]
+        # a mutant mutmut never ran (its clean run or stats failed) is no verdict at all
+        unchecked = {m for m, s in results.items() if s == "not checked"}
+        not_run |= unchecked
+        unexplained += sorted(unchecked)
     for m in unexplained:
-        print(f"  survived, not argued equivalent: {m}")
+        why = "not run (mutmut failed first)" if m in not_run else "survived, not argued equivalent"
+        print(f"  {why}: {m}")
     return 1 if unexplained else 0
 
 

@@ -55,3 +55,90 @@ def test_mined_variants_are_the_base_losses_on_ms_masks():
         ablation_loss("triplet")
     with pytest.raises(ValueError, match="beta"):
         ablation_loss("MS", beta=0)
+
+
+def _ablation_batch():
+    g = torch.Generator().manual_seed(61)
+    x = torch.randn(12, 6, generator=g, dtype=torch.float64)
+    y = torch.arange(4).repeat_interleave(3)
+    keep = torch.rand(12, 12, generator=g) < 0.8
+    return x, y, keep & keep.T
+
+
+def test_every_table_2_variant_passes_its_settings_and_masks_on():
+    """``ablation_loss(name, alpha, beta, lambda, epsilon)`` on embeddings with a miner's masks:
+    the named loss function with those settings, on the MS-mined pairs (Eq. 11-12, this
+    epsilon, within the masks) where the variant mines; the module says so in its repr."""
+    from dmlbook.core.similarity import cosine_similarity
+    from dmlbook.losses import binlifted_loss, ms_mining_loss, multi_similarity_loss
+    from dmlbook.losses.ablation import table_2_names, table_2_variant
+
+    x, y, keep = _ablation_batch()
+    S = cosine_similarity(x)
+    settings = dict(alpha=3.0, beta=20.0, margin=0.4, epsilon=0.25)
+    for name in table_2_names():
+        v = table_2_variant(name)
+        base = v.name.removesuffix("_m")
+        loss = ablation_loss(name, **settings)
+        for masks in ({}, {"pos_mask": keep, "neg_mask": keep}):
+            got = loss(x, y, **masks)
+            if base in ("MS", "MS weighting"):
+                want = multi_similarity_loss(
+                    S, y, 3.0, 20.0, 0.4, 0.25, mining=base == "MS", **masks
+                )
+            elif base == "MS mining":
+                want = ms_mining_loss(S, y, 0.25, **masks)
+            else:
+                fn = {"Binomial": binomial_deviance_loss, "LiftedStruct*": lifted_star_loss,
+                      "BinLifted": binlifted_loss}[base]  # fmt: skip
+                hp = {"alpha": 3.0, "beta": 20.0} | (
+                    {} if base == "LiftedStruct*" else {"margin": 0.4}
+                )
+                pm, nm = masks.get("pos_mask"), masks.get("neg_mask")
+                if v.mined:
+                    pm, nm = ms_mining_masks(S, y, 0.25, pos_mask=pm, neg_mask=nm)
+                want = fn(S, y, **hp, pos_mask=pm, neg_mask=nm)
+            assert float(got) == pytest.approx(float(want), rel=1e-12), (name, masks)
+        if isinstance(loss, MinedPairLoss):
+            hp_text = "alpha=3.0, beta=20.0" + ("" if base == "LiftedStruct*" else ", margin=0.4")
+            mined_text = ", epsilon=0.25" if v.mined else ""
+            assert repr(loss).endswith(f"({v.name}: {hp_text}, mining={v.mined}{mined_text})")
+    default = ablation_loss("MS")(x, y)
+    assert float(default) == pytest.approx(float(multi_similarity_loss(S, y, 2.0, 50.0, 0.5, 0.1)))
+
+
+def test_mined_pair_loss_defaults_and_its_name():
+    """``MinedPairLoss(fn)``: MS mining with epsilon 0.1, named after its function; a
+    non-callable is refused naming what it got."""
+    from dmlbook.core.similarity import cosine_similarity
+
+    x, y, _ = _ablation_batch()
+    S = cosine_similarity(x)
+    loss = MinedPairLoss(binomial_deviance_loss)
+    pm, nm = ms_mining_masks(S, y, 0.1)
+    assert float(loss(x, y)) == pytest.approx(
+        float(binomial_deviance_loss(S, y, pos_mask=pm, neg_mask=nm))
+    )
+    assert loss.name == "binomial_deviance_loss" and repr(loss).endswith(
+        "(binomial_deviance_loss: , mining=True, epsilon=0.1)"
+    )
+    with pytest.raises(TypeError, match=r"^loss_fn must be callable, got int\.$"):
+        MinedPairLoss(3)
+
+
+def test_table_2_names_forgive_case_spaces_and_hyphens_and_refusals_say_what_to_use():
+    import functools
+    import re
+
+    from dmlbook.losses.ablation import table_2_variant
+
+    assert table_2_variant("ms-weighting") == table_2_variant("MS weighting")
+    assert table_2_variant(" binomial_M ") == table_2_variant("Binomial_m")
+    with pytest.raises(TypeError, match=r"^a Table 2 name must be a str, got int\.$"):
+        table_2_variant(3)
+    names = ("'Binomial', 'LiftedStruct*', 'MS mining', 'BinLifted', 'MS weighting', "
+             "'Binomial_m', 'LiftedStruct*_m', 'MS'")  # fmt: skip
+    message = f"unknown Table 2 variant 'foo'; use one of {names}."
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        table_2_variant("foo")
+    assert MinedPairLoss(functools.partial(binomial_deviance_loss)).name == "loss"  # no __name__

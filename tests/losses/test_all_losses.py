@@ -312,3 +312,168 @@ def test_bool_labels_are_refused_by_every_loss(name):
     if module.loss_function is not None and name != "dro_kl_sampled":
         with pytest.raises(TypeError, match=r"labels must be integer class ids"):
             module.loss_function(cosine_similarity(x), labels)
+
+
+#: Every loss function's defaults as its docstring (and the comment above it) documents them: a
+#: call that leaves them out must compute what the call that passes them computes (values and
+#: gradients). A changed default fails here until the table (and the book) says so.
+DOCUMENTED_DEFAULTS = {
+    "binomial_deviance_loss": dict(alpha=2.0, beta=50.0, margin=0.5, reduction="mean"),
+    "circle_loss": dict(gamma=80.0, margin=0.4, detach_weights=True, reduction="mean"),
+    "contrastive_loss": dict(margin=0.5),
+    "contrastive_distance_loss": dict(
+        pos_margin=0.0, neg_margin=1.0, variant="hinge", reduction="mean"
+    ),
+    "dro_loss": dict(
+        uncertainty="topk",
+        base="margin",
+        K=160,
+        gamma=0.1,
+        rho=1.0,
+        margin=0.2,
+        threshold=0.5,
+        alpha=2.0,
+        beta=50.0,
+        drop_zero=True,
+    ),  # fmt: skip
+    "dro_weights": dict(
+        uncertainty="topk",
+        base="margin",
+        K=160,
+        gamma=0.1,
+        rho=1.0,
+        margin=0.2,
+        threshold=0.5,
+        alpha=2.0,
+        beta=50.0,
+        drop_zero=True,
+    ),  # fmt: skip
+    "dro_kl_grouped_loss": dict(
+        gamma_pos=0.1,
+        gamma_neg=0.1,
+        base="margin",
+        margin=0.2,
+        threshold=0.5,
+        alpha=2.0,
+        beta=50.0,
+        pseudo_pairs=False,
+        pseudo_loss=0.0,
+        drop_zero=True,
+        reduction="mean",
+    ),  # fmt: skip
+    "dro_kl_grouped_weights": dict(
+        gamma_pos=0.1,
+        gamma_neg=0.1,
+        base="margin",
+        margin=0.2,
+        threshold=0.5,
+        alpha=2.0,
+        beta=50.0,
+        pseudo_pairs=False,
+        pseudo_loss=0.0,
+        drop_zero=True,
+    ),  # fmt: skip
+    "hap2s_e_loss": dict(margin=0.2, gamma=0.1, reduction="mean"),
+    "histograms": dict(R=101),
+    "histogram_loss": dict(R=101),
+    "lifted_loss": dict(margin=1.0, form="similarity", reduction="mean"),
+    "lifted_weights": dict(margin=1.0),
+    "lifted_structure_loss": dict(
+        margin=1.0, form="distance", squared_hinge=True, joint_negatives=True, reduction="mean"
+    ),  # fmt: skip
+    "lifted_star_loss": dict(alpha=2.0, beta=50.0, reduction="mean"),
+    "triplet_weights": dict(margin=0.1, weighting="power", exponent=5.0, normalization="anchor"),
+    "triplet_weighted_loss": dict(
+        margin=0.1, weighting="power", exponent=5.0, normalization="anchor", reduction="mean"
+    ),  # fmt: skip
+    "triplet_power_loss": dict(margin=0.1, p=5.0, normalization="anchor", reduction="mean"),
+    "triplet_exponential_loss": dict(
+        margin=0.1, alpha=40.0, normalization="anchor", reduction="mean"
+    ),  # fmt: skip
+    "pair_weights": dict(
+        pos_margin=0.0,
+        neg_margin=0.8,
+        weighting="power",
+        pos_exponent=0.0,
+        neg_exponent=1.0,
+        normalization="anchor",
+    ),  # fmt: skip
+    "pair_weighted_loss": dict(
+        pos_margin=0.0,
+        neg_margin=0.8,
+        weighting="power",
+        pos_exponent=0.0,
+        neg_exponent=1.0,
+        normalization="anchor",
+        reduction="mean",
+    ),  # fmt: skip
+    "pair_power_loss": dict(
+        pos_margin=0.0, neg_margin=0.8, p=0.0, q=1.0, normalization="anchor", reduction="mean"
+    ),  # fmt: skip
+    "pair_exponential_loss": dict(
+        pos_margin=0.0,
+        neg_margin=0.8,
+        alpha=0.0,
+        beta=2.0,
+        normalization="anchor",
+        reduction="mean",
+    ),  # fmt: skip
+    "ms_distance_loss": dict(
+        margin=1.0, alpha=2.0, beta=50.0, version="v2", epsilon=0.1, reduction="mean"
+    ),  # fmt: skip
+    "ms_distance_weights": dict(margin=1.0, alpha=2.0, beta=50.0, version="v2", epsilon=0.1),
+    "ms_weights": dict(alpha=2.0, beta=50.0, margin=0.5),
+    "multi_similarity_loss": dict(
+        alpha=2.0, beta=50.0, margin=0.5, epsilon=0.1, mining=True, reduction="mean"
+    ),  # fmt: skip
+    "ms_mining_loss": dict(epsilon=0.1, mining=True, reduction="mean"),
+    "npair_loss": dict(form="similarity", sampling="npair", reduction="mean"),
+    "triplet_loss": dict(margin=0.1, form="similarity", reduction="mean"),
+    "cosine_triplet_loss": dict(tau=16.0, mining="ephn", reduction="mean"),
+}
+
+#: Settings under which a default matters that the defaults alone leave unused.
+DEFAULT_CONTEXTS = [
+    ("dro_loss", {"uncertainty": "kl"}),
+    ("dro_loss", {"uncertainty": "chi2"}),
+    ("dro_loss", {"uncertainty": "kl", "base": "binomial"}),
+    ("dro_weights", {"uncertainty": "kl"}),
+    ("dro_weights", {"uncertainty": "chi2"}),
+    ("dro_weights", {"uncertainty": "kl", "base": "binomial"}),
+    ("dro_kl_grouped_loss", {"pseudo_pairs": True}),
+    ("dro_kl_grouped_loss", {"base": "binomial"}),
+    ("dro_kl_grouped_weights", {"pseudo_pairs": True}),
+    ("dro_kl_grouped_weights", {"base": "binomial"}),
+    ("lifted_loss", {"form": "distance"}),
+    ("triplet_loss", {"form": "distance"}),
+    ("pair_weighted_loss", {"weighting": "exponential"}),
+    ("triplet_weighted_loss", {"weighting": "exponential"}),
+    ("ms_distance_loss", {"version": "v1"}),
+]
+
+
+def _outputs_and_gradient(fn, S, y, kwargs):
+    S = S.detach().clone().requires_grad_(True)
+    out = fn(S, y, **kwargs)
+    outs = [o for o in (out if isinstance(out, tuple) else (out,)) if torch.is_tensor(o)]
+    total = sum(o.sum() for o in outs if o.is_floating_point() and o.requires_grad)
+    grad = torch.autograd.grad(total, S)[0] if torch.is_tensor(total) else None
+    return [o.detach() for o in outs], grad
+
+
+@pytest.mark.parametrize(
+    ("name", "context"), [(n, {}) for n in DOCUMENTED_DEFAULTS] + DEFAULT_CONTEXTS
+)
+def test_called_without_hyper_parameters_uses_the_documented_defaults(name, context):
+    import dmlbook.losses as losses
+
+    fn = getattr(losses, name)
+    S, y = pk_batch(5, classes=5, per=4)  # B = 20: 190 pairs, more than the top-K's K = 160
+    given = {k: v for k, v in DOCUMENTED_DEFAULTS[name].items() if k not in context}
+    left_out, left_grad = _outputs_and_gradient(fn, S, y, context)
+    passed, passed_grad = _outputs_and_gradient(fn, S, y, {**context, **given})
+    assert len(left_out) == len(passed) > 0
+    for a, b in zip(left_out, passed, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    if passed_grad is not None:
+        torch.testing.assert_close(left_grad, passed_grad, rtol=0, atol=0)

@@ -114,3 +114,86 @@ def test_module_forwards_miner_masks():
 
 # Second derivatives (gradgradcheck for every loss and setting, or the refusal of a loss that holds
 # part of its gradient fixed): tests/losses/test_first_order.py.
+
+
+def test_a_subclass_defined_at_run_time_declares_its_function_and_options():
+    """A ``PairLoss`` subclass made after import: its signature is the loss function's
+    hyper-parameters (in their kind) with ``module_options`` merged in (a shared name takes the
+    module's default), its ``_passed`` only the function's; a module built from it calls the
+    function with those settings."""
+    import inspect
+
+    from dmlbook.core.similarity import cosine_similarity
+    from dmlbook.losses import PairLoss, contrastive_distance_loss
+
+    class Mine(PairLoss):
+        loss_function = staticmethod(contrastive_distance_loss)
+
+        @staticmethod
+        def module_options(*, neg_margin: float = 1.5, seed: int = 0) -> None:
+            """A module default for one of the function's settings, and a setting of its own."""
+
+    sig = inspect.signature(Mine)
+    assert list(sig.parameters) == ["pos_margin", "neg_margin", "variant", "reduction", "seed"]
+    assert sig.parameters["neg_margin"].default == 1.5
+    assert sig.parameters["neg_margin"].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert sig.parameters["seed"].annotation is int  # evaluated, not the string "int"
+    assert Mine._passed == ("pos_margin", "neg_margin", "variant", "reduction")
+    assert Mine.hyper_parameters == ("pos_margin", "neg_margin", "variant", "reduction", "seed")
+    module = Mine(0.1, seed=3)
+    assert (module.pos_margin, module.neg_margin, module.seed) == (0.1, 1.5, 3)
+    x = torch.randn(6, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    y = torch.tensor([0, 0, 1, 1, 2, 2])
+    want = contrastive_distance_loss(cosine_similarity(x), y, 0.1, 1.5)
+    assert float(module(x, y)) == pytest.approx(float(want), rel=1e-12)
+    assert (
+        repr(module)
+        == "Mine(pos_margin=0.1, neg_margin=1.5, variant='hinge', reduction='mean', seed=3)"
+    )
+
+
+def test_a_plain_loss_function_and_a_missing_one():
+    """A ``loss_function`` that is a plain (undeclared) function is called as it is; a module
+    with none says what to set."""
+    from dmlbook.losses import PairLoss
+
+    def plain(S, labels, *, pos_mask=None, neg_mask=None):
+        return S.sum()
+
+    class Plain(PairLoss):
+        loss_function = staticmethod(plain)
+
+    class Bare(PairLoss):
+        pass
+
+    x = torch.eye(3, dtype=torch.float64)
+    assert float(Plain()(x, torch.tensor([0, 0, 1]))) == 3.0
+    with pytest.raises(
+        NotImplementedError, match=r"^Bare must set loss_function or override loss_on_similarity\.$"
+    ):
+        Bare()(x, torch.tensor([0, 0, 1]))
+
+
+def test_a_module_refuses_a_reduction_that_is_not_a_scalar():
+    from dmlbook.losses import TripletLoss
+
+    message = (r"^reduction must be one of 'mean', 'mean_nonzero', 'sum' for a module \(it returns "
+               r"a scalar\); got 'none'\.$")  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        TripletLoss(reduction="none")
+
+
+def test_a_subclass_with_only_a_settings_class_declares_its_parameters():
+    import inspect
+
+    from dmlbook.losses import PairLoss
+
+    class Spec:
+        def __init__(self, a: float = 1.0) -> None:
+            self.a = float(a)
+
+    class OnlySettings(PairLoss):
+        hyper = Spec
+
+    assert list(inspect.signature(OnlySettings).parameters) == ["a"]
+    assert OnlySettings(a=2).a == 2.0

@@ -192,3 +192,48 @@ def test_float16_with_scales_times_ten_thousand_is_the_float64_value(fn, hp):
     value.backward()
     assert torch.isfinite(S16.grad).all()
     assert float(value) == pytest.approx(expected, rel=2e-3)
+
+
+def _mean_over_anchors_with_a_pair(S, pos, neg, *, lifted: bool) -> float:
+    """Eq. 9 (or BinLifted) per anchor over the kept pairs, averaged over the anchors that keep
+    at least one pair (Python floats, the loops of :mod:`dmlbook.reference.classic`)."""
+    from dmlbook.reference.classic import lse, softplus
+
+    a, b, m = 2.0, 50.0, 0.5
+    terms = []
+    for i in range(len(S)):
+        P = [k for k in range(len(S)) if pos[i][k]]
+        N = [k for k in range(len(S)) if neg[i][k]]
+        if not (P or N):
+            continue
+        t = 0.0
+        if lifted:
+            if N:
+                t += sum(softplus(b * (S[i][k] - m)) for k in N) / (2 * b)
+                t += lse([b * S[i][k] for k in N]) / (2 * b)
+            if P:
+                t += sum(softplus(a * (m - S[i][k])) for k in P) / (2 * a)
+                t += lse([-a * S[i][k] for k in P]) / (2 * a)
+        else:
+            t += sum(softplus(a * (m - S[i][k])) for k in P) / len(P) if P else 0.0
+            t += sum(softplus(b * (S[i][k] - m)) for k in N) / len(N) if N else 0.0
+        terms.append(t)
+    return sum(terms) / len(terms)
+
+
+@pytest.mark.parametrize("lifted", [False, True])
+def test_mean_skips_an_anchor_the_masks_leave_without_pairs(lifted):
+    """The mean is over the anchors that keep a pair: anchor 0 keeps none here, anchor 1 only
+    negatives, anchor 2 only positives."""
+    S, y = pk_batch(2)
+    pos, neg = masks(y)
+    pos_mask, neg_mask = pos.clone(), neg.clone()
+    pos_mask[0], neg_mask[0] = False, False
+    pos_mask[1] = False
+    neg_mask[2] = False
+    fn = binlifted_loss if lifted else binomial_deviance_loss
+    got = fn(S, y, 2.0, 50.0, 0.5, pos_mask=pos_mask, neg_mask=neg_mask)
+    want = _mean_over_anchors_with_a_pair(
+        S.tolist(), (pos & pos_mask).tolist(), (neg & neg_mask).tolist(), lifted=lifted
+    )
+    assert float(got) == pytest.approx(want, rel=1e-12)

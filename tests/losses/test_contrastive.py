@@ -114,3 +114,23 @@ def test_eq4_matches_the_loop_with_and_without_masks(batch, margin, masked):
     pos, neg = resolve_masks(y, kw.get("pos_mask"), kw.get("neg_mask"), (B, B))
     want = _contrastive_reference(S.tolist(), y.tolist(), margin, pos.tolist(), neg.tolist())
     assert float(contrastive_loss(S, y, margin, **kw)) == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+def test_defaults_are_the_documented_margins_and_variant():
+    """Called without them: Eq. 4 with lambda = 0.5, Eq. 11 with m1 = 0, m2 = 1 (mean)."""
+    S, y = pk_batch(3)
+    D = (2 - 2 * S).sqrt()
+    pos, neg = masks(y)
+    assert bool((D[pos] > 0.05).all()) and bool((D[neg] < 1.0).any())  # every default matters
+    assert float(contrastive_loss(S, y)) == pytest.approx(
+        brute_force(S, y.tolist(), 0.5), abs=1e-12
+    )
+    want = ref_contrastive_distance(S.tolist(), y.tolist(), 0.0, 1.0, "hinge")
+    assert float(contrastive_distance_loss(S, y)) == pytest.approx(want, abs=1e-12)
+
+
+def test_equal_margins_are_refused_naming_both():
+    S, y = pk_batch(3)
+    message = r"^margins are distances and need 0 <= pos_margin < neg_margin, got pos_margin=0.5, "
+    with pytest.raises(ValueError, match=message + "neg_margin=0.5"):
+        contrastive_distance_loss(S, y, 0.5, 0.5)

@@ -15,6 +15,7 @@ import torch
 from hypothesis import given
 from loss_cases import FAST, batches, grad_of, masks, rand_S
 
+from dmlbook.core.similarity import cosine_similarity
 from dmlbook.losses import DROLoss, describe_loss, dro_loss, dro_weights, get_loss
 from dmlbook.losses.dro import base_loss_slope, chi2_weights, pair_losses
 from dmlbook.reference.dro import chi2_value_reference, dro_loss_reference, pair_loss_reference
@@ -184,3 +185,116 @@ def test_unknown_base_names_the_choices():
     S = torch.eye(2, dtype=torch.float64)
     with pytest.raises(ValueError, match="base"):
         pair_losses(S, S > 2, S > 2, "hinge")
+
+
+def _dro_batch(seed=41):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(12, 6, generator=g, dtype=torch.float64)
+    return cosine_similarity(x), torch.arange(4).repeat_interleave(3)
+
+
+SETTINGS = dict(margin=0.3, threshold=0.4, alpha=3.0, beta=20.0)
+
+
+@pytest.mark.parametrize("base", ["margin", "binomial"])
+@pytest.mark.parametrize("uncertainty", ["uniform", "simplex", "topk", "kl", "chi2"])
+def test_base_loss_settings_reach_every_uncertainty_set(uncertainty, base):
+    """Eq. 1 with no base-loss setting at its default (m, lambda, alpha, beta): the loop."""
+    S, y = _dro_batch()
+    got = dro_loss(S, y, uncertainty, base, K=7, gamma=0.3, rho=2.0, **SETTINGS)
+    want = dro_loss_reference(S.tolist(), y.tolist(), uncertainty, base, K=7, gamma=0.3, rho=2.0,
+                              m=0.3, lam=0.4, a=3.0, b=20.0)  # fmt: skip
+    assert float(got) == pytest.approx(want, rel=1e-9)
+
+
+def _pair_losses_by_loop(S, y, base):
+    B = len(y)
+    return [[pair_loss_reference(S[i][j], y[i] == y[j], base, 0.3, 0.4, 3.0, 20.0) if i != j else 0.0
+             for j in range(B)] for i in range(B)]  # fmt: skip
+
+
+@pytest.mark.parametrize("base", ["margin", "binomial"])
+def test_kl_and_chi2_weights_from_the_loop_losses(base):
+    """KL: ``p ~ e^{l / gamma}`` over the pairs of positive loss (Eq. 1's closed form); chi-square:
+    a point of the simplex within the ball whose ``p.l`` is the loop's bisection maximum."""
+    S, y = _dro_batch(42)
+    l = torch.tensor(_pair_losses_by_loop(S.tolist(), y.tolist(), base), dtype=torch.float64)
+    cand = (l > 0) & ~torch.eye(12, dtype=torch.bool)
+    p = dro_weights(S, y, "kl", base, gamma=0.3, **SETTINGS)
+    e = torch.where(cand, (l / 0.3).exp(), 0.0)
+    torch.testing.assert_close(p, e / e.sum(), rtol=1e-10, atol=1e-15)
+    p = dro_weights(S, y, "chi2", base, rho=2.0, **SETTINGS)
+    n = int(cand.sum())
+    assert (
+        float(p.sum()) == pytest.approx(1.0)
+        and bool((p >= 0).all())
+        and bool((p[~cand] == 0).all())
+    )
+    assert float(((n * p[cand] - 1) ** 2).sum() / n / 2) <= 2.0 / n + 1e-9
+    assert float((p * l).sum()) == pytest.approx(
+        chi2_value_reference(l[cand].tolist(), 2.0), rel=1e-6
+    )
+
+
+@pytest.mark.parametrize("uncertainty", ["uniform", "kl", "chi2"])
+def test_masks_act_as_pairs_of_zero_loss(uncertainty):
+    """A miner's masks: a dropped pair is one moved to zero loss (a positive at S = 1, a negative
+    at S = -1), which ``drop_zero`` leaves out: the loop on the moved similarities, and the
+    weights of the moved batch."""
+    S, y = _dro_batch(43)
+    same = y[:, None] == y[None, :]
+    keep = torch.rand(12, 12, generator=torch.Generator().manual_seed(9)) < 0.7
+    keep = keep & keep.T
+    moved = S.clone()
+    moved[same & ~keep] = 1.0
+    moved[~same & ~keep] = -1.0
+    moved.fill_diagonal_(1.0)
+    kw = dict(gamma=0.3, rho=2.0, margin=0.2, threshold=0.5)
+    got = dro_loss(S, y, uncertainty, **kw, pos_mask=keep, neg_mask=keep)
+    want = dro_loss_reference(moved.tolist(), y.tolist(), uncertainty, gamma=0.3, rho=2.0)
+    assert float(got) == pytest.approx(want, rel=1e-9)
+    torch.testing.assert_close(
+        dro_weights(S, y, uncertainty, **kw, pos_mask=keep, neg_mask=keep),
+        dro_weights(moved, y, uncertainty, **kw),
+        rtol=1e-12, atol=1e-15,
+    )  # fmt: skip
+
+
+def test_tied_weights_keep_the_losses_dtype():
+    """All losses tied (the top of the simplex, chi-square's ball holding them all): the weights
+    are uniform on the ties, in the losses' own dtype."""
+    for dtype in (torch.float32, torch.float64):
+        w = chi2_weights(torch.full((5,), 0.7, dtype=dtype), 1.0)
+        assert w.dtype == dtype and torch.equal(w, torch.full((5,), 0.2, dtype=dtype))
+    S, y = _dro_batch(44)
+    p = dro_weights(S, y, "simplex")
+    assert p.dtype == torch.float64 and float(p.sum()) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("losses", "rho", "share"),
+    [([1.0, 1.0, 1.0, 0.5], 1.0, 1 / 3), ([1.0, 1.0, 1.0, 0.16, 0.07], 5 / 3, 1 / 3),
+     ([1.0, 1.0, 1.0, 0.73, 0.58, 0.33, 0.13], 14 / 3, 1 / 3)],
+)  # fmt: skip
+def test_chi2_ball_that_holds_the_uniform_weights_on_the_ties(losses, rho, share):
+    """``c T >= n`` (``c = 1 + 2 rho / n``, ``T`` tied largest losses): the uniform weights on the
+    ties lie in the ball (on its boundary when ``c T = n``, the last two cases) and reach the
+    largest loss, the loop's bisection maximum."""
+    n, T = len(losses), losses.count(1.0)
+    assert (1 + 2 * rho / n) * T >= n
+    l = torch.tensor(losses, dtype=torch.float64)
+    want = torch.tensor([share if v == 1.0 else 0.0 for v in losses], dtype=torch.float64)
+    torch.testing.assert_close(chi2_weights(l, rho), want, rtol=1e-12, atol=0)
+    assert chi2_value_reference(losses, rho) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_margin_slope_is_zero_where_the_hinge_is_exactly_closed():
+    """``l = [m + y (lambda - S)]_+`` at its kink (``m = 0.25``, ``lambda = 0.5``: a positive at
+    ``S = 0.75``, a negative at ``S = 0.25``, exact in binary) has ``l = 0``: slope 0, as
+    documented (the hinge is open only for ``l > 0``); just inside, the slope is ``-y``."""
+    S = torch.tensor([[1.0, 0.75, 0.25], [0.75, 1.0, 0.3], [0.25, 0.3, 1.0]], dtype=torch.float64)
+    pos = torch.tensor([[False, True, False], [True, False, False], [False, False, False]])
+    neg = torch.tensor([[False, False, True], [False, False, True], [True, True, False]])
+    slope = base_loss_slope(S, pos, neg, "margin", 0.25, 0.5)
+    want = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(slope, want, rtol=0, atol=0)

@@ -8,12 +8,16 @@ losses (independent modules) for the recovery claims.
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import hypothesis.strategies as st
 import pytest
 import torch
 from hypothesis import given
 from loss_cases import FAST, batches, grad_of, masks
 
+from dmlbook.core.similarity import cosine_similarity
 from dmlbook.losses import (
     dro_kl_grouped_loss,
     dro_kl_grouped_weights,
@@ -26,7 +30,11 @@ from dmlbook.losses import (
     multi_similarity_loss,
 )
 from dmlbook.losses.dro import base_loss_slope
-from dmlbook.reference.dro import dro_grouped_loss_reference, hap2s_e_loss_reference
+from dmlbook.reference.dro import (
+    dro_grouped_loss_reference,
+    hap2s_e_loss_reference,
+    pair_loss_reference,
+)
 
 
 @FAST
@@ -161,3 +169,122 @@ def test_sampled_loss_is_reproducible_and_checks_its_inputs():
         dro_kl_sampled_loss(S, y, 50, 1)
     with pytest.raises(ValueError, match="num_samples"):
         dro_kl_sampled_loss(S, y, 0, torch.Generator())
+
+
+def _grouped_batch(seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(12, 6, generator=g, dtype=torch.float64)
+    return cosine_similarity(x), torch.arange(4).repeat_interleave(3)
+
+
+def _moved(S, y, seed):
+    """Masks (symmetric, anchor 0 keeping no pair) and ``S`` with every dropped pair moved to
+    zero margin loss (a positive at S = 1, a negative at S = -1)."""
+    same = y[:, None] == y[None, :]
+    keep = torch.rand(12, 12, generator=torch.Generator().manual_seed(seed)) < 0.7
+    keep = keep & keep.T
+    keep[0], keep[:, 0] = False, False
+    moved = S.clone()
+    moved[same & ~keep] = 1.0
+    moved[~same & ~keep] = -1.0
+    moved.fill_diagonal_(1.0)
+    return keep, moved
+
+
+@pytest.mark.parametrize("base", ["margin", "binomial"])
+def test_grouped_kl_settings_reach_the_pairs(base):
+    """Eq. 7 with every base-loss setting off its default, "mean" and "sum": the loop."""
+    S, y = _grouped_batch(51)
+    kw = dict(base=base, margin=0.3, threshold=0.4, alpha=3.0, beta=20.0)
+    for reduction in ("mean", "sum"):
+        got = dro_kl_grouped_loss(S, y, 0.3, 0.2, **kw, reduction=reduction)
+        want = dro_grouped_loss_reference(S.tolist(), y.tolist(), 0.3, 0.2, base, 0.3, 0.4, 3.0,
+                                          20.0, reduction=reduction)  # fmt: skip
+        assert float(got) == pytest.approx(want, rel=1e-10)
+    w = dro_kl_grouped_weights(S, y, 0.3, 0.2, **kw)
+    same = y[:, None] == y[None, :]
+    for i in range(12):
+        for group, g in ((same, 0.3), (~same, 0.2)):
+            js = [j for j in range(12) if group[i, j] and j != i]
+            ls = [pair_loss_reference(float(S[i, j]), bool(same[i, j]), base, 0.3, 0.4, 3.0, 20.0)
+                  for j in js]  # fmt: skip
+            kept = [(j, v) for j, v in zip(js, ls, strict=True) if v > 0]
+            z = sum(math.exp(v / g) for _, v in kept)
+            for j, v in kept:
+                assert float(w[i, j]) == pytest.approx(math.exp(v / g) / z, rel=1e-10)
+
+
+def test_grouped_kl_masks_act_as_pairs_of_zero_loss():
+    """A miner's masks (anchor 0 keeps none): the loop on the moved similarities, and the same
+    weights as the moved batch."""
+    S, y = _grouped_batch(52)
+    keep, moved = _moved(S, y, 3)
+    got = dro_kl_grouped_loss(S, y, 0.3, 0.2, pos_mask=keep, neg_mask=keep)
+    want = dro_grouped_loss_reference(moved.tolist(), y.tolist(), 0.3, 0.2)
+    assert float(got) == pytest.approx(want, rel=1e-10)
+    torch.testing.assert_close(
+        dro_kl_grouped_weights(S, y, 0.3, 0.2, pos_mask=keep, neg_mask=keep),
+        dro_kl_grouped_weights(moved, y, 0.3, 0.2),
+        rtol=1e-12,
+        atol=1e-15,
+    )
+
+
+def test_hap2s_e_within_masks_is_the_loop_on_the_kept_pairs():
+    """Supplement Eq. 30-32 with a miner's masks: the loop on a batch holding only the kept
+    pairs of each anchor (anchors 0, keeping none, and 1, keeping no negative, drop out of the
+    mean)."""
+    S, y = _grouped_batch(53)
+    keep, _ = _moved(S, y, 4)
+    same = y[:, None] == y[None, :]
+    keep[1, ~same[1]] = False  # anchor 1 keeps positives only: no term either
+    keep[~same[1], 1] = False
+    terms = []
+    for i in range(12):
+        P = [j for j in range(12) if same[i, j] and j != i and keep[i, j]]
+        N = [j for j in range(12) if not same[i, j] and keep[i, j]]
+        if not (P and N):
+            continue
+        sp = sum(math.exp(-S[i, j].item() / 0.1) * S[i, j].item() for j in P) / sum(
+            math.exp(-S[i, j].item() / 0.1) for j in P
+        )
+        sn = sum(math.exp(S[i, j].item() / 0.1) * S[i, j].item() for j in N) / sum(
+            math.exp(S[i, j].item() / 0.1) for j in N
+        )
+        terms.append(max(0.0, sn - sp + 0.2))
+    got = hap2s_e_loss(S, y, 0.2, 0.1, pos_mask=keep, neg_mask=keep)
+    assert float(got) == pytest.approx(sum(terms) / len(terms), rel=1e-10)
+
+
+def test_sampled_kl_with_one_candidate_is_its_loss_and_names_a_bad_generator():
+    """One pair of positive loss (the others closed by margin 0.05, threshold 0.6): every draw
+    is that pair, so the sampled loss is its loss, for the settings and masks given."""
+    S = torch.tensor([[1.0, 0.5, -0.5], [0.5, 1.0, -0.6], [-0.5, -0.6, 1.0]], dtype=torch.float64)
+    y = torch.tensor([0, 0, 1])
+    g = torch.Generator().manual_seed(0)
+    got = dro_kl_sampled_loss(S, y, 50, g, margin=0.05, threshold=0.6)
+    assert float(got) == pytest.approx(0.05 + 0.6 - 0.5, rel=1e-12)
+    keep = torch.ones(3, 3, dtype=torch.bool)
+    keep[0, 1] = keep[1, 0] = keep[1, 2] = keep[2, 1] = False
+    S2 = S.clone()
+    S2[0, 2] = S2[2, 0] = 0.8  # negatives above the threshold: losses 0.25 and (dropped) 0.2
+    S2[1, 2] = S2[2, 1] = 0.75
+    got = dro_kl_sampled_loss(
+        S2, y, 50, g, margin=0.05, threshold=0.6, pos_mask=keep, neg_mask=keep
+    )
+    assert float(got) == pytest.approx(0.05 + 0.8 - 0.6, rel=1e-12)
+    # the binomial base with its slopes: one pair (both orders), so every draw is its loss
+    for labels, s, want in (([0, 0], 0.3, math.log1p(math.exp(3.0 * (0.4 - 0.3)))),
+                            ([0, 1], 0.6, math.log1p(math.exp(20.0 * (0.6 - 0.4))))):  # fmt: skip
+        pair = torch.tensor([[1.0, s], [s, 1.0]], dtype=torch.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a batch without positives (or negatives) warns
+            got = dro_kl_sampled_loss(pair, torch.tensor(labels), 50, g, base="binomial",
+                                      threshold=0.4, alpha=3.0, beta=20.0)  # fmt: skip
+        assert float(got) == pytest.approx(want, rel=1e-12)
+    closed = torch.tensor([[1.0, 0.9], [0.9, 1.0]], dtype=torch.float64)  # no pair of positive loss
+    assert float(dro_kl_sampled_loss(closed, torch.tensor([0, 0]), 50, g)) == 0.0
+    message = (r"^generator must be a torch\.Generator \(e\.g\. torch\.Generator\(\)\.manual_seed\(0\)\), "
+               r"so the draws are reproducible; got int\.$")  # fmt: skip
+    with pytest.raises(TypeError, match=message):
+        dro_kl_sampled_loss(S, y, 50, 0)

@@ -109,3 +109,33 @@ def test_first_order_only_passes_the_gradient_and_refuses_the_second():
 def test_every_entry_of_the_table_is_a_registered_loss_class():
     classes = {type(get_loss(name)).__name__ for name in available_losses()}
     assert set(FIRST_ORDER) <= classes
+
+
+def test_first_order_only_adds_nothing_where_no_gradient_flows():
+    """A tensor that needs no gradient, or any tensor under ``torch.no_grad`` (evaluation), comes
+    back as itself: no autograd node is built."""
+    x = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    assert first_order_only(x, "no Hessian here") is x
+    x.requires_grad_(True)
+    with torch.no_grad():
+        assert first_order_only(x, "no Hessian here") is x
+
+
+def test_refusal_messages_are_whole_sentences_naming_the_loss():
+    """Two of the table's messages, word for word: the loss and its setting, why, and (for the
+    chi-square DRO) the setting that has a true second derivative."""
+    from dmlbook.losses import get_loss
+
+    pair_p = (
+        "pair_p has a first derivative only: the paper's weights are numbers without gradient "
+        "(Liu et al., footnote 6), so a second derivative (a Hessian, a gradient penalty) would "
+        "miss how they move with the embeddings. Refused rather than wrong."
+    )
+    chi2 = (
+        "dro with uncertainty='chi2' has a first derivative only: its p* is solved by sorting and "
+        "held fixed (Danskin's theorem: dF/dl = p*), so a second derivative (a Hessian, a "
+        "gradient penalty) would miss how p* would move with the embeddings. Refused rather than "
+        "wrong; uncertainty='kl' (a closed form) has a true second derivative."
+    )
+    assert second_derivative_refusal(get_loss("pair_p")) == pair_p
+    assert second_derivative_refusal(get_loss("dro", uncertainty="chi2")) == chi2

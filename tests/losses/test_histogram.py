@@ -208,3 +208,37 @@ def test_similarities_outside_the_nodes_are_refused():
     S = torch.tensor([[1.0, 3.0], [3.0, 1.0]], dtype=torch.float64)
     with pytest.raises(ValueError, match=r"needs cosine similarities in \[-1, 1\]"):
         histogram_loss(S, torch.tensor([0, 0]))
+
+
+def test_positive_mask_narrows_the_pairs_down_to_a_single_one():
+    """A miner's positive mask: the loss of the kept pairs; one kept pair is a whole histogram
+    (its mass sums to 1, Eq. 4)."""
+    S, y = pk_batch(4, classes=3, per=3)
+    same = y[:, None] == y[None, :]
+    eye = torch.eye(9, dtype=torch.bool)
+    for keep in ((S < 0.3) & same & ~eye, torch.zeros(9, 9, dtype=torch.bool)):
+        if not keep.any():
+            keep[0, 1] = True  # the one kept pair
+        pos = S[keep].tolist()
+        neg = [S[i, j].item() for i in range(9) for j in range(9) if not same[i, j]]
+        got = histogram_loss(S, y, 11, pos_mask=keep)
+        assert float(got) == pytest.approx(loss_of(pos, neg, 11), rel=1e-12)
+        h_pos, _ = histograms(S, y, 11, pos_mask=keep)
+        assert float(h_pos.sum()) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_rounding_slack_in_bfloat16_and_the_message():
+    """bf16 rounds a cosine of 1 up to 1 + 2^-7: two of its steps above 1 (1.015625) are
+    rounding, three (1.0234375) are not; 1.5 never is. The message names what to pass."""
+    y = torch.tensor([0, 0])
+    ok = torch.tensor([[1.0, 1.015625], [1.015625, 1.0]], dtype=torch.bfloat16)
+    assert float(histogram_loss(ok, y, 11)) == 0.0  # no negative pair: 0, no error
+    message = (
+        r"^the histogram loss needs cosine similarities in \[-1, 1\]; a pair has {} in absolute "
+        r"value\. Pass the similarities of L2-normalised embeddings "
+        r"\(HistogramLoss\(\)\(embeddings, labels\) normalises them\)\.$"
+    )
+    for value, shown in ((1.0234375, r"1\.023"), (1.5, r"1\.5")):
+        S = torch.tensor([[1.0, value], [value, 1.0]], dtype=torch.bfloat16)
+        with pytest.raises(ValueError, match=message.format(shown)):
+            histogram_loss(S, y, 11)

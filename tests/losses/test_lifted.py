@@ -28,6 +28,7 @@ from dmlbook.losses import (
     lifted_structure_loss,
     lifted_weights,
 )
+from dmlbook.reference.classic import dist
 from dmlbook.reference.classic import lifted_loss_reference as ref_lifted
 from dmlbook.reference.classic import lifted_structure_loss_reference as ref_lifted_structure
 
@@ -107,3 +108,99 @@ def test_lifted_star_and_binlifted_weights():
     torch.testing.assert_close(g[neg], supp_eq10[neg], rtol=1e-10, atol=1e-12)
     analogue = 0.5 * (torch.sigmoid(a * (lam - S)) + soft_pos)
     torch.testing.assert_close(g[pos], -analogue[pos], rtol=1e-10, atol=1e-12)
+
+
+def test_lifted_weights_use_their_margin_for_the_active_anchors():
+    """Eq. 7-8 only on the anchors whose hinge of Eq. 6 is on, for a margin (not the default
+    1) that leaves some anchors off: ``log sum_P e^{m - S} + log sum_N e^{S} > 0`` (loops)."""
+    S, y = pk_batch(1)
+    pos, neg = masks(y)
+    s, B, m = S.tolist(), len(y), -2.9
+    active = []
+    for i in range(B):
+        P = [k for k in range(B) if pos[i, k]]
+        N = [k for k in range(B) if neg[i, k]]
+        lse_p = math.log(sum(math.exp(m - s[i][k]) for k in P))
+        lse_n = math.log(sum(math.exp(s[i][k]) for k in N))
+        active.append(lse_p + lse_n > 0)
+    assert any(active) and not all(active)
+    w_pos, w_neg = lifted_weights(S, y, m)
+    for i in range(B):
+        P = [k for k in range(B) if pos[i, k]]
+        N = [k for k in range(B) if neg[i, k]]
+        zp, zn = sum(math.exp(-s[i][k]) for k in P), sum(math.exp(s[i][k]) for k in N)
+        for k in range(B):
+            want_p = math.exp(-s[i][k]) / zp if active[i] and k in P else 0.0
+            want_n = math.exp(s[i][k]) / zn if active[i] and k in N else 0.0
+            assert float(w_pos[i, k]) == pytest.approx(want_p, rel=1e-12, abs=1e-15)
+            assert float(w_neg[i, k]) == pytest.approx(want_n, rel=1e-12, abs=1e-15)
+
+
+def _narrowed(y, pos_mask, neg_mask):
+    pos, neg = masks(y)
+    return (pos & pos_mask).tolist(), (neg & neg_mask).tolist()
+
+
+def test_lifted_structure_reductions_and_ends_without_negatives():
+    """Liu et al. Eq. 14 per positive pair (a loop over the kept pairs): "sum" and "none" as
+    asked, and, without joint negatives, only the pairs whose two ends both keep a negative
+    (sample 0 keeps none here)."""
+    S, y = pk_batch(2)
+    B = len(y)
+    pos_mask = torch.ones(B, B, dtype=torch.bool)
+    neg_mask = torch.ones(B, B, dtype=torch.bool)
+    neg_mask[0] = False
+    P, N = _narrowed(y, pos_mask, neg_mask)
+    s = S.tolist()
+    for joint in (True, False):
+        terms = {}
+        for i in range(B):
+            for j in range(B):
+                if not P[i][j]:
+                    continue
+                ti = [1.0 - dist(s[i][k], "distance") for k in range(B) if N[i][k]]
+                tj = [1.0 - dist(s[j][k], "distance") for k in range(B) if N[j][k]]
+                if joint and (ti or tj):
+                    J = dist(s[i][j], "distance") + math.log(sum(math.exp(t) for t in ti + tj))
+                elif not joint and ti and tj:
+                    J = dist(s[i][j], "distance") + sum(
+                        math.log(sum(math.exp(t) for t in side)) for side in (ti, tj)
+                    )
+                else:
+                    continue
+                terms[i, j] = max(J, 0.0) ** 2 / 2
+        kw = dict(joint_negatives=joint, pos_mask=pos_mask, neg_mask=neg_mask)
+        assert float(lifted_structure_loss(S, y, **kw)) == pytest.approx(
+            sum(terms.values()) / len(terms), rel=1e-12
+        )
+        assert float(lifted_structure_loss(S, y, reduction="sum", **kw)) == pytest.approx(
+            sum(terms.values()), rel=1e-12
+        )
+        none = lifted_structure_loss(S, y, reduction="none", **kw)
+        want = torch.zeros(B, B, dtype=S.dtype)
+        for (i, j), v in terms.items():
+            want[i, j] = v
+        torch.testing.assert_close(none, want, rtol=1e-12, atol=1e-12)
+
+
+def test_lifted_star_within_masks_is_the_mean_over_anchors_with_a_pair():
+    """Wang et al. Eq. 16 per anchor on the pairs the masks keep, averaged over the anchors
+    that keep a pair (anchor 0 keeps none, anchor 1 only negatives, anchor 2 only positives)."""
+    S, y = pk_batch(3)
+    B = len(y)
+    pos_mask = torch.rand(B, B, generator=torch.Generator().manual_seed(1)) < 0.8
+    neg_mask = torch.rand(B, B, generator=torch.Generator().manual_seed(2)) < 0.8
+    pos_mask[0], neg_mask[0], pos_mask[1], neg_mask[2] = False, False, False, False
+    P, N = _narrowed(y, pos_mask, neg_mask)
+    s, a, b = S.tolist(), 2.0, 10.0
+    terms = []
+    for i in range(B):
+        Pi = [k for k in range(B) if P[i][k]]
+        Ni = [k for k in range(B) if N[i][k]]
+        if not (Pi or Ni):
+            continue
+        t = math.log(sum(math.exp(-a * s[i][k]) for k in Pi)) / a if Pi else 0.0
+        t += math.log(sum(math.exp(b * s[i][k]) for k in Ni)) / b if Ni else 0.0
+        terms.append(t)
+    got = lifted_star_loss(S, y, a, b, pos_mask=pos_mask, neg_mask=neg_mask)
+    assert float(got) == pytest.approx(sum(terms) / len(terms), rel=1e-12)

@@ -255,3 +255,133 @@ def test_ms_distance_float32_matches_float64():
         assert v32.dtype == torch.float32
         torch.testing.assert_close(v32.double(), v64, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(s32.grad.double(), s64.grad, rtol=1e-3, atol=1e-5)
+
+
+def _pk(seed, classes=4, per=3):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(classes * per, 6, generator=g, dtype=torch.float64)
+    return cosine_similarity(x), torch.arange(classes).repeat_interleave(per)
+
+
+@pytest.mark.parametrize("normalization", ["none", "anchor", "batch"])
+@pytest.mark.parametrize("epsilon", [None, 0.2])
+def test_power_and_exponential_losses_forward_every_setting(normalization, epsilon):
+    """Liu et al.'s power (Eq. 24, 29, 32) and exponential (Eq. 27, 30, 33) losses with no
+    default anywhere: the paper-literal loop with the same weighting, exponents, margins,
+    normalization and mining; "sum" is B times the loop's mean."""
+    from dmlbook.losses.liu_weighting import pair_exponential_loss
+    from dmlbook.reference.liu_weighting import pair_weighted_loss_reference
+
+    S, y = _pk(21)
+    B, m1, m2 = len(y), 0.4, 1.3
+    cases = ((pair_power_loss, "power", "p", "q", 1.5, 2.5),
+             (pair_exponential_loss, "exponential", "alpha", "beta", 0.7, 3.0))  # fmt: skip
+    for fn, weighting, name_a, name_b, a, b in cases:
+        want = pair_weighted_loss_reference(
+            S, y, m1, m2, weighting=weighting, pos_exponent=a, neg_exponent=b,
+            normalization=normalization, epsilon=epsilon,
+        )  # fmt: skip
+        assert float(want) > 0
+        for reduction, scale in (("mean", 1), ("sum", B)):
+            got = fn(S, y, m1, m2, normalization=normalization, epsilon=epsilon,
+                     reduction=reduction, **{name_a: a, name_b: b})  # fmt: skip
+            assert float(got) == pytest.approx(scale * float(want), rel=1e-10), fn.__name__
+
+
+def _masks_and_moved(S, y, seed):
+    same = y[:, None] == y[None, :]
+    g = torch.Generator().manual_seed(seed)
+    keep = torch.rand(len(y), len(y), generator=g) < 0.7
+    keep = keep & keep.T
+    moved = S.clone()
+    moved[same & ~keep] = 1.0
+    moved[~same & ~keep] = -1.0
+    moved.fill_diagonal_(1.0)
+    return keep, keep, moved
+
+
+@pytest.mark.parametrize("epsilon", [None, 0.2])
+def test_masks_act_as_pairs_moved_out_of_the_margins(epsilon):
+    """A miner's masks: a dropped positive pair is one at distance 0 (below m1), a dropped
+    negative one at distance 2 (beyond m2); neither is ever an anchor's hardest pair, so
+    Eq. 18's loss (the paper-literal loop on the moved similarities) and the weights are those
+    of the masked call."""
+    from dmlbook.reference.liu_weighting import pair_weighted_loss_reference
+
+    S, y = _pk(22)
+    pos_mask, neg_mask, moved = _masks_and_moved(S, y, 5)
+    kw = dict(weighting="power", pos_exponent=1.0, neg_exponent=2.0, epsilon=epsilon)
+    want = pair_weighted_loss_reference(moved, y, 0.3, 1.3, **kw)
+    got = pair_weighted_loss(S, y, 0.3, 1.3, **kw, pos_mask=pos_mask, neg_mask=neg_mask)
+    assert float(got) == pytest.approx(float(want), rel=1e-10)
+    masked = pair_weights(S, y, 0.3, 1.3, **kw, pos_mask=pos_mask, neg_mask=neg_mask)
+    for a, b in zip(masked, pair_weights(moved, y, 0.3, 1.3, **kw), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_ms_distance_masks_act_as_pairs_the_mining_drops(version):
+    """MS on distances (Eq. 22-23 mining, epsilon 0.1): a dropped positive at distance 0 and a
+    dropped negative at distance 2 fail the mining, so the loop on the moved similarities is the
+    masked loss; the weights agree too."""
+    S, y = _pk(23)
+    pos_mask, neg_mask, moved = _masks_and_moved(S, y, 6)
+    D = (2 - 2 * S).clamp_min(0).sqrt()
+    same = y[:, None] == y[None, :]
+    assert (
+        float(D[~same].min()) > 0.1
+        and float(D[same & ~torch.eye(12, dtype=torch.bool)].max()) < 1.9
+    )
+    want = ms_distance_loss_reference(moved, y, 1.0, 2.0, 10.0, version=version, epsilon=0.1)
+    got = ms_distance_loss(S, y, 1.0, 2.0, 10.0, version=version, epsilon=0.1,
+                           pos_mask=pos_mask, neg_mask=neg_mask)  # fmt: skip
+    assert float(got) == pytest.approx(float(want), rel=1e-10)
+    masked = ms_distance_weights(S, y, 1.0, 2.0, 10.0, version=version, epsilon=0.1,
+                                 pos_mask=pos_mask, neg_mask=neg_mask)  # fmt: skip
+    for a, b in zip(masked, ms_distance_weights(moved, y, 1.0, 2.0, 10.0, version=version,
+                                                epsilon=0.1), strict=True):  # fmt: skip
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-15)
+
+
+def test_half_precision_in_gives_half_precision_out():
+    """float16 similarities are computed in float32 (distances included) and the loss is
+    returned in float16: here the paper-literal loop's float64 value on the same float16
+    inputs, rounded to float16 (distances taken in float16 land one float16 step off)."""
+    from dmlbook.reference.liu_weighting import pair_weighted_loss_reference
+
+    S, y = _pk(24, classes=8, per=4)
+    half = S.half()
+    value = pair_weighted_loss(half, y)
+    assert value.dtype == torch.float16
+    assert float(value) == float(pair_weighted_loss_reference(half.double(), y).half())
+    value = ms_distance_loss(half, y)
+    assert value.dtype == torch.float16
+    assert float(value) == float(ms_distance_loss_reference(half.double(), y).half())
+
+
+def test_a_row_whose_every_weight_is_zero_gets_weight_zero_not_nan():
+    """Power weights of bases 0 (``0^p = 0``, log weight ``-inf``) stay out of the sum: a row with
+    only such entries has weight 0 everywhere, the other row is Eq. 24's normalised powers."""
+    from dmlbook.losses.liu_weighting import liu_weights
+
+    x = torch.tensor([[0.0, 0.0, 0.0], [0.5, 0.0, 1.0]], dtype=torch.float64)
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    w = liu_weights(x, mask, "power", 2.0, "anchor")
+    want = torch.tensor([[0.0, 0.0, 0.0], [0.25 / 1.25, 0.0, 1.0 / 1.25]], dtype=torch.float64)
+    torch.testing.assert_close(w, want, rtol=1e-12, atol=0)
+
+
+def test_power_and_exponential_losses_pass_the_masks_on():
+    """Pair-P and Pair-E with a miner's masks: the loop on the similarities with the dropped
+    pairs moved out of the margins (as for Eq. 18's loss above)."""
+    from dmlbook.losses.liu_weighting import pair_exponential_loss
+    from dmlbook.reference.liu_weighting import pair_weighted_loss_reference
+
+    S, y = _pk(25)
+    pos_mask, neg_mask, moved = _masks_and_moved(S, y, 8)
+    for fn, weighting, kw in ((pair_power_loss, "power", {"p": 1.0, "q": 2.0}),
+                              (pair_exponential_loss, "exponential", {"alpha": 1.0, "beta": 2.0})):  # fmt: skip
+        want = pair_weighted_loss_reference(moved, y, 0.3, 1.3, weighting=weighting,
+                                            pos_exponent=1.0, neg_exponent=2.0)  # fmt: skip
+        got = fn(S, y, 0.3, 1.3, **kw, pos_mask=pos_mask, neg_mask=neg_mask)
+        assert float(got) == pytest.approx(float(want), rel=1e-10), fn.__name__

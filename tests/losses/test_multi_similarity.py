@@ -34,6 +34,7 @@ from dmlbook.losses import (
     multi_similarity_loss,
 )
 from dmlbook.mining import ms_mining_masks
+from dmlbook.reference.multi_similarity import multi_similarity_loss_reference
 from dmlbook.studies.three_similarities import (
     ProbeSpec,
     compare_with_paper,
@@ -366,3 +367,74 @@ def test_candidate_masks_narrow_before_mining_and_weigh_by_eq_13_14(mining):
     plain = float(multi_similarity_loss(S, y, mining=mining))
     labelled = float(multi_similarity_loss(S, y, mining=mining, pos_mask=lp, neg_mask=ln))
     assert plain == pytest.approx(labelled, rel=1e-13)
+
+
+def _case_weight(s, h, n, positive, alpha=2.0, beta=50.0, margin=0.5):
+    """Eq. 13 (negative) or Eq. 14 (positive) for one pair of similarity ``s`` beside ``n``
+    other pairs of its set, each ``h`` harder (clamped to [-1, 1]), by hand."""
+    if positive:
+        o = max(min(s - h, 1.0), -1.0)
+        e = lambda v: math.exp(-alpha * (v - margin))  # noqa: E731
+    else:
+        o = max(min(s + h, 1.0), -1.0)
+        e = lambda v: math.exp(beta * (v - margin))  # noqa: E731
+    return e(s) / (1 + e(s) + n * e(o))
+
+
+@pytest.mark.parametrize("positive", [False, True])
+def test_case_weights_by_hand_with_the_clamp_binding_and_not(positive):
+    """``ms_case_weights``: the others sit ``h`` harder, clamped to a cosine's range; the
+    defaults are five others and a negative pair."""
+    for s, h in ((0.45, 0.1), (0.9, 0.3), (-0.9, 0.3), (0.2, -0.05)):
+        got = ms_case_weights(torch.tensor(s, dtype=torch.float64), h, 3, positive=positive,
+                              alpha=3.0, beta=20.0, margin=0.4)  # fmt: skip
+        want = _case_weight(s, h, 3, positive, alpha=3.0, beta=20.0, margin=0.4)
+        assert float(got) == pytest.approx(want, rel=1e-12), (s, h)
+    s = torch.tensor(0.45, dtype=torch.float64)
+    assert float(ms_case_weights(s, 0.1)) == pytest.approx(_case_weight(0.45, 0.1, 5, False))
+
+
+def test_anchor_weights_keep_the_input_dtype():
+    for dtype in (torch.float16, torch.bfloat16, torch.float64):
+        wp, wn = ms_anchor_weights(torch.rand(2, 3).to(dtype), torch.rand(2, 4).to(dtype))
+        assert wp.dtype == wn.dtype == dtype
+
+
+def _ms_mining_loss_loop(S, y, epsilon, pos_mask, neg_mask):
+    """Eq. 11-12 within the given masks, then ``sum kept S_neg - sum kept S_pos`` per anchor,
+    averaged over all B anchors (Python floats)."""
+    B, total = len(y), 0.0
+    for i in range(B):
+        P = [k for k in range(B) if k != i and y[k] == y[i] and pos_mask[i][k]]
+        N = [k for k in range(B) if y[k] != y[i] and neg_mask[i][k]]
+        if not (P and N):
+            continue
+        hardest_p, hardest_n = min(S[i][k] for k in P), max(S[i][k] for k in N)
+        total += sum(S[i][k] for k in N if S[i][k] > hardest_p - epsilon)
+        total -= sum(S[i][k] for k in P if S[i][k] < hardest_n + epsilon)
+    return total / B
+
+
+@pytest.mark.parametrize("epsilon", [0.05, 0.3])
+def test_ms_mining_loss_within_masks_matches_the_loop(epsilon):
+    S = rand_S(12, seed=9)
+    y = torch.arange(4).repeat_interleave(3)
+    g = torch.Generator().manual_seed(10)
+    pos_mask, neg_mask = (
+        torch.rand(12, 12, generator=g) < 0.7,
+        torch.rand(12, 12, generator=g) < 0.7,
+    )
+    for kw in ({}, {"pos_mask": pos_mask, "neg_mask": neg_mask}):
+        pm = kw.get("pos_mask", torch.ones(12, 12, dtype=torch.bool)).tolist()
+        nm = kw.get("neg_mask", torch.ones(12, 12, dtype=torch.bool)).tolist()
+        want = _ms_mining_loss_loop(S.tolist(), y.tolist(), epsilon, pm, nm)
+        assert float(ms_mining_loss(S, y, epsilon, **kw)) == pytest.approx(want, rel=1e-12)
+
+
+def test_ms_loss_epsilon_reaches_the_mining():
+    """Eq. 15 on the pairs Eq. 11-12 keep for a non-default epsilon (the reference loop)."""
+    S, y = rand_S(12, seed=11), torch.arange(4).repeat_interleave(3)
+    for epsilon in (0.02, 0.4):
+        want = multi_similarity_loss_reference(S, y, 2.0, 10.0, 0.5, epsilon)
+        got = multi_similarity_loss(S, y, 2.0, 10.0, 0.5, epsilon)
+        assert float(got) == pytest.approx(float(want), rel=1e-10)

@@ -78,3 +78,81 @@ def test_one_pair_is_zero_with_zero_gradient():
     (g,) = torch.autograd.grad(value, x, allow_unused=True)
     assert float(value.detach()) == 0.0
     assert g is None or float(g.abs().max()) == 0.0
+
+
+def _npair_terms(S, y, form, sampling, neg_keep, pos_keep=None):
+    """Liu et al. Eq. 13 per selected positive pair ``(a, p)`` that ``pos_keep`` keeps:
+    ``log(1 + sum_k e^{d_ap - d_ak})`` over the negatives ``k`` that ``neg_keep`` keeps (a loop)."""
+    from dmlbook.reference.classic import dist, lse, npair_pairs_reference, sets, softplus
+
+    terms = {}
+    if sampling == "npair":
+        pairs = npair_pairs_reference(y)
+        for a, p in pairs:
+            if pos_keep is not None and not pos_keep[a][p]:
+                continue
+            negs = [q for (b, q) in pairs if y[b] != y[a] and neg_keep[a][q]]
+            x = [dist(S[a][p], form) - dist(S[a][q], form) for q in negs]
+            terms[a, p] = softplus(lse(x)) if x else 0.0
+    else:
+        for i in range(len(y)):
+            P, N = sets(y, i)
+            for j in P:
+                if pos_keep is not None and not pos_keep[i][j]:
+                    continue
+                x = [dist(S[i][j], form) - dist(S[i][k], form) for k in N if neg_keep[i][k]]
+                terms[i, j] = softplus(lse(x)) if x else 0.0
+    return terms
+
+
+@pytest.mark.parametrize("sampling", ["npair", "all"])
+@pytest.mark.parametrize("form", ["similarity", "distance"])
+def test_npair_reductions_and_negative_mask_match_the_loop(sampling, form):
+    """Both samplings: "mean", "sum" and "none" (the (B, B) matrix of the pair terms) of Eq. 13,
+    with all negatives and with a miner's negative mask."""
+    S, y = pk_batch(5, classes=4, per=3)
+    B = len(y)
+    neg_mask = torch.rand(B, B, generator=torch.Generator().manual_seed(3)) < 0.6
+    pos_mask = torch.ones(B, B, dtype=torch.bool)
+    pos_mask[3, 4] = pos_mask[0, 1] = False  # two of the N-pair construction's pairs
+    everything = torch.ones(B, B, dtype=torch.bool)
+    for kw in ({}, {"neg_mask": neg_mask}, {"pos_mask": pos_mask, "neg_mask": neg_mask}):
+        keep = kw.get("neg_mask", everything).tolist()
+        pos_keep = kw.get("pos_mask", everything).tolist()
+        terms = _npair_terms(S.tolist(), y.tolist(), form, sampling, keep, pos_keep)
+        run = dict(form=form, sampling=sampling, **kw)
+        mean = npair_loss(S, y, **run)
+        assert float(mean) == pytest.approx(sum(terms.values()) / len(terms), rel=1e-12)
+        assert float(npair_loss(S, y, reduction="sum", **run)) == pytest.approx(
+            sum(terms.values()), rel=1e-12
+        )
+        want = torch.zeros(B, B, dtype=S.dtype)
+        for (a, p), v in terms.items():
+            want[a, p] = v
+        torch.testing.assert_close(npair_loss(S, y, reduction="none", **run), want)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_npair_module_with_either_mask_or_none_matches_the_loop(reduction):
+    """``NPairLoss`` on embeddings: its shortcut (only the pairs' similarities) without masks,
+    the whole loss with a positive mask, a negative mask or both."""
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(12, 6, generator=g, dtype=torch.float64)
+    y = torch.arange(4).repeat_interleave(3)
+    S = cosine_similarity(x)
+    pos_mask = torch.ones(12, 12, dtype=torch.bool)
+    pos_mask[3, 4] = False
+    neg_mask = torch.rand(12, 12, generator=g) < 0.6
+    everything = torch.ones(12, 12, dtype=torch.bool)
+    for kw in (
+        {},
+        {"pos_mask": pos_mask},
+        {"neg_mask": neg_mask},
+        {"pos_mask": pos_mask, "neg_mask": neg_mask},
+    ):
+        keep = kw.get("neg_mask", everything).tolist()
+        pos_keep = kw.get("pos_mask", everything).tolist()
+        terms = _npair_terms(S.tolist(), y.tolist(), "similarity", "npair", keep, pos_keep)
+        want = sum(terms.values()) / (len(terms) if reduction == "mean" else 1)
+        got = NPairLoss(reduction=reduction)(x, y, **kw)
+        assert float(got) == pytest.approx(want, rel=1e-12), kw

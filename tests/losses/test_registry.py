@@ -144,3 +144,117 @@ def test_every_hyper_parameter_over_the_whole_float_range(name, param, value):
     assert not refused, (name, param, value, "the function accepts what the module refuses")
     loss.sum().backward()
     assert torch.isfinite(loss).all() and torch.isfinite(S.grad).all(), (name, param, value)
+
+
+def test_registry_refusals_are_whole_sentences():
+    """Each refusal word for word: what was wrong, the names involved, and what to do."""
+    import re
+
+    import torch
+
+    from dmlbook.losses import describe_loss, get_loss, register_loss
+
+    cases = [
+        (TypeError, lambda: register_loss("h7_not_callable", 3),
+         "factory for loss 'h7_not_callable' must be callable, got int."),
+        (ValueError, lambda: register_loss("contrastive", lambda **k: None),
+         "loss name(s) 'contrastive' already registered; pass overwrite=True to replace them."),
+        (ValueError, lambda: register_loss("contrastive", lambda **k: None, aliases=("ms",)),
+         "loss name(s) 'contrastive', 'ms' already registered; pass overwrite=True to replace "
+         "them."),
+        (ValueError, lambda: get_loss("npair", marginn=1),
+         "loss 'npair' has no hyper-parameter 'marginn'. It accepts: form='similarity', "
+         "sampling='npair', reduction='mean'."),
+        (ValueError, lambda: get_loss("contrastive_distance", pos_margn=0.1, neg_margn=1.0),
+         "loss 'contrastive_distance' has no hyper-parameter 'neg_margn', 'pos_margn' "
+         "('neg_margn' -> 'neg_margin'?; 'pos_margn' -> 'pos_margin'?). It accepts: "
+         "pos_margin=0.0, neg_margin=1.0, variant='hinge', reduction='mean'."),
+        (ValueError, lambda: describe_loss(torch.nn.MSELoss()),
+         "MSELoss is not in the loss registry, so it cannot be named in a config; register it "
+         "with dmlbook.losses.register_loss(name, MSELoss)."),
+    ]  # fmt: skip
+    for error, call, message in cases:
+        with pytest.raises(error, match="^" + re.escape(message) + "$"):
+            call()
+
+
+def test_registering_replaces_names_and_aliases_and_wraps_a_factory_s_errors(monkeypatch):
+    """On a copy of the registry: ``overwrite=True`` turns an alias into a name and a name into
+    an alias; a factory taking ``**kwargs`` accepts any hyper-parameter; its errors come back as
+    ``ValueError`` naming the loss (a ``ValueError`` without ``parameter`` unchanged)."""
+    from dmlbook.losses import get_loss, register_loss
+
+    monkeypatch.setattr(loss_registry, "_REGISTRY", dict(loss_registry._REGISTRY))
+    monkeypatch.setattr(loss_registry, "_ALIASES", dict(loss_registry._ALIASES))
+
+    def anything(**kwargs):
+        return kwargs
+
+    register_loss("ms", anything, overwrite=True)  # "ms" was multi_similarity's alias
+    assert get_loss("ms", whatever=1) == {"whatever": 1}
+    register_loss("h7_new", anything, aliases=("ms",), overwrite=True)  # and now an alias again
+    assert get_loss("ms", other=2) == {"other": 2} and "ms" not in loss_registry._REGISTRY
+
+    def failing(error):
+        def factory(**kwargs):
+            raise error
+
+        return factory
+
+    named = ValueError("margin must be positive")
+    named.parameter = "margin"
+    register_loss("h7_type", failing(TypeError("boom")))
+    register_loss("h7_named", failing(named))
+    register_loss("h7_plain", failing(ValueError("plain")))
+    with pytest.raises(ValueError, match=r"^could not build loss 'h7_type': boom$"):
+        get_loss("h7_type")
+    with pytest.raises(ValueError, match=r"^loss 'h7_named': margin must be positive$") as info:
+        get_loss("h7_named")
+    assert info.value.parameter == "margin"
+    with pytest.raises(ValueError, match=r"^plain$"):
+        get_loss("h7_plain")
+
+
+def test_names_forgive_case_spaces_and_hyphens_and_unknown_names_get_suggestions(monkeypatch):
+    import re
+
+    from dmlbook.losses import available_losses, get_loss, register_loss
+
+    assert type(get_loss("Multi similarity")) is type(get_loss("multi_similarity"))
+    assert type(get_loss("lifted-star")) is type(get_loss("lifted_star"))
+    with pytest.raises(TypeError, match=r"^loss name must be a str, got int\.$"):
+        get_loss(3)
+    message = (f"unknown loss 'contrastiv'. Did you mean 'contrastive', 'contrastive_distance'? "
+               f"Available: {', '.join(available_losses())}.")  # fmt: skip
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        get_loss("contrastiv")
+    with pytest.raises(ValueError, match=r"^unknown loss 'zzz'\. Available: "):
+        get_loss("zzz")
+    monkeypatch.setattr(loss_registry, "_REGISTRY", dict(loss_registry._REGISTRY))
+    monkeypatch.setattr(loss_registry, "_ALIASES", dict(loss_registry._ALIASES))
+
+    def needs_a(*, a, b=1):
+        return a, b
+
+    def takes_nothing():
+        return None
+
+    register_loss("h7_needs_a", needs_a)
+    register_loss("h7_nothing", takes_nothing)
+    with pytest.raises(
+        ValueError, match=r"^loss 'h7_needs_a' has no hyper-parameter 'c'\. It accepts: a, b=1\.$"
+    ):
+        get_loss("h7_needs_a", c=3)
+    with pytest.raises(
+        ValueError, match=r"^loss 'h7_nothing' has no hyper-parameter 'c'\. It accepts: \(none\)\.$"
+    ):
+        get_loss("h7_nothing", c=3)
+
+
+def test_an_unknown_name_gets_at_most_three_suggestions():
+    from dmlbook.losses import get_loss
+
+    with pytest.raises(
+        ValueError, match=r"Did you mean 'triplet', 'triplet_p', 'triplet_e'\? Available"
+    ):
+        get_loss("triplt")

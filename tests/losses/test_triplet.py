@@ -236,3 +236,129 @@ def test_cosine_triplet_without_a_triplet_float32_and_registration():
     x = torch.randn(9, 4, dtype=torch.float64, requires_grad=True)
     module = get_loss("cosine_triplet", tau=5.0, mining="all")
     assert torch.autograd.gradcheck(lambda v: module(v, torch.arange(9) // 3), (x,))
+
+
+def _triplet_loop(S, y, margin, form, keep):
+    """Every triplet ``(a, p, n)`` that ``keep(a, p, n, d_ap, d_an)`` selects, with its hinge
+    ``[d_ap - d_an + m]_+`` (Python floats; Wang et al. Eq. 5 / Liu et al. Eq. 12, 37)."""
+    out = {}
+    for a in range(len(y)):
+        P, N = sets(y, a)
+        for p in P:
+            for n in N:
+                d_ap, d_an = dist(S[a][p], form), dist(S[a][n], form)
+                if keep(a, p, n, d_ap, d_an):
+                    out[a, p, n] = max(d_ap - d_an + margin, 0.0)
+    return out
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_reduction_none_is_every_selected_triplet_hinge(form):
+    """``reduction="none"``: ``L[a, p, n]`` on the selected triplets, 0 on every other entry;
+    a triplet mask narrows the selection (both masks here are random)."""
+    S, y = pk_batch(4)
+    B, margin = len(y), 0.3
+    g = torch.Generator().manual_seed(7)
+    T = torch.rand(B, B, B, generator=g) < 0.5
+    wants = []
+    for triplet_mask in (None, T):
+        got = triplet_loss(S, y, margin, form=form, reduction="none", triplet_mask=triplet_mask)
+        keep = (lambda *t: True) if triplet_mask is None else (lambda a, p, n, *_: bool(T[a, p, n]))
+        want = torch.full((B, B, B), 0.0, dtype=S.dtype)
+        for (a, p, n), v in _triplet_loop(S.tolist(), y.tolist(), margin, form, keep).items():
+            want[a, p, n] = v
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+        wants.append(want)
+    assert bool((wants[0][T] > 0).any()) and bool((wants[0][~T] > 0).any())  # the mask matters
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_triplet_mask_selects_the_triplets_of_the_mean(form):
+    S, y = pk_batch(4)
+    B, margin = len(y), 0.3
+    T = torch.rand(B, B, B, generator=torch.Generator().manual_seed(8)) < 0.5
+    kept = _triplet_loop(S.tolist(), y.tolist(), margin, form, lambda a, p, n, *_: bool(T[a, p, n]))
+    got = triplet_loss(S, y, margin, form=form, triplet_mask=T)
+    assert float(got) == pytest.approx(sum(kept.values()) / len(kept), rel=1e-12)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_module_semihard_mining_is_schroffs_triplets_in_its_form(form):
+    """``TripletLoss(mining="semihard")``: the mean hinge over the triplets with
+    ``0 < d_an - d_ap <= m`` in the module's own form, within the masks it is given."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(12, 6, generator=g, dtype=torch.float64)
+    y = torch.arange(4).repeat_interleave(3)
+    S = cosine_similarity(x)
+    margin = {"similarity": 0.3, "distance": 0.4, "squared_distance": 0.6}[form]
+    pos, neg = masks(y)
+    pos_mask = torch.rand(12, 12, generator=g) < 0.8
+    neg_mask = torch.rand(12, 12, generator=g) < 0.8
+    for given_masks in ({}, {"pos_mask": pos_mask, "neg_mask": neg_mask}):
+        pm, nm = given_masks.get("pos_mask", pos), given_masks.get("neg_mask", neg)
+
+        def keep(a, p, n, d_ap, d_an, pm=pm, nm=nm):
+            return bool(pm[a, p] and nm[a, n]) and 0 < d_an - d_ap <= margin
+
+        kept = _triplet_loop(S.tolist(), y.tolist(), margin, form, keep)
+        loss = TripletLoss(margin=margin, form=form, mining="semihard")(x, y, **given_masks)
+        assert len(kept) > 5
+        assert float(loss) == pytest.approx(sum(kept.values()) / len(kept), rel=1e-9)
+
+
+def test_module_batch_hard_mining_stays_within_the_masks_it_is_given():
+    """Hermans et al.'s batch-hard triplet per anchor, the hardest positive and negative among
+    the pairs the given masks keep (similarity form: the least similar positive, the most
+    similar negative)."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(12, 6, generator=g, dtype=torch.float64)
+    y = torch.arange(4).repeat_interleave(3)
+    S = cosine_similarity(x).tolist()
+    pos, neg = masks(y)
+    pos_mask = torch.rand(12, 12, generator=g) < 0.7
+    neg_mask = torch.rand(12, 12, generator=g) < 0.7
+    terms = []
+    for a in range(12):
+        P = [p for p in range(12) if pos[a, p] and pos_mask[a, p]]
+        N = [n for n in range(12) if neg[a, n] and neg_mask[a, n]]
+        if P and N:
+            terms.append(max(min(S[a][p] for p in P) * -1 + max(S[a][n] for n in N) + 0.2, 0.0))
+    loss = TripletLoss(margin=0.2, mining="batch_hard")(x, y, pos_mask=pos_mask, neg_mask=neg_mask)
+    free = TripletLoss(margin=0.2, mining="batch_hard")(x, y)
+    assert float(loss) == pytest.approx(sum(terms) / len(terms), rel=1e-9)
+    assert float(free) != pytest.approx(float(loss))  # the masks change the mined triplets
+
+
+def test_module_default_mining_is_every_triplet():
+    x = torch.randn(9, 5, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    y = torch.arange(3).repeat_interleave(3)
+    want = ref_triplet(cosine_similarity(x).tolist(), y.tolist(), 0.1, "similarity", "mean")
+    assert float(TripletLoss()(x, y)) == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("block", "anchors_per_block"), [(24, 1), (72, 3), (95, 3), (287, 11), (288, 12)]
+)
+def test_anchors_go_in_the_largest_blocks_within_triplet_block(
+    monkeypatch, block, anchors_per_block
+):
+    """B = 12 anchors with K = 2 positives each: K * B = 24 entries per anchor, so a block
+    holds ``TRIPLET_BLOCK // 24`` anchors (at least one), each block under checkpoint; a batch
+    that fits in one block is computed directly (no checkpoint)."""
+    S, y = pk_batch(6, classes=4, per=3)
+    sizes = []
+
+    def counting_checkpoint(fn, *rows, **kwargs):
+        sizes.append(rows[0].shape[0])
+        return fn(*rows)
+
+    monkeypatch.setattr(triplet_module, "checkpoint", counting_checkpoint)
+    with triplet_block(block):
+        got = triplet_loss(S, y, 0.3, form="distance")
+    if anchors_per_block == 12:
+        assert sizes == []
+    else:
+        full, last = divmod(12, anchors_per_block)
+        assert sizes == [anchors_per_block] * full + ([last] if last else [])
+    want = ref_triplet(S.tolist(), y.tolist(), 0.3, "distance", "mean")
+    assert float(got) == pytest.approx(want, rel=1e-12)
