@@ -12,7 +12,7 @@ from typing import Annotated
 
 import torch
 
-from ..core.pairs import Mask, compute_dtype, dissimilarity, pair_sets
+from ..core.pairs import Mask, dissimilarity, pair_sets
 from ..core.validation import Number, declared
 from .multi_similarity import hardest, ms_mining_masks
 
@@ -21,8 +21,11 @@ Threshold = Annotated[float, Number(0.0, 1e6, "a distance; Liu et al. use m1 = 0
 
 
 def _distances(S: torch.Tensor) -> torch.Tensor:
-    """Detached Euclidean distances of unit vectors, ``D = sqrt(2 - 2 S)`` (Liu et al., Eq. 1)."""
-    return dissimilarity(S.detach().to(compute_dtype(S)), "distance")
+    """Detached Euclidean distances of unit vectors, ``D = sqrt(2 - 2 S)`` (Liu et al., Eq. 1).
+
+    ``S`` comes from :func:`~dmlbook.core.pairs.pair_sets`, already in the dtype the miners
+    compute in (float32 for half precision)."""
+    return dissimilarity(S.detach(), "distance")
 
 
 def margins_in_order(pos_margin: float, neg_margin: float) -> None:

@@ -75,6 +75,13 @@ def test_errors_name_the_fix():
     S, y = torch.eye(3, dtype=torch.float64), torch.tensor([0, 0, 1])
     with pytest.raises(ValueError, match="pos_margin <= neg_margin"):
         threshold_pair_masks(S, y, 0.9, 0.5)
+    # the whole sentence, from its start (tools/mutation_equivalent.md: messages are tested)
+    with pytest.raises(
+        ValueError,
+        match=r"^Eq\. 16-17 need 0 <= pos_margin <= neg_margin, got pos_margin=0\.9, "
+        r"neg_margin=0\.5\.$",
+    ):
+        threshold_pair_masks(S, y, 0.9, 0.5)
     with pytest.raises(ValueError, match="epsilon"):
         ms_distance_mining_masks(S, y, -0.1)
 
