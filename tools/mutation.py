@@ -41,7 +41,8 @@ EQUIVALENT = ROOT / "tools" / "mutation_equivalent.md"
 #: Area -> (the code mutated, the fast test selection that must kill its mutants).
 AREAS: dict[str, tuple[list[str], list[str]]] = {
     "mining": (["dmlbook/mining/*"], ["tests/mining"]),
-    "surgery": (["dmlbook/surgery/*"], ["tests/surgery"]),
+    # SurgeryFunction is applied by the loss, dmlbook/losses/gradient_surgery.py: its tests too
+    "surgery": (["dmlbook/surgery/*"], ["tests/surgery", "tests/losses/test_gradient_surgery.py"]),
     "losses": (
         ["dmlbook/losses/*"],
         ["tests/losses", "--ignore=tests/losses/test_pml_crosscheck.py"],
