@@ -317,6 +317,18 @@ def test_bool_labels_are_refused_by_every_loss(name):
 #: Every loss function's defaults as its docstring (and the comment above it) documents them: a
 #: call that leaves them out must compute what the call that passes them computes (values and
 #: gradients). A changed default fails here until the table (and the book) says so.
+_DRO = dict(
+    uncertainty="topk", base="margin", K=160, gamma=0.1, rho=1.0, margin=0.2, threshold=0.5,
+    alpha=2.0, beta=50.0, drop_zero=True,
+)  # fmt: skip
+_GROUPED = dict(
+    gamma_pos=0.1, gamma_neg=0.1, base="margin", margin=0.2, threshold=0.5, alpha=2.0,
+    beta=50.0, pseudo_pairs=False, pseudo_loss=0.0, drop_zero=True,
+)  # fmt: skip
+_PAIR_WEIGHTS = dict(
+    pos_margin=0.0, neg_margin=0.8, weighting="power", pos_exponent=0.0, neg_exponent=1.0,
+    normalization="anchor",
+)  # fmt: skip
 DOCUMENTED_DEFAULTS = {
     "binomial_deviance_loss": dict(alpha=2.0, beta=50.0, margin=0.5, reduction="mean"),
     "circle_loss": dict(gamma=80.0, margin=0.4, detach_weights=True, reduction="mean"),
@@ -324,55 +336,10 @@ DOCUMENTED_DEFAULTS = {
     "contrastive_distance_loss": dict(
         pos_margin=0.0, neg_margin=1.0, variant="hinge", reduction="mean"
     ),
-    "dro_loss": dict(
-        uncertainty="topk",
-        base="margin",
-        K=160,
-        gamma=0.1,
-        rho=1.0,
-        margin=0.2,
-        threshold=0.5,
-        alpha=2.0,
-        beta=50.0,
-        drop_zero=True,
-    ),  # fmt: skip
-    "dro_weights": dict(
-        uncertainty="topk",
-        base="margin",
-        K=160,
-        gamma=0.1,
-        rho=1.0,
-        margin=0.2,
-        threshold=0.5,
-        alpha=2.0,
-        beta=50.0,
-        drop_zero=True,
-    ),  # fmt: skip
-    "dro_kl_grouped_loss": dict(
-        gamma_pos=0.1,
-        gamma_neg=0.1,
-        base="margin",
-        margin=0.2,
-        threshold=0.5,
-        alpha=2.0,
-        beta=50.0,
-        pseudo_pairs=False,
-        pseudo_loss=0.0,
-        drop_zero=True,
-        reduction="mean",
-    ),  # fmt: skip
-    "dro_kl_grouped_weights": dict(
-        gamma_pos=0.1,
-        gamma_neg=0.1,
-        base="margin",
-        margin=0.2,
-        threshold=0.5,
-        alpha=2.0,
-        beta=50.0,
-        pseudo_pairs=False,
-        pseudo_loss=0.0,
-        drop_zero=True,
-    ),  # fmt: skip
+    "dro_loss": _DRO,
+    "dro_weights": _DRO,
+    "dro_kl_grouped_loss": {**_GROUPED, "reduction": "mean"},
+    "dro_kl_grouped_weights": _GROUPED,
     "hap2s_e_loss": dict(margin=0.2, gamma=0.1, reduction="mean"),
     "histograms": dict(R=101),
     "histogram_loss": dict(R=101),
@@ -390,23 +357,8 @@ DOCUMENTED_DEFAULTS = {
     "triplet_exponential_loss": dict(
         margin=0.1, alpha=40.0, normalization="anchor", reduction="mean"
     ),  # fmt: skip
-    "pair_weights": dict(
-        pos_margin=0.0,
-        neg_margin=0.8,
-        weighting="power",
-        pos_exponent=0.0,
-        neg_exponent=1.0,
-        normalization="anchor",
-    ),  # fmt: skip
-    "pair_weighted_loss": dict(
-        pos_margin=0.0,
-        neg_margin=0.8,
-        weighting="power",
-        pos_exponent=0.0,
-        neg_exponent=1.0,
-        normalization="anchor",
-        reduction="mean",
-    ),  # fmt: skip
+    "pair_weights": _PAIR_WEIGHTS,
+    "pair_weighted_loss": {**_PAIR_WEIGHTS, "reduction": "mean"},
     "pair_power_loss": dict(
         pos_margin=0.0, neg_margin=0.8, p=0.0, q=1.0, normalization="anchor", reduction="mean"
     ),  # fmt: skip

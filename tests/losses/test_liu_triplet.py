@@ -170,6 +170,18 @@ def test_a_triplet_on_eq19s_boundary_is_mined(weighting):
     assert float(got) == pytest.approx(float(want), rel=1e-12)
 
 
+def _kept_and_moved(S, same, seed):
+    """A symmetric random mask keeping about 70 % of the pairs, and ``S`` with every dropped
+    positive moved to similarity 1 (distance 0) and every dropped negative to -1 (distance 2)."""
+    keep = torch.rand(*S.shape, generator=torch.Generator().manual_seed(seed)) < 0.7
+    keep = keep & keep.T
+    moved = S.clone()
+    moved[same & ~keep] = 1.0
+    moved[~same & ~keep] = -1.0
+    moved.fill_diagonal_(1.0)
+    return keep, moved
+
+
 def test_masks_act_as_triplets_moved_out_of_eq19():
     """A dropped positive pair moved to distance 0 and a dropped negative pair to distance 2
     leave Eq. 19 (every negative is farther than the margin, every positive nearer than 2 minus
@@ -177,12 +189,7 @@ def test_masks_act_as_triplets_moved_out_of_eq19():
     moved similarities is the masked loss, and the weights agree."""
     S, y = _pk(34)
     same = y[:, None] == y[None, :]
-    keep = torch.rand(12, 12, generator=torch.Generator().manual_seed(7)) < 0.7
-    keep = keep & keep.T
-    moved = S.clone()
-    moved[same & ~keep] = 1.0
-    moved[~same & ~keep] = -1.0
-    moved.fill_diagonal_(1.0)
+    keep, moved = _kept_and_moved(S, same, seed=7)
     D = (2 - 2 * S).clamp_min(0).sqrt()
     assert float(D[~same].min()) > 0.2 and float(D[same].max()) < 2 - 0.2
     kw = dict(weighting="power", exponent=2.0, normalization="anchor")
@@ -238,12 +245,7 @@ def test_power_and_exponential_triplet_losses_pass_the_masks_on():
 
     S, y = _pk(34)
     same = y[:, None] == y[None, :]
-    keep = torch.rand(12, 12, generator=torch.Generator().manual_seed(8)) < 0.7
-    keep = keep & keep.T
-    moved = S.clone()
-    moved[same & ~keep] = 1.0
-    moved[~same & ~keep] = -1.0
-    moved.fill_diagonal_(1.0)
+    keep, moved = _kept_and_moved(S, same, seed=8)
     for fn, weighting, kw in ((triplet_power_loss, "power", {"p": 2.0}),
                               (triplet_exponential_loss, "exponential", {"alpha": 2.0})):  # fmt: skip
         want = triplet_weighted_loss_reference(moved, y, 0.2, weighting=weighting, exponent=2.0)
