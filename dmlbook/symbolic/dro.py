@@ -18,12 +18,11 @@ nothing in them depends on the size except the number of terms.
   ``lambda + m - l_0`` and ``lambda - m + l_0`` (erratum: ``l_0 = m``, not 0, is exact).
 * :func:`hap2s_recovery`: supplement Eq. 30-34: HAP2S_E's gradient is DRO-KL-G's with the same
   ``gamma`` (so LS's only at ``gamma = 1``), where its hinge is open.
-* :func:`eq3_lambda`: Eq. 3 (and supplement Eq. 8) put ``lambda`` in both log-sums, where it
-  cancels: the printed LS loss is Wang et al.'s Eq. 6 at ``lambda = 0`` (erratum).
-* :func:`supplement_scales`: supplement Eq. 14 (the KL's derivative has ``log(|P_i| p)``, not
-  ``log(n p)``) and Eq. 27 (the gradient of Eq. 9 keeps its ``1/n``).
 
-Chapter: ``book/12_dro.ipynb`` (12.3, 12.5, 12.6, 12.8). Tests: ``tests/symbolic/test_dro.py``.
+The paper's misprinted forms (Eq. 3's ``lambda``, supplement Eq. 14 and 27) are proved as they
+should read in :mod:`dmlbook.symbolic.dro_printed`.
+
+Chapter: ``book/12_dro.ipynb`` (12.3, 12.5, 12.6). Tests: ``tests/symbolic/test_dro.py``.
 """
 
 from __future__ import annotations
@@ -35,13 +34,11 @@ from .symbols import hyperparameters
 
 __all__ = [
     "chi2_inner_max",
-    "eq3_lambda",
     "grouped_kkt",
     "hap2s_recovery",
     "kl_inner_max",
     "ls_recovery",
     "ms_recovery",
-    "supplement_scales",
     "topk_lp_value",
 ]
 
@@ -378,81 +375,4 @@ def hap2s_recovery(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, b
             "HAP2S_E(gamma=1) = LS (Eq. 22)": sp.Eq(sp.Symbol("w^+_1"), eq22[0]),
         }
         _print_steps(f"HAP2S_E, {P} positives, {N} negatives (one instance)", out, shown)
-    return out
-
-
-def eq3_lambda(P: int = 2, N: int = 3, verbose: bool = False) -> dict[str, bool]:
-    """Eq. 3 (supplement Eq. 8): ``[log sum_P e^{lambda - S} + log sum_N e^{S - lambda}]_+``.
-
-    Proves, for one anchor, that the bracket does not depend on ``lambda`` (the two ``lambda``
-    cancel: ``log sum e^{lambda - S} = lambda + log sum e^{-S}``) and equals Wang et al.'s Eq. 6
-    bracket ``log sum_P e^{lambda - S} + log sum_N e^{S}`` at ``lambda = 0``, whose ``lambda`` is a
-    margin (its derivative is 1). With ``verbose`` it prints each log-sum's derivative in
-    ``lambda`` and the bracket without ``lambda`` beside the verdicts.
-    """
-    (lam,) = hyperparameters("lambda")
-    sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
-    pos, neg = sp.log(sum(sp.exp(lam - x) for x in sp_)), sp.log(sum(sp.exp(x - lam) for x in sn))
-    eq3 = pos + neg
-    wang6 = pos + sp.log(sum(sp.exp(x) for x in sn))
-    out = {
-        "d Eq. 3 / d lambda = 0": prove_equal(derived(sp.diff(eq3, lam)), 0),
-        "Eq. 3 = Wang Eq. 6 at lambda = 0": prove_equal(lambda: eq3, lambda: wang6.subs(lam, 0)),
-        "d Wang Eq. 6 / d lambda = 1": prove_equal(derived(sp.diff(wang6, lam)), 1),
-    }
-    if verbose:
-        shown = {
-            "d/dlambda log sum_P e^{lambda - s}": sp.simplify(sp.diff(pos, lam)),
-            "d/dlambda log sum_N e^{s - lambda}": sp.simplify(sp.diff(neg, lam)),
-            "d Eq. 3 / d lambda = 0": sp.simplify(sp.diff(eq3, lam)),
-            "Eq. 3 = Wang Eq. 6 at lambda = 0": sp.Eq(sp.Symbol("bracket"), wang6.subs(lam, 0)),
-            "d Wang Eq. 6 / d lambda = 1": sp.simplify(sp.diff(wang6, lam)),
-        }
-        _print_steps(f"Eq. 3, {P} positives, {N} negatives (one instance)", out, shown)
-    return out
-
-
-def supplement_scales(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, bool]:
-    """Two factors of the supplement, proved as they should read.
-
-    * Eq. 14: ``d/dp_j [p . log(|P_i| p)] = log(|P_i| p_j) + 1`` (the uniform distribution of
-      the group is ``1/|P_i|``; the printed ``log(n p)`` has ``n``), which gives Eq. 15's
-      ``1/|P_i|``.
-    * Eq. 27: the gradient of Eq. 9 (one anchor, ``n`` anchors) is ``1/n`` times the weights
-      Eq. 27 prints: ``-1/(n (e^{alpha (S_j - lambda)} + sum_k e^{alpha (S_j - S_k)}))``.
-
-    With ``verbose`` it prints the derivative and the gradient found beside the verdicts.
-    """
-    ps = sp.symbols(f"p_1:{P + 1}", positive=True)
-    kl = sum(p * sp.log(P * p) for p in ps)
-    a, b, lam = hyperparameters("alpha beta lambda")
-    n = sp.Symbol("n", positive=True, integer=True)
-    sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
-    eq9 = (
-        sp.log(1 + sum(sp.exp(-a * (x - lam)) for x in sp_)) / a
-        + sp.log(1 + sum(sp.exp(b * (x - lam)) for x in sn)) / b
-    ) / n
-    eq27 = [-1 / (sp.exp(a * (sj - lam)) + sum(sp.exp(a * (sj - sk)) for sk in sp_)) for sj in sp_]
-    eq27 += [1 / (sp.exp(b * (lam - sj)) + sum(sp.exp(b * (sk - sj)) for sk in sn)) for sj in sn]
-    dkl = [sp.diff(kl, p) for p in ps]
-    grad = [sp.diff(eq9, x) for x in [*sp_, *sn]]
-    out = {
-        "Eq. 14: dKL/dp = log(|P_i| p) + 1": prove_equal(
-            derived(dkl), lambda: [sp.log(P * p) + 1 for p in ps]
-        ),
-        "Eq. 27: grad of Eq. 9 = Eq. 27 / n": prove_equal(
-            derived(grad), lambda: [w / n for w in eq27]
-        ),
-    }
-    if verbose:
-        shown = {
-            "Eq. 14: dKL/dp = log(|P_i| p) + 1": sp.Eq(sp.Symbol("dKL/dp_1"), dkl[0]),
-            "d Eq. 9 / ds^+_1": sp.simplify(grad[0]),
-            "Eq. 27: grad of Eq. 9 = Eq. 27 / n": sp.Eq(
-                sp.Symbol("Eq. 27 weight / n"), eq27[0] / n
-            ),
-        }
-        _print_steps(
-            f"Supplement Eq. 14 and 27, |P_i| = {P}, |N_i| = {N} (one instance)", out, shown
-        )
     return out
