@@ -101,8 +101,8 @@ def test_a_spent_budget_stops_a_part_and_says_so(tmp_path):
 _CHILD = """
 import pathlib, sys, time
 out = pathlib.Path(sys.argv[1])
-(out / "started").write_text("")
-try:
+try:  # "started" only once a SIGINT is caught: one between the two would leave no reports
+    (out / "started").write_text("")
     time.sleep(120)
 except KeyboardInterrupt:  # what pytest does on SIGINT: write its reports, then exit
     (out / "reports").write_text("written")
