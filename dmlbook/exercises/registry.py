@@ -33,7 +33,7 @@ import numpy as np
 import sympy as sp
 import torch
 
-from ..symbolic import prove_equal
+from ..symbolic import prebuilt, prove_equal
 
 
 class WrongForm(ValueError):
@@ -173,7 +173,9 @@ def expression(answer: object, symbols: Mapping[str, sp.Symbol]) -> sp.Expr:
 def proved(a: sp.Expr, b: sp.Expr, where: Iterable[sp.Basic] = ()) -> bool:
     """:func:`prove_equal`, quietly; a refusal (a ``Float`` left, a division) is ``False``."""
     try:
-        return prove_equal(lambda: a, lambda: b, where=tuple(where), verbose=False)
+        return prove_equal(
+            prebuilt(lambda: a), prebuilt(lambda: b), where=tuple(where), verbose=False
+        )
     except (ValueError, TypeError):
         return False
 

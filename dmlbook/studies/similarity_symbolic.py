@@ -34,7 +34,7 @@ def _vanishes(expr: Any, free: Sequence[Any]) -> bool:
     numeric = sy.hinge_branch(expr, True)
     if not sy.spot_check_equal(numeric, sp.S.Zero, n=16, seed=1):
         return False
-    if sy.prove_equal(lambda: expr, lambda: sp.S.Zero, verbose=False):
+    if sy.prove_equal(sy.prebuilt(lambda: expr), lambda: sp.S.Zero, verbose=False):
         return True
     raise RuntimeError(
         f"could not decide whether {sp.sstr(expr)} vanishes: it is 0 at every sampled point but "

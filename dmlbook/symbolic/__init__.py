@@ -34,7 +34,7 @@ from .embeddings import (
     weight_symbols,
 )
 from .hinge import Hinge, HingeActive, hinge, hinge_branch, hinge_conditions
-from .proofs import derived, gpw_identity, prove_equal, residual
+from .proofs import derived, gpw_identity, prebuilt, prove_equal, residual
 from .spot_check import SpotCheck, spot_check_equal
 from .symbols import (
     HYPERPARAMETER_DOMAINS,
@@ -93,6 +93,7 @@ __all__ = [
     "normalization_jacobian",
     "normalization_jacobian_closed_form",
     "pair_weights",
+    "prebuilt",
     "prove_equal",
     "residual",
     "similarity_from_embeddings",

@@ -36,6 +36,7 @@ __all__ = [
     "evaluated",
     "unguarded",
     "unmet",
+    "unmet_requirements",
 ]
 
 
@@ -157,12 +158,20 @@ def _met_in_some_case(r: Requirement, where: Sequence, facts: list, subs: dict) 
 def unmet(expr: sp.Basic, where: Sequence[sp.Basic] = ()) -> list[Requirement]:
     """The :func:`~dmlbook.symbolic.domain.requirements` of ``expr`` that neither the symbols'
     assumptions nor the conditions ``where`` (as for :func:`unguarded`) establish."""
+    return unmet_requirements(requirements(expr), where)
+
+
+def unmet_requirements(
+    reqs: Sequence[Requirement], where: Sequence[sp.Basic] = ()
+) -> list[Requirement]:
+    """Those of ``reqs`` that neither the symbols' assumptions nor ``where`` establish (for the
+    conditions a :func:`~dmlbook.symbolic.sides.derived` side carries from its definition)."""
     where = [sp.sympify(c) for c in where]
     subs: dict = {}
     for c in where:
         subs |= _substitution(c)
     facts = _nonzero_facts(where)
-    return [r for r in requirements(expr) if not _met(r, where, facts, subs)]
+    return [r for r in reqs if not _met(r, where, facts, subs)]
 
 
 def unguarded(expr: sp.Basic, where: Sequence[sp.Basic] = ()) -> list[sp.Expr]:

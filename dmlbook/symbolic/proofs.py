@@ -11,16 +11,17 @@ reversed; :mod:`.domain`) unless the condition that excludes it is stated (``whe
 :mod:`.conditions`); a limit with parameters, an infinite sum and an unknown function it
 refuses whatever the condition.
 
-The statement is the one typed, so ``prove_equal`` takes each side as written: a zero-argument
-callable (``lambda: s*x/s``), which it builds without SymPy's automatic simplification, so that
-every division in it is checked, or a Python integer. A side built before the call is refused
-(``TypeError``): SymPy simplifies while an expression is being built (``s*x/s`` *is* ``x``,
-``log(s) - log(s)`` is ``0``, ``exp(log(s))`` is ``s``), so a pre-built side carries no trace of
-a factor it cancelled, and nothing in it can show that none was. What a callable reads from a
-variable (``lambda: w[s]`` for a ``w`` computed earlier) is that variable as SymPy built it,
-and so is :func:`derived` (``derived(sp.diff(L, s))``, the form for a side SymPy derives: a
-derivative computed without evaluation would carry the product rule's spurious ``log`` and
-division terms): build inside the callable any quantity that divides.
+The statement is the one typed, so ``prove_equal`` takes each side as written
+(:mod:`.sides`): a zero-argument callable (``lambda: s*x/s``), which it builds without SymPy's
+automatic simplification, so that every division in it is checked, or a Python integer. SymPy
+simplifies while an expression is being built (``s*x/s`` *is* ``x``, ``log(s) - log(s)`` is
+``0``, ``exp(log(s))`` is ``s``), so an expression built before the call carries no trace of a
+factor it cancelled: a side built before the call is refused (``TypeError``), and so is a
+callable that *reads* one (``lambda: w4`` for a ``w4`` computed earlier) or returns one. A
+value SymPy derives is passed with its definition, ``derived(sp.diff, lambda: L, s)``: the
+definition is built as typed and the conditions where it is undefined are carried to the proof.
+``prebuilt(lambda: w4)`` is the explicit, unchecked form (a statement about the value as SymPy
+built it); ``derived(value)``, the earlier form, is the same.
 
 :func:`~dmlbook.symbolic.counterexample.counterexample` is the evidence for ``a != b``: a point where the two sides differ, with
 both values (exact with Rationals where SymPy can evaluate them so).
@@ -28,7 +29,8 @@ both values (exact with Rationals where SymPy can evaluate them so).
 :func:`~dmlbook.symbolic.spot_check.spot_check_equal` (its own module) evaluates both sides at
 random points: numeric evidence, never a proof.
 Tests: ``tests/symbolic/test_proofs.py``; soundness: ``tests/symbolic/test_proofs_soundness.py``
-(a property test) and ``tests/symbolic/test_domain.py`` (the named traps).
+(a property test), ``tests/symbolic/test_domain.py`` and ``tests/symbolic/test_sides.py`` (the
+named traps).
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 
-from .conditions import build_as_written, evaluated, unmet
+from .conditions import evaluated, unmet, unmet_requirements
 from .differentiate import pair_weights
 from .domain import _text, refusals
+from .sides import Derived, Prebuilt, derived, prebuilt, take_side
 from .spot_check import numpy_function
 from .symbols import AnchorSimilarities, default_range
 
-__all__ = ["derived", "gpw_identity", "pair_weights", "prove_equal", "residual"]
+__all__ = ["derived", "gpw_identity", "pair_weights", "prebuilt", "prove_equal", "residual"]
 
 # --------------------------------------------------------------------------------------------
 # prove_equal
@@ -193,12 +196,16 @@ def residual(a: sp.Basic, b: sp.Basic) -> sp.Expr | list[sp.Expr]:
     return out[0] if len(out) == 1 else out
 
 
-def _why_refused(pairs: list[tuple[sp.Expr, sp.Expr]], where: Sequence) -> str:
-    """Why the statement ``pairs`` cannot be proved as given ('' when it may be)."""
+def _why_refused(
+    pairs: list[tuple[sp.Expr, sp.Expr]], where: Sequence, carried: Sequence = ()
+) -> str:
+    """Why the statement ``pairs`` cannot be proved as given ('' when it may be); ``carried``
+    are the conditions :func:`derived` sides bring from their definitions."""
     refused = [why for x, y in pairs for side in (x, y) for why in refusals(side)]
     if refused:
         return " ".join(dict.fromkeys(refused))
     missing = {r.text(): r for x, y in pairs for side in (x, y) for r in unmet(side, where)}
+    missing |= {r.text(): r for r in unmet_requirements(carried, where)}
     if not missing:
         return ""
     reasons = "; ".join(r.reason for r in missing.values())
@@ -227,18 +234,18 @@ def _plain_number(side: object) -> bool:
     return isinstance(side, list | tuple) and all(_plain_number(v) for v in side)
 
 
-def _as_typed(side: object, name: str) -> object:
-    """One side of :func:`prove_equal` as the user typed it; a pre-built SymPy side is refused.
+def _as_typed(side: object, name: str) -> tuple[object, list]:
+    """One side of :func:`prove_equal` as the user typed it, with the conditions it carries.
 
-    SymPy simplifies while it builds (``s*x/s`` *is* ``x``), so nothing in a pre-built side says
-    whether a factor that may vanish was cancelled: a proof of it would be about a statement the
-    user did not type. A zero-argument callable is built without evaluation (every division
-    kept); a Python integer cannot hide one (``1/0`` raises, ``6 // 3`` is exact).
+    A zero-argument callable is built without evaluation (every division kept), and may not use
+    an expression built before the call (:mod:`.sides`); a :func:`derived` side brings its
+    definition's conditions; a :func:`prebuilt` side is taken as SymPy built it (unchecked); a
+    Python integer cannot hide a division (``1/0`` raises, ``6 // 3`` is exact).
     """
-    if callable(side) and not isinstance(side, sp.Basic):
-        return build_as_written(side)
+    if isinstance(side, Derived | Prebuilt) or (callable(side) and not isinstance(side, sp.Basic)):
+        return take_side(side, name)
     if _plain_number(side):
-        return side
+        return side, []
     shown = sp.sstr(side) if isinstance(side, sp.Basic) else type(side).__name__
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
     raise TypeError(
@@ -248,21 +255,9 @@ def _as_typed(side: object, name: str) -> object:
         f"a statement you did not type. Pass side {name} as written, as a zero-argument "
         f"callable: prove_equal(lambda: <{name} as you typed it>, ...). It is then built "
         "without simplification and every division in it is checked. Python integers (and "
-        "lists or dicts of them) may be passed as they are."
+        "lists or dicts of them) may be passed as they are; a value SymPy derives from a "
+        "definition: sy.derived(sp.diff, lambda: <definition as typed>, s)."
     )
-
-
-def derived(value: object) -> Callable[[], object]:
-    """A side of :func:`prove_equal` that SymPy derived (a derivative, a limit, a substitution).
-
-    A derivative must be computed with SymPy's evaluation: computed as written it would keep
-    the product rule's spurious terms (``0*log(x)``, ``x'/x``), divisions the statement does not
-    contain. ``derived(sp.diff(L, s))`` is that value, computed before the call, as a callable
-    side; like any variable a callable reads, it is taken as SymPy built it, so the definition
-    it is derived from must not cancel a factor that may vanish (build a quantity that
-    divides as written, in the other side).
-    """
-    return lambda: value
 
 
 def prove_equal(
@@ -293,14 +288,17 @@ def prove_equal(
     Each side is passed as written, as a zero-argument callable (``lambda: Hinge(s) * x /
     Hinge(s)``), built here without SymPy's automatic simplification, so that a factor typed
     in it is never cancelled before it is checked. A side built before the call (a SymPy
-    expression, matrix, sequence or dict) is refused with a ``TypeError``: SymPy cancels while it
-    builds (``Hinge(s) * x / Hinge(s)`` is already ``x``), so it cannot show what was typed.
-    Python integers (and lists or dicts of them) may be passed as they are. An expression the
-    callable reads from a variable, or a :func:`derived` side, is as SymPy built it earlier.
+    expression, matrix, sequence or dict), or a callable that reads or returns one, is refused
+    with a ``TypeError``: SymPy cancels while it builds (``Hinge(s) * x / Hinge(s)`` is already
+    ``x``), so it cannot show what was typed. Python integers (and lists or dicts of them) may
+    be passed as they are. A value SymPy derives: ``derived(sp.diff, lambda: <definition>, s)``,
+    whose definition's conditions the proof must state too. ``prebuilt(...)`` takes a value as
+    SymPy built it, unchecked for cancellations (:mod:`.sides`); a variable bound to an
+    expression SymPy reduced to a bare symbol cannot be told from that symbol.
 
     Parameters
     ----------
-    a, b : callable returning an Expr, Matrix, sequence or dict; or a Python int
+    a, b : callable returning an Expr, Matrix, sequence or dict; derived, prebuilt; or an int
         The two sides as written: ``lambda: expr``, called without SymPy's automatic
         simplification, with Integers and Rationals as numbers (no ``Float``). Matrices,
         sequences and dicts (e.g. two :func:`pair_weights` results) are compared entry by
@@ -332,7 +330,8 @@ def prove_equal(
     ValueError
         Both sides empty; shapes, lengths or keys that do not match; a ``Float`` in either side.
     TypeError
-        A side built before the call (pass it as ``lambda: ...``).
+        A side built before the call, or a callable that reads or returns an expression built
+        before it (pass it as ``lambda: ...`` built from symbols, or :func:`derived`).
 
     Examples
     --------
@@ -346,8 +345,9 @@ def prove_equal(
     >>> prove_equal(lambda: sp.exp(sp.log(s)), lambda: s, where=[sp.Ne(s, 0)])
     True
     """
-    pairs = _exact_pairs(_as_typed(a, "a"), _as_typed(b, "b"), "prove_equal")
-    why = _why_refused(pairs, where)
+    (a, carried_a), (b, carried_b) = _as_typed(a, "a"), _as_typed(b, "b")
+    pairs = _exact_pairs(a, b, "prove_equal")
+    why = _why_refused(pairs, where, carried_a + carried_b)
     if why:
         if verbose:
             print(f"prove_equal: refused: {why}")

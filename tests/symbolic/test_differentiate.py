@@ -65,8 +65,8 @@ def test_general_n_ms_weights_are_proved_for_every_batch_size():
     eq13 = 1 / (
         sp.exp(BETA * (LAM - g.neg[g.j])) + g.sum_neg(lambda s: sp.exp(BETA * (s - g.neg[g.j])))
     )
-    assert sy.prove_equal(lambda: -w[g.pos[g.j]], lambda: eq14) is True
-    assert sy.prove_equal(lambda: w[g.neg[g.j]], lambda: eq13) is True
+    assert sy.prove_equal(sy.prebuilt(lambda: -w[g.pos[g.j]]), sy.prebuilt(lambda: eq14)) is True
+    assert sy.prove_equal(sy.prebuilt(lambda: w[g.neg[g.j]]), sy.prebuilt(lambda: eq13)) is True
 
 
 def shared_base_loss() -> sp.Expr:
@@ -85,7 +85,7 @@ def test_shared_base_negative_weight_is_the_negative_branch():
     """The old code returned ``2 s_j - 2`` (the positive branch) here, and proved it."""
     w = sy.pair_weights(shared_base_loss(), S[J], index_range=(P + 1, P + N))[S[J]]
     expected = 2 * sy.hinge(S[J] - MARGIN) * sy.HingeActive(S[J] - MARGIN)
-    assert sy.prove_equal(lambda: w, lambda: expected) is True
+    assert sy.prove_equal(sy.prebuilt(lambda: w), sy.prebuilt(lambda: expected)) is True
     x = sp.Symbol("x", real=True)
     old_answer = sy.counterexample(w.subs(S[J], x), 2 * x - 2)
     assert old_answer is not None and old_answer.exact
@@ -93,7 +93,7 @@ def test_shared_base_negative_weight_is_the_negative_branch():
 
 def test_shared_base_positive_weight_is_the_positive_branch():
     w = sy.pair_weights(shared_base_loss(), S[J], index_range=(1, P))[S[J]]
-    assert sy.prove_equal(lambda: w, lambda: 2 * S[J] - 2) is True
+    assert sy.prove_equal(sy.prebuilt(lambda: w), sy.prebuilt(lambda: 2 * S[J] - 2)) is True
 
 
 @settings(max_examples=15, deadline=None)
@@ -106,7 +106,7 @@ def test_shared_base_weights_match_the_expanded_finite_loss(p, n, data):
     span = (1, P) if j <= p else (P + 1, P + N)
     got = sy.pair_weights(shared_base_loss(), S[J], index_range=span)[S[J]]
     got = got.subs({J: j, P: p, N: n})
-    assert sy.prove_equal(lambda: got, lambda: expected) is True
+    assert sy.prove_equal(sy.prebuilt(lambda: got), sy.prebuilt(lambda: expected)) is True
 
 
 def test_index_range_is_refused_for_a_plain_symbol():

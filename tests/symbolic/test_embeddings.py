@@ -15,8 +15,12 @@ from dmlbook.core.similarity import l2_normalize
 def test_normalization_jacobian_closed_form_d3():
     x = sy.embedding_symbols(1, 3).row(0)
     J, closed = sy.normalization_jacobian(x), sy.normalization_jacobian_closed_form(x)
-    assert not sy.prove_equal(lambda: J, lambda: closed, verbose=False)  # x = 0 has no direction
-    assert sy.prove_equal(lambda: J, lambda: closed, where=sy.nonzero_rows(x))
+    assert not sy.prove_equal(
+        sy.prebuilt(lambda: J), sy.prebuilt(lambda: closed), verbose=False
+    )  # x = 0 has no direction
+    assert sy.prove_equal(
+        sy.prebuilt(lambda: J), sy.prebuilt(lambda: closed), where=sy.nonzero_rows(x)
+    )
 
 
 @pytest.mark.slow
@@ -27,7 +31,12 @@ def test_embedding_gradient_chain_B3_d2():
     F = sum(G[i, j] * S[i, j] for i in range(3) for j in range(3))
     direct = sp.Matrix(3, 2, lambda i, k: F.diff(X[i, k]))
     closed = sy.embedding_gradient_closed_form(G, X)
-    assert sy.prove_equal(lambda: direct, lambda: closed, where=sy.nonzero_rows(X)) is True
+    assert (
+        sy.prove_equal(
+            sy.prebuilt(lambda: direct), sy.prebuilt(lambda: closed), where=sy.nonzero_rows(X)
+        )
+        is True
+    )
 
 
 def test_symbolic_jacobian_matches_autograd_of_l2_normalize():

@@ -85,7 +85,10 @@ def test_log_sum_exp_forms():
 def test_unit_sphere_conversions_are_inverse():
     s = sp.Symbol("s", real=True)
     D = sp.Symbol("D", positive=True)
-    assert sy.prove_equal(lambda: sy.unit_sphere_similarity(sy.unit_sphere_distance(s)), lambda: s)
+    assert sy.prove_equal(
+        lambda: sy.unit_sphere_similarity(sy.unit_sphere_distance(s)),
+        lambda: s,
+    )
     assert sy.prove_equal(
         lambda: sy.unit_sphere_distance(sy.unit_sphere_similarity(D)), lambda: sp.Abs(D)
     )

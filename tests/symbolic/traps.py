@@ -89,3 +89,56 @@ PREBUILT = {
     "exp(log(s)) == s": (sp.exp(sp.log(s)), s),
     "log(s) - log(s) == 0": (sp.log(s) - sp.log(s), sp.S.Zero),
 }
+
+# --------------------------------------------------------------------------------------------
+# Issue 38, the hole left by callables: a side that *reads* an expression built earlier. SymPy
+# cancelled the factor when the variable was assigned, so the callable returns the statement
+# without it; each was proved True before prove_equal refused such reads (TypeError). The
+# variables are module globals, as in a notebook cell.
+
+y_plus_1 = s * x * (y + 1) / s  # is x*(y + 1): s cancelled, undefined at s = 0
+ratio = (sp.exp(s) - 1) * x * y / (sp.exp(s) - 1)  # is x*y, undefined at s = 0
+one = (sp.exp(s) - 1) / (sp.exp(s) - 1)  # is the number 1
+weights = {s: Hinge(s) * (x + 1) / Hinge(s)}  # is {s: x + 1}, undefined at s <= 0
+slope_of = sp.diff(s * x**2 / s, x)  # 2*x: the derivative of a definition that divides by s
+
+
+def _helper():
+    """A helper of the same module that returns what was built earlier."""
+    return y_plus_1
+
+
+class _Holder:
+    """An object whose attribute holds what was built earlier."""
+
+    def __init__(self):
+        self.w = ratio
+
+
+holder = _Holder()
+
+#: name -> (side a as a callable that reads a pre-built value, side b as typed, bad point);
+#: each was proved before (a false proof); now each must be refused with a TypeError.
+PREBUILT_READS = {
+    "lambda: e, e = s*x*(y+1)/s": (lambda: y_plus_1, lambda: x * (y + 1), {s: 0, x: 1, y: 1}),
+    "lambda: e + 0 (an operation on it)": (lambda: y_plus_1 + 0, lambda: x * (y + 1),
+                                            {s: 0, x: 1, y: 1}),
+    "lambda: e.subs(y, 1) (rebuilt by subs)": (lambda: y_plus_1.subs(y, 1), lambda: 2 * x,
+                                                {s: 0, x: 1}),
+    "lambda: w[s], w = {s: Hinge(s)*(x+1)/Hinge(s)}": (lambda: weights[s], lambda: x + 1,
+                                                        {s: -1, x: 1}),
+    "lambda: [w[t] for t in (s,)]": (lambda: [weights[t] for t in (s,)], lambda: [x + 1],
+                                      {s: -1, x: 1}),
+    "lambda: (exp(s)-1)*x*y/(exp(s)-1) read": (lambda: ratio, lambda: x * y, {s: 0, x: 1, y: 1}),
+    "lambda: one, one = (exp(s)-1)/(exp(s)-1)": (lambda: one, 1, {s: 0}),
+    "lambda: helper() (a same-module function)": (lambda: _helper(), lambda: x * (y + 1),
+                                                   {s: 0, x: 1, y: 1}),
+    "lambda: holder.w (an object's attribute)": (lambda: holder.w, lambda: x * y,
+                                                  {s: 0, x: 1, y: 1}),
+    "lambda: d, d = diff(s*x**2/s, x)": (lambda: slope_of, lambda: 2 * x, {s: 0, x: 1}),
+}  # fmt: skip
+
+#: A variable bound to an expression that SymPy reduced to a *bare symbol* is that very symbol
+#: (``s*x/s`` is ``x``): no check of objects can tell ``lambda: e`` from ``lambda: x``.
+bare = s * x / s
+KNOWN_HOLE = (lambda: bare, lambda: x, {s: 0, x: 1})
