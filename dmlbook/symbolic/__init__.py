@@ -6,7 +6,9 @@ Four steps take a loss chapter from a paper's equation to a checked implementati
    negatives) or, for every batch size at once, on :func:`indexed_anchor`;
 2. take its pair weights ``w_ij = dL/dS_ij`` with :func:`pair_weights`;
 3. :func:`prove_equal` them to the paper's closed form, each side passed as written
-   (``lambda: closed_form``; a derived one as :func:`derived`) (``True`` only for an exact proof;
+   (``lambda: closed_form``, built from symbols; the weights as
+   ``derived(pair_weights, lambda: loss, a)``, which carries the loss's conditions; a value
+   built earlier only as the explicit, unchecked :func:`prebuilt`) (``True`` only for an exact proof;
    ``False`` only means "not proved": :func:`counterexample` gives the point where two forms
    differ, the evidence for a rejection; :func:`spot_check_equal` is numeric evidence, never
    a proof). A statement that divides by a quantity that may vanish is proved only with its

@@ -202,6 +202,8 @@ def _why_refused(
     """Why the statement ``pairs`` cannot be proved as given ('' when it may be); ``carried``
     are the conditions :func:`derived` sides bring from their definitions."""
     refused = [why for x, y in pairs for side in (x, y) for why in refusals(side)]
+    refused += [why for why in carried if isinstance(why, str)]  # a definition's refusals
+    carried = [r for r in carried if not isinstance(r, str)]
     if refused:
         return " ".join(dict.fromkeys(refused))
     missing = {r.text(): r for x, y in pairs for side in (x, y) for r in unmet(side, where)}

@@ -38,7 +38,7 @@ from sympy.core.cache import clear_cache
 
 from .conditions import build_as_written, evaluated
 from .differentiate import pair_weights
-from .domain import Requirement, _text, requirements
+from .domain import Requirement, _text, refusals, requirements
 
 __all__ = ["Derived", "Prebuilt", "derived", "prebuilt", "take_side"]
 
@@ -56,6 +56,7 @@ class Derived:
     value: object
     requirements: tuple[Requirement, ...]
     definition: object
+    refused: tuple[str, ...] = ()  # what no condition can rescue in the definition
 
 
 @dataclass(frozen=True)
@@ -121,12 +122,13 @@ def derived(
         )
     written = _build_typed(definition, "the definition")
     reqs = _all_requirements(written)
+    refused = tuple(dict.fromkeys(w for e in _entries(written) for w in _refusals(e)))
     value = op(evaluated_all(written), *args)
     if differentiates is None:
         differentiates = op in _DIFFERENTIATIONS or getattr(op, "__name__", "") == "gpw_identity"
     if not differentiates:
         reqs = [_mapped(r, op, args) for r in reqs]
-    return Derived(value, tuple(reqs), written)
+    return Derived(value, tuple(reqs), written, refused)
 
 
 def evaluated_all(obj: object) -> object:
@@ -155,10 +157,15 @@ def _mapped(r: Requirement, op: Callable, args: tuple) -> Requirement:
     return Requirement(q, r.kind, r.reason, r.bound, r.source)
 
 
-def take_side(side: object, name: str) -> tuple[object, list[Requirement]]:
-    """A side of ``prove_equal`` as the object to compare and the conditions it carries."""
+def _refusals(e: object) -> list[str]:
+    return refusals(e) if isinstance(e, sp.Basic) else []
+
+
+def take_side(side: object, name: str) -> tuple[object, list[Requirement | str]]:
+    """A side of ``prove_equal`` as the object to compare and the conditions it carries (a
+    string: a refusal of its definition, which no condition can rescue)."""
     if isinstance(side, Derived):
-        return side.value, list(side.requirements)
+        return side.value, [*side.requirements, *side.refused]
     if isinstance(side, Prebuilt):
         return build_as_written(side.side), []
     if callable(side) and not isinstance(side, sp.Basic):

@@ -127,3 +127,13 @@ def test_any_expression_built_before_the_call_is_refused_unless_a_symbol(value, 
         return
     with pytest.raises(TypeError, match="built before the call|reads"):
         sy.prove_equal(side, lambda: x)
+
+
+def test_a_definition_no_condition_can_rescue_refuses_its_derived_side():
+    """A definition with a limit in a parameter (0 at y = 0, 1 elsewhere, as SymPy takes it) is
+    refused whatever ``where`` says, and so is what is derived from it, even where the derived
+    value (here 1) no longer shows the limit."""
+    d = sy.derived(sp.diff, lambda: sp.Limit(y**s, s, 0, "+") + x, x)
+    assert d.value == 1 and d.refused
+    assert sy.prove_equal(d, 1, where=[y > 0], verbose=False) is False
+    assert sy.prove_equal(sy.derived(sp.diff, lambda: y + x, x), 1) is True
