@@ -114,3 +114,10 @@ def test_a_side_it_cannot_wrap_is_printed_for_the_lead(tmp_path, capsys):
     )
     assert prebuilt_sides.main([str(path)]) == 1
     assert "unpacked: by hand" in capsys.readouterr().out
+
+
+def test_a_module_marked_skip_is_left_alone(tmp_path):
+    path = tmp_path / "mod.py"
+    path.write_text(f"{prebuilt_sides.SKIP}\n{MODULE}", encoding="utf-8")
+    assert prebuilt_sides.main([str(path)]) == 0
+    assert path.read_text(encoding="utf-8") == f"{prebuilt_sides.SKIP}\n{MODULE}"
