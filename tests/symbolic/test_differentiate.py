@@ -68,6 +68,23 @@ def test_general_n_ms_weights_are_proved_for_every_batch_size():
     )
     assert sy.prove_equal(sy.prebuilt(lambda: -w[g.pos[g.j]]), sy.prebuilt(lambda: eq14)) is True
     assert sy.prove_equal(sy.prebuilt(lambda: w[g.neg[g.j]]), sy.prebuilt(lambda: eq13)) is True
+    # the same, sound (issue 38): the weight derived from the loss as typed, Eq. 13 as typed
+    w_neg = sy.derived(
+        lambda L, s: sy.pair_weights(L, [s])[s],
+        lambda: (
+            sp.log(1 + g.sum_pos(lambda s: sp.exp(-ALPHA * (s - LAM)))) / ALPHA
+            + sp.log(1 + g.sum_neg(lambda s: sp.exp(BETA * (s - LAM)))) / BETA
+        ),
+        g.neg[g.j],
+        differentiates=True,
+    )
+    typed_eq13 = lambda: (
+        1
+        / (  # noqa: E731
+            sp.exp(BETA * (LAM - g.neg[g.j])) + g.sum_neg(lambda s: sp.exp(BETA * (s - g.neg[g.j])))
+        )
+    )
+    assert sy.prove_equal(w_neg, typed_eq13) is True
 
 
 def shared_base_loss() -> sp.Expr:
@@ -93,8 +110,13 @@ def test_shared_base_negative_weight_is_the_negative_branch():
 
 
 def test_shared_base_positive_weight_is_the_positive_branch():
-    w = sy.pair_weights(shared_base_loss(), S[J], index_range=(1, P))[S[J]]
-    assert sy.prove_equal(sy.prebuilt(lambda: w), sy.prebuilt(lambda: 2 * S[J] - 2)) is True
+    w = sy.derived(
+        lambda L, s: sy.pair_weights(L, s, index_range=(1, P))[s],
+        shared_base_loss,  # the loss as typed (issue 38: its conditions come with the weight)
+        S[J],
+        differentiates=True,
+    )
+    assert sy.prove_equal(w, lambda: 2 * S[J] - 2) is True
 
 
 @settings(max_examples=15, deadline=None)
