@@ -24,7 +24,6 @@ keep answers out of sight, not out of reach. They run offline and in the student
 
 from __future__ import annotations
 
-# prebuilt_sides: skip (its prove_equal sides are as intended: tools/prebuilt_sides.py)
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass

@@ -9,7 +9,6 @@ and for each hinge gate. Re-exported by :mod:`dmlbook.studies.three_similarities
 
 from __future__ import annotations
 
-# prebuilt_sides: skip (its prove_equal sides are as intended: tools/prebuilt_sides.py)
 from collections.abc import Sequence
 from typing import Any
 

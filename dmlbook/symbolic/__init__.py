@@ -36,7 +36,7 @@ from .embeddings import (
     weight_symbols,
 )
 from .hinge import Hinge, HingeActive, hinge, hinge_branch, hinge_conditions
-from .proofs import derived, gpw_identity, prebuilt, prove_equal, residual
+from .proofs import define, derived, gpw_identity, prebuilt, prove_equal, residual
 from .spot_check import SpotCheck, spot_check_equal
 from .symbols import (
     HYPERPARAMETER_DOMAINS,
@@ -81,6 +81,7 @@ __all__ = [
     "divisors",
     "embedding_gradient_closed_form",
     "embedding_symbols",
+    "define",
     "derived",
     "gpw_identity",
     "gradcheck_witness",

@@ -44,11 +44,19 @@ import sympy as sp
 from .conditions import evaluated, unmet, unmet_requirements
 from .differentiate import pair_weights
 from .domain import _text, refusals
-from .sides import Derived, Prebuilt, derived, prebuilt, take_side
+from .sides import Derived, Prebuilt, define, derived, prebuilt, take_side
 from .spot_check import numpy_function
 from .symbols import AnchorSimilarities, default_range
 
-__all__ = ["derived", "gpw_identity", "pair_weights", "prebuilt", "prove_equal", "residual"]
+__all__ = [
+    "define",
+    "derived",
+    "gpw_identity",
+    "pair_weights",
+    "prebuilt",
+    "prove_equal",
+    "residual",
+]
 
 # --------------------------------------------------------------------------------------------
 # prove_equal

@@ -40,7 +40,7 @@ from .conditions import build_as_written, evaluated
 from .differentiate import pair_weights
 from .domain import Requirement, _text, refusals, requirements
 
-__all__ = ["Derived", "Prebuilt", "derived", "prebuilt", "take_side"]
+__all__ = ["Derived", "Prebuilt", "define", "derived", "prebuilt", "take_side"]
 
 #: Atoms a callable may read from a variable: they cannot be what a cancellation left behind
 #: (but see the module note on a variable bound to a bare symbol).
@@ -51,12 +51,17 @@ _DIFFERENTIATIONS = (sp.diff, pair_weights, sp.Derivative)
 
 @dataclass(frozen=True)
 class Derived:
-    """A side computed by ``op`` from a definition built as typed; see :func:`derived`."""
+    """A value computed from a definition built as typed, with the definition's conditions;
+    see :func:`derived` and :func:`define`. ``d[key]`` is the entry of a dict, list or matrix
+    value with the same conditions (kept whole: an entry exists at most where the whole does)."""
 
     value: object
     requirements: tuple[Requirement, ...]
     definition: object
     refused: tuple[str, ...] = ()  # what no condition can rescue in the definition
+
+    def __getitem__(self, key: object) -> Derived:
+        return Derived(self.value[key], self.requirements, self.definition, self.refused)
 
 
 @dataclass(frozen=True)
@@ -76,9 +81,23 @@ def prebuilt(side: object) -> Prebuilt:
     return Prebuilt(side)
 
 
+def define(definition: Callable[[], object]) -> Derived:
+    """A definition built as typed, kept with every point where it may be undefined.
+
+    ``L = define(lambda: <the loss as typed>)`` can be passed to :func:`prove_equal` as a side
+    and to :func:`derived` as the definition of a value derived from it
+    (``derived(sp.diff, L, s)``): its conditions travel with it, however often it is used.
+    """
+    return derived(_same, definition, differentiates=True)
+
+
+def _same(value: object) -> object:
+    return value
+
+
 def derived(
     op: object,
-    definition: Callable[[], object] | None = None,
+    definition: Callable[[], object] | Derived | None = None,
     *args: object,
     differentiates: bool | None = None,
 ) -> object:
@@ -99,8 +118,9 @@ def derived(
         applied pointwise (a substitution ``lambda e, d: e.subs(d)``, a rewrite): the
         conditions' quantities are then mapped by the same ``op`` (``s != 0`` under ``s -> 0``
         becomes ``0 != 0``, which no condition meets, so the proof is refused).
-    definition : callable
-        ``lambda: <the definition as typed>``.
+    definition : callable or Derived
+        ``lambda: <the definition as typed>``, or a value already :func:`define`-d or derived
+        (its conditions are carried on: ``derived(sp.diff, derived(sp.diff, L, s), s)``).
     *args
         ``op``'s further arguments (``s`` for ``sp.diff``).
     differentiates : bool, optional
@@ -115,20 +135,31 @@ def derived(
     """
     if definition is None and not args:
         return Prebuilt(lambda: op)
-    if not callable(op) or not callable(definition):
+    if not callable(op) or not (callable(definition) or isinstance(definition, Derived)):
         raise TypeError(
             "derived(op, definition, *args) takes the operation (sp.diff) and the definition "
-            "as a zero-argument callable: derived(sp.diff, lambda: L, s)."
+            "as a zero-argument callable or a defined value: derived(sp.diff, lambda: L, s)."
         )
-    written = _build_typed(definition, "the definition")
-    reqs = _all_requirements(written)
-    refused = tuple(dict.fromkeys(w for e in _entries(written) for w in _refusals(e)))
-    value = op(evaluated_all(written), *args)
+    if isinstance(definition, Derived):
+        written, base = definition.definition, definition.value
+        reqs, refused = list(definition.requirements), definition.refused
+    else:
+        written = _build_typed(definition, "the definition")
+        reqs = _all_requirements(written)
+        refused = tuple(dict.fromkeys(w for e in _entries(written) for w in _refusals(e)))
+        base = evaluated_all(written)
+    user_code = not str(getattr(op, "__module__", "") or "").startswith(("sympy", "dmlbook"))
+    read = _prebuilt_reads(op) if user_code else ""
+    if read:  # the operation's own expressions are typed too: it may not read one built earlier
+        _refuse("derived's operation", f"reads {read}")
+    value = op(base, *args)
     if differentiates is None:
         differentiates = op in _DIFFERENTIATIONS or getattr(op, "__name__", "") == "gpw_identity"
     if not differentiates:
         reqs = [_mapped(r, op, args) for r in reqs]
-    return Derived(value, tuple(reqs), written, refused)
+    if user_code:  # what the operation itself divides by, takes the log of, ...: as typed
+        reqs += _all_requirements(build_as_written(lambda: op(base, *args)))
+    return Derived(value, tuple(dict.fromkeys(reqs)), written, refused)
 
 
 def evaluated_all(obj: object) -> object:

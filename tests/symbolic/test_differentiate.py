@@ -10,7 +10,6 @@ one concrete entry ``s[4]``, not from the code under test.
 
 from __future__ import annotations
 
-# prebuilt_sides: skip (its prove_equal sides are as intended: tools/prebuilt_sides.py)
 import pytest
 import sympy as sp
 from hypothesis import given, settings

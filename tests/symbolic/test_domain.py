@@ -7,7 +7,6 @@ the module under test): there a side is undefined or the sides differ.
 
 from __future__ import annotations
 
-# prebuilt_sides: skip (its prove_equal sides are as intended: tools/prebuilt_sides.py)
 import contextlib
 import io
 

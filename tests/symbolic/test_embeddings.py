@@ -4,7 +4,6 @@ from pair weights to embedding gradients, exact (SymPy) and against autograd.
 
 from __future__ import annotations
 
-# prebuilt_sides: skip (its prove_equal sides are as intended: tools/prebuilt_sides.py)
 import pytest
 import sympy as sp
 import torch

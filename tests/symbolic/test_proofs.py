@@ -9,7 +9,6 @@ prove ``(1 + Float(1e-30)) s == s`` (the Float is rounded when it is made) and
 
 from __future__ import annotations
 
-# prebuilt_sides: skip (its prove_equal sides are as intended: tools/prebuilt_sides.py)
 import contextlib
 import io
 

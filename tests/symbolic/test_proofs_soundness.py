@@ -14,7 +14,6 @@ closed form, a limit against its value), passed as typed (callables) or pre-buil
 
 from __future__ import annotations
 
-# prebuilt_sides: skip (its prove_equal sides are as intended: tools/prebuilt_sides.py)
 import itertools
 import os
 import random

@@ -9,7 +9,6 @@ each is refused with a ``TypeError``.
 
 from __future__ import annotations
 
-# prebuilt_sides: skip (its prove_equal sides are as intended: tools/prebuilt_sides.py)
 import pytest
 import sympy as sp
 from hypothesis import given, settings
@@ -138,3 +137,35 @@ def test_a_definition_no_condition_can_rescue_refuses_its_derived_side():
     assert d.value == 1 and d.refused
     assert sy.prove_equal(d, 1, where=[y > 0], verbose=False) is False
     assert sy.prove_equal(sy.derived(sp.diff, lambda: y + x, x), 1) is True
+
+
+def test_a_defined_value_carries_its_conditions_to_every_use():
+    """define(lambda: s*x/s) is x only where s != 0, and stays so through a chain of derived
+    values and through entry access (each would be proved True as SymPy built it)."""
+    half = sy.define(lambda: s * x / s)
+    assert sy.prove_equal(half, lambda: x, verbose=False) is False
+    assert sy.prove_equal(half, lambda: x, where=[sp.Ne(s, 0)]) is True
+    twice = sy.derived(sp.diff, sy.derived(sp.diff, lambda: s * x**2 / s, x), x)
+    assert twice.value == 2
+    assert sy.prove_equal(twice, 2, verbose=False) is False
+    assert sy.prove_equal(twice, 2, where=[sp.Ne(s, 0)]) is True
+    table = sy.define(lambda: {"a": s * x / s, "b": y})
+    assert sy.prove_equal(table["b"], lambda: y, verbose=False) is False  # kept whole
+    assert sy.prove_equal(table["b"], lambda: y, where=[sp.Ne(s, 0)]) is True
+
+
+def test_an_operation_that_divides_brings_its_own_condition():
+    """A pointwise op typed by the caller is built as typed too: its own division by s shows."""
+    times = sy.derived(lambda v: v * s / s, lambda: x, differentiates=False)
+    assert sy.prove_equal(times, lambda: x, verbose=False) is False
+    assert sy.prove_equal(times, lambda: x, where=[sp.Ne(s, 0)]) is True
+
+
+def test_an_operation_may_not_read_an_expression_built_earlier():
+    w = s * x / s  # is x: read as a bare symbol (the known hole) ...
+    built = s * x * y / s  # ... but a compound one (x*y, its s cancelled) is refused
+    with pytest.raises(TypeError, match="derived's operation reads built"):
+        sy.derived(lambda v: v * built, lambda: x, differentiates=False)
+    assert sy.derived(lambda v: v + w, lambda: x, differentiates=False).value == 2 * x
+    with pytest.raises(TypeError, match="defined value"):
+        sy.derived(sp.diff, s * x, x)

@@ -5,7 +5,6 @@ similarity-distance conversions.
 
 from __future__ import annotations
 
-# prebuilt_sides: skip (its prove_equal sides are as intended: tools/prebuilt_sides.py)
 import numpy as np
 import pytest
 import sympy as sp
