@@ -63,6 +63,18 @@ class Derived:
     def __getitem__(self, key: object) -> Derived:
         return Derived(self.value[key], self.requirements, self.definition, self.refused)
 
+    def where(self) -> str:
+        """Where the value is defined, as the proof must state it: ``'D_1 != 0, ...'``."""
+        return ", ".join(dict.fromkeys(r.text() for r in self.requirements)) or "everywhere"
+
+    def _repr_latex_(self) -> str:  # a notebook shows the value and where it is defined
+        body = sp.latex(sp.Matrix([list(self.value.values())]) if isinstance(self.value, dict)
+                        else self.value)  # fmt: skip
+        shown = [sp.latex(r.quantity) + {"nonzero": r" \neq 0", "nonnegative": r" \geq 0"}.get(
+            r.kind, r" \in \mathbb{R}") for r in self.requirements]  # fmt: skip
+        where = r"\quad\text{where } " + r",\ ".join(dict.fromkeys(shown)) if shown else ""
+        return f"$\\displaystyle {body}{where}$"
+
 
 @dataclass(frozen=True)
 class Prebuilt:

@@ -169,3 +169,13 @@ def test_an_operation_may_not_read_an_expression_built_earlier():
     assert sy.derived(lambda v: v + w, lambda: x, differentiates=False).value == 2 * x
     with pytest.raises(TypeError, match="defined value"):
         sy.derived(sp.diff, s * x, x)
+
+
+def test_a_defined_value_shows_where_it_is_defined():
+    half = sy.define(lambda: s * x / s)
+    assert half.where() == "s != 0"
+    assert half._repr_latex_() == r"$\displaystyle x\quad\text{where } s \neq 0$"
+    assert sy.define(lambda: {s: x, y: 2})._repr_latex_() == (
+        r"$\displaystyle \left[\begin{matrix}x & 2\end{matrix}\right]$"
+    )
+    assert sy.define(lambda: x + y).where() == "everywhere"
