@@ -140,6 +140,9 @@ def derived(
         default, True for ``sp.diff``, ``pair_weights`` and ``gpw_identity`` only. Say True for
         an ``op`` that differentiates and then picks or signs entries (``lambda L, a:
         -sy.pair_weights(L, a)[s]``); a derivative exists at most where its function does.
+        Such an ``op`` must do nothing else: a pointwise ``op`` (``differentiates=False``) is
+        also built as typed, so that its own divisions and logs count; a differentiating one is
+        not (SymPy cannot differentiate an unevaluated expression in reasonable time).
 
     A single argument, ``derived(value)``, is the earlier form: the value as SymPy built it,
     unchecked, the same as :func:`prebuilt` (kept so that existing call sites run; write
@@ -169,8 +172,8 @@ def derived(
         differentiates = op in _DIFFERENTIATIONS or getattr(op, "__name__", "") == "gpw_identity"
     if not differentiates:
         reqs = [_mapped(r, op, args) for r in reqs]
-    if user_code:  # what the operation itself divides by, takes the log of, ...: as typed
-        reqs += _all_requirements(build_as_written(lambda: op(base, *args)))
+        if user_code:  # what a pointwise operation itself divides by, takes the log of: as typed
+            reqs += _all_requirements(build_as_written(lambda: op(base, *args)))
     return Derived(value, tuple(dict.fromkeys(reqs)), written, refused)
 
 
