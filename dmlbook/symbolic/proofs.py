@@ -226,7 +226,8 @@ def _why_refused(
         "real": "a relation that makes it real (s > 0 for s**x)",
     }[first.kind]
     return (
-        f"the statement may be undefined (a sum: mean something else) unless "
+        f"the statement may be undefined (or, for a sum whose range may be reversed, mean "
+        f"something else) unless "
         f"{', '.join(missing)} ({reasons}). If it is claimed only there, say so: {hint}, or a "
         "relation on one symbol that implies it (e.g. s < 1 for 2 - 2*s)."
     )

@@ -63,15 +63,23 @@ class Derived:
     def __getitem__(self, key: object) -> Derived:
         return Derived(self.value[key], self.requirements, self.definition, self.refused)
 
+    def open_conditions(self) -> tuple[Requirement, ...]:
+        """The conditions the symbols' assumptions do not already guarantee (``e^s + 1 != 0``
+        holds for every real ``s``; ``D != 0`` does not): those a proof must state."""
+        return tuple(r for r in dict.fromkeys(self.requirements) if not _guaranteed(r))
+
     def where(self) -> str:
-        """Where the value is defined, as the proof must state it: ``'D_1 != 0, ...'``."""
-        return ", ".join(dict.fromkeys(r.text() for r in self.requirements)) or "everywhere"
+        """Where the value is defined, beyond the symbols' assumptions: ``'D_1 != 0, ...'``."""
+        return ", ".join(dict.fromkeys(r.text() for r in self.open_conditions())) or "everywhere"
+
+    def __repr__(self) -> str:
+        return f"{self.value}  (defined {'where ' if self.open_conditions() else ''}{self.where()})"
 
     def _repr_latex_(self) -> str:  # a notebook shows the value and where it is defined
         body = sp.latex(sp.Matrix([list(self.value.values())]) if isinstance(self.value, dict)
                         else self.value)  # fmt: skip
         shown = [sp.latex(r.quantity) + {"nonzero": r" \neq 0", "nonnegative": r" \geq 0"}.get(
-            r.kind, r" \in \mathbb{R}") for r in self.requirements]  # fmt: skip
+            r.kind, r" \in \mathbb{R}") for r in self.open_conditions()]  # fmt: skip
         where = r"\quad\text{where } " + r",\ ".join(dict.fromkeys(shown)) if shown else ""
         return f"$\\displaystyle {body}{where}$"
 
@@ -81,6 +89,15 @@ class Prebuilt:
     """A side taken as SymPy built it, unchecked for cancellations; see :func:`prebuilt`."""
 
     side: object
+
+
+def _guaranteed(r: Requirement) -> bool:
+    """Whether the symbols' assumptions alone make ``r`` hold (SymPy's own inference)."""
+    if r.bound:
+        return False
+    q = r.quantity
+    held = {"nonzero": q.is_nonzero, "nonnegative": q.is_nonnegative, "real": q.is_real}
+    return held[r.kind] is True
 
 
 def prebuilt(side: object) -> Prebuilt:

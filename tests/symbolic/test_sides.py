@@ -122,7 +122,7 @@ def test_any_expression_built_before_the_call_is_refused_unless_a_symbol(value, 
         "dict": lambda: held[s],
         "op": lambda: held + 1,
     }[how]
-    if isinstance(value, sp.Symbol):
+    if isinstance(value, sp.Symbol | sp.NumberSymbol):  # E = exp(1) reads as a symbol too
         assert sy.prove_equal(side, side, verbose=False) in (True, False)
         return
     with pytest.raises(TypeError, match="built before the call|reads"):
@@ -179,3 +179,12 @@ def test_a_defined_value_shows_where_it_is_defined():
         r"$\displaystyle \left[\begin{matrix}x & 2\end{matrix}\right]$"
     )
     assert sy.define(lambda: x + y).where() == "everywhere"
+
+
+def test_conditions_the_assumptions_guarantee_are_not_shown():
+    """e^s + 1 != 0 holds for every real s: where() and the display leave it out; s != 0 stays."""
+    soft = sy.define(lambda: x / (sp.exp(s) + 1) + y / s)
+    assert len(soft.requirements) == 2  # both are kept for the proof ...
+    assert soft.where() == "s != 0"  # ... but only the open one is shown
+    assert repr(soft) == "x/(exp(s) + 1) + y/s  (defined where s != 0)"
+    assert repr(sy.define(lambda: x + y)) == "x + y  (defined everywhere)"
