@@ -7,6 +7,7 @@ wrong closed form fails here. Chapter: ``book/12_dro.ipynb``.
 from __future__ import annotations
 
 import math
+import types
 
 import pytest
 import sympy as sp
@@ -138,3 +139,25 @@ def test_the_stationary_point_is_derived_from_the_lagrangian_with_its_conditions
     assert kkt.where() == "2*p_1 != 0, 2*p_2 != 0"
     assert prove_equal(kkt["p*"], lambda: dro._softmax(ls, gamma)) is True
     assert prove_equal(kkt["p*"], lambda: dro._softmax(ls, 2 * gamma), verbose=False) is False
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [dro.kl_inner_max, dro.topk_lp_value, dro.ls_recovery, dro.ms_recovery, dro.hap2s_recovery],
+)
+def test_the_proofs_operations_pass_the_checks_of_a_callers_operation(proof, monkeypatch):
+    """``derived`` trusts an operation defined in dmlbook (``pair_weights``), so the proofs' own
+    substitutions and limits would go unchecked: run as a caller's, each must read no expression
+    built earlier and bring the conditions of its own divisions. The KKT solve is exempt: SymPy's
+    ``solve`` cannot run unevaluated. A planted ``lambda g: g.subs(l0, two_m)`` with ``two_m =
+    2*m`` built earlier is refused this way (checked by hand). About 6 s CPU in all."""
+    real = dro.derived
+
+    def as_callers(op, definition=None, *args, **kw):
+        if isinstance(op, types.FunctionType) and op.__module__ == dro.__name__:
+            if op is not dro._stationary:
+                op.__module__ = "a caller"
+        return real(op, definition, *args, **kw)
+
+    monkeypatch.setattr(dro, "derived", as_callers)
+    assert all(proof().values())
