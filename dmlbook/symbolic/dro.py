@@ -2,13 +2,11 @@
 
 Each function derives one statement and returns ``{name: bool}``: ``True`` only where
 :func:`prove_equal` reduced the difference to exactly 0; with ``verbose=True`` it prints each
-step's intermediate result beside its verdict. Every side is built from the definition the
-docstring states (:mod:`.sides`): an objective, Lagrangian or loss is :func:`define`-d from
-symbols by the helpers below (with every point where it may be undefined), what SymPy computes
-from it (a stationary point, a gradient, a limit, a substitution) is :func:`derived` from that
-definition, and each closed form is typed in the call (``lambda: ...``). Proofs use a fixed small
-size (``n`` losses, ``P`` positives and ``N`` negatives of one anchor); nothing in them depends
-on the size except the number of terms.
+step's intermediate result beside its verdict. Each side is built from the definition the
+docstring states (:mod:`.sides`): :func:`define`-d from symbols by the helpers below, or
+:func:`derived` from such a definition (a stationary point, gradient, limit, substitution), or
+typed in the call. Proofs use a fixed small size (``n`` losses, ``P`` positives and ``N``
+negatives of one anchor); nothing in them depends on the size except the number of terms.
 
 * :func:`kl_inner_max`: DRO-KL's ``p* = softmax(l / gamma)`` and value
   ``gamma log((1/n) sum e^{l/gamma})`` (Sec. 3.2, Namkoong and Duchi 2016), its limits
