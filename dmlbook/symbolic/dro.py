@@ -1,10 +1,12 @@
 """SymPy proofs of the DRO paper's closed forms, Lemma 1 and its recovery claims.
 
 Each function derives one statement and returns ``{name: bool}``: ``True`` only where
-:func:`prove_equal` reduced the difference to exactly 0 (or SymPy's ``limit`` returned the exact
-value); with ``verbose=True`` it prints each step's intermediate result beside its verdict.
-Proofs use a fixed small size (``n`` losses, ``P`` positives and ``N`` negatives of one anchor);
-nothing in them depends on the size except the number of terms.
+:func:`prove_equal` reduced the difference to exactly 0; with ``verbose=True`` it prints each
+step's intermediate result beside its verdict. Each side is built from the definition the
+docstring states (:mod:`.sides`): :func:`define`-d from symbols by the helpers below, or
+:func:`derived` from such a definition (a stationary point, gradient, limit, substitution), or
+typed in the call. Proofs use a fixed small size (``n`` losses, ``P`` positives and ``N``
+negatives of one anchor); nothing in them depends on the size except the number of terms.
 
 * :func:`kl_inner_max`: DRO-KL's ``p* = softmax(l / gamma)`` and value
   ``gamma log((1/n) sum e^{l/gamma})`` (Sec. 3.2, Namkoong and Duchi 2016), its limits
@@ -27,9 +29,13 @@ Chapter: ``book/12_dro.ipynb`` (12.3, 12.5, 12.6). Tests: ``tests/symbolic/test_
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sympy as sp
 
-from .proofs import derived, prove_equal
+from .differentiate import pair_weights
+from .proofs import define, derived, prove_equal
+from .sides import Derived
 from .symbols import hyperparameters
 
 __all__ = [
@@ -45,6 +51,89 @@ __all__ = [
 
 def _losses(n: int, name: str = "l") -> list[sp.Symbol]:
     return [sp.Symbol(f"{name}_{k}", real=True) for k in range(1, n + 1)]
+
+
+def _group_value(ls: list, gamma: sp.Expr, pseudo: sp.Expr | None = None) -> sp.Expr:
+    """``gamma log((1/n) sum_j e^{l_j/gamma})``, the KL value (with a pseudo pair of loss ``pseudo``)."""
+    terms = [sp.exp(l / gamma) for l in (ls if pseudo is None else [*ls, pseudo])]
+    return gamma * sp.log(sum(terms) / len(terms))
+
+
+def _softmax(ls: list, gamma: sp.Expr) -> list[sp.Expr]:
+    return [sp.exp(l / gamma) / sum(sp.exp(k / gamma) for k in ls) for l in ls]
+
+
+def _lagrangian(ls: list, gamma: sp.Expr, ps: tuple, v: sp.Expr) -> sp.Expr:
+    """``J = sum p l - gamma sum p log(n p) - v (sum p - 1)``; at ``v = 0`` the objective."""
+    kl = sum(p * sp.log(len(ls) * p) for p in ps)
+    return sum(p * l for p, l in zip(ps, ls, strict=True)) - gamma * kl - v * (sum(ps) - 1)
+
+
+def _stationary(lag: sp.Expr, ps: tuple, v: sp.Symbol) -> dict[str, object]:
+    """Solve ``dJ/dp_j = 0`` (Eq. 15), then ``sum p = 1`` (Eq. 18); the objective at ``p*``."""
+    p_of_v = [sp.solve(sp.diff(lag, p), p)[0] for p in ps]
+    v_star = sp.solve(sp.Eq(sum(p_of_v), 1), v)[0]
+    p_star = [sp.simplify(p.subs(v, v_star)) for p in p_of_v]
+    value = lag.subs(v, 0).subs(dict(zip(ps, p_star, strict=True)))
+    return {"p(v)": p_of_v, "v*": v_star, "p*": p_star, "value": sp.expand_log(value)}
+
+
+def _kl_stationary_point(losses: Callable[[], list], gamma: sp.Expr, n: int) -> Derived:
+    """:func:`_stationary`, derived from the Lagrangian of the losses ``losses()`` as defined."""
+    v, ps = sp.Symbol("v", real=True), sp.symbols(f"p_1:{n + 1}", positive=True)
+    lagrangian = lambda: _lagrangian(losses(), gamma, ps, v)
+    return derived(_stationary, lagrangian, ps, v, differentiates=True)
+
+
+def _centred(ls: list) -> list[sp.Expr]:
+    return [l - sum(ls) / len(ls) for l in ls]
+
+
+def _norm2(ls: list) -> sp.Expr:  # ||l - mean||^2 = n Var_n(l)
+    return sum(x**2 for x in _centred(ls))
+
+
+def _chi2_p(ls: list, rho: sp.Expr) -> list[sp.Expr]:
+    """``p*_i = 1/n + sqrt(2 rho) (l_i - mean) / (n ||l - mean||)``."""
+    n, c = len(ls), _centred(ls)
+    return [sp.Rational(1, n) + sp.sqrt(2 * rho) * x / (n * sp.sqrt(_norm2(ls))) for x in c]
+
+
+def _margin_losses(s: list, sign: int, m: sp.Expr, lam: sp.Expr) -> list[sp.Expr]:
+    """The margin loss with its hinge open: ``m + lambda - S`` (positives), ``m + S - lambda``."""
+    return [m + sign * (lam - x) for x in s]
+
+
+def _dro_kl_g(sp_: list, sn: list, gamma: sp.Expr, m: sp.Expr, lam: sp.Expr, l0=None) -> sp.Expr:
+    """DRO-KL-G's ``F_i`` for one anchor (Eq. 7's value per group; ``gamma^+ = gamma^-``)."""
+    gp, gn = gamma if isinstance(gamma, tuple) else (gamma, gamma)
+    pos = _group_value(_margin_losses(sp_, 1, m, lam), gp, l0)
+    return pos + _group_value(_margin_losses(sn, -1, m, lam), gn, l0)
+
+
+def _ls_weights(sp_: list, sn: list) -> list[sp.Expr]:
+    """Eq. 6 (= Eq. 22): ``-1/sum_k e^{S_j - S_k}`` on positives, ``1/sum_k e^{S_k - S_j}``."""
+    w = [-1 / sum(sp.exp(sj - sk) for sk in sp_) for sj in sp_]
+    return w + [1 / sum(sp.exp(sk - sj) for sk in sn) for sj in sn]
+
+
+def _ls_bracket(sp_: list, sn: list, lam: sp.Expr, gamma: sp.Expr = 1) -> sp.Expr:
+    """``gamma log sum_P e^{(lambda - S)/gamma} + gamma log sum_N e^{(S - lambda)/gamma}``:
+    Eq. 3's bracket at ``gamma = 1``, LiftedStruct* (``alpha = beta = 1/gamma``) at ``lambda = 0``."""
+    pos = gamma * sp.log(sum(sp.exp((lam - x) / gamma) for x in sp_))
+    return pos + gamma * sp.log(sum(sp.exp((x - lam) / gamma) for x in sn))
+
+
+def _ms(sp_: list, sn: list, a: sp.Expr, b: sp.Expr, cp: sp.Expr, cn: sp.Expr) -> sp.Expr:
+    """MS for one anchor without mining (Wang et al. Eq. 15), thresholds ``cp``, ``cn``."""
+    pos = sp.log(1 + sum(sp.exp(-a * (x - cp)) for x in sp_)) / a
+    return pos + sp.log(1 + sum(sp.exp(b * (x - cn)) for x in sn)) / b
+
+
+def _eq27(sp_: list, sn: list, a: sp.Expr, b: sp.Expr, lam: sp.Expr) -> list[sp.Expr]:
+    """Supplement Eq. 27's weights of one anchor."""
+    w = [-1 / (sp.exp(a * (sj - lam)) + sum(sp.exp(a * (sj - sk)) for sk in sp_)) for sj in sp_]
+    return w + [1 / (sp.exp(b * (lam - sj)) + sum(sp.exp(b * (sk - sj)) for sk in sn)) for sj in sn]
 
 
 def _print_steps(title: str, out: dict[str, bool], shown: dict[str, object]) -> None:
@@ -65,79 +154,65 @@ def _print_steps(title: str, out: dict[str, bool], shown: dict[str, object]) -> 
         print(f"  {name:{width}s}  {'proved' if ok else 'NOT PROVED':10s}{extra}".rstrip())
 
 
-def _kl_stationary_point(ls: list[sp.Expr], gamma: sp.Symbol) -> tuple[list[sp.Expr], sp.Expr]:
-    """Solve ``d/dp_j [sum p l - gamma sum p log(n p) - v (sum p - 1)] = 0`` and ``sum p = 1``."""
-    n = len(ls)
-    v = sp.Symbol("v", real=True)
-    ps = sp.symbols(f"p_1:{n + 1}", positive=True)
-    lag = sum(p * l for p, l in zip(ps, ls, strict=True))
-    lag -= gamma * sum(p * sp.log(n * p) for p in ps) + v * (sum(ps) - 1)
-    p_of_v = [sp.solve(sp.diff(lag, p), p)[0] for p in ps]  # Eq. 15: (1/n) e^{(l - v)/gamma - 1}
-    v_star = sp.solve(sp.Eq(sum(p_of_v), 1), v)[0]  # Eq. 18
-    return [sp.simplify(p.subs(v, v_star)) for p in p_of_v], v_star
-
-
 def kl_inner_max(n: int = 3, verbose: bool = False) -> dict[str, bool]:
     """DRO-KL (Sec. 3.2): closed form of ``max_{p in Delta} p.l - gamma KL(p || 1/n)``.
 
-    Returns proofs of: ``p*`` is the softmax of ``l/gamma``; the objective is strictly concave
-    (Hessian ``-gamma / p_j`` on the diagonal, so ``p*`` is the unique maximiser); the optimal
-    value is ``gamma log((1/n) sum e^{l/gamma})``; its limits are ``max l`` (``gamma -> 0+``,
-    with ``l_1`` the strict maximum) and ``mean l`` (``gamma -> inf``); and Lemma 1 (smooth):
-    ``dF/dtheta = sum p*_j dl_j/dtheta`` for losses ``l_j(theta)``. With ``verbose`` it prints
-    the stationary point, the multiplier, ``p*_1``, the value and the limits beside the verdicts.
+    Derives from the objective and its Lagrangian ``J``, as defined: ``p*`` (``J``'s stationary
+    point) is the softmax of ``l/gamma``; the objective is strictly concave (Hessian ``-gamma /
+    p_j`` on the diagonal: ``p*`` is the unique maximiser); the value is ``gamma log((1/n) sum
+    e^{l/gamma})``, with limits ``max l`` (``gamma -> 0+``, ``l_1`` the strict maximum) and
+    ``mean l`` (``gamma -> inf``); and Lemma 1 (smooth): ``dF/dtheta = sum p*_j dl_j/dtheta``
+    for losses ``l_j(theta)``. No condition is needed: the softmax divides by a sum of
+    exponentials, which is positive, and ``p, gamma > 0``. With ``verbose`` it prints the
+    stationary point, the multiplier, ``p*_1``, the value and the limits beside the verdicts.
     """
     gamma = sp.Symbol("gamma", positive=True)
     ls = _losses(n)
-    p_star, v_star = _kl_stationary_point(ls, gamma)
-    total = sum(sp.exp(l / gamma) for l in ls)
-    out = {
-        "p* = softmax(l/gamma)": prove_equal(
-            lambda: p_star, lambda: [sp.exp(l / gamma) / total for l in ls]
-        )
-    }
     ps = sp.symbols(f"p_1:{n + 1}", positive=True)
-    obj = sum(p * l for p, l in zip(ps, ls, strict=True)) - gamma * sum(
-        p * sp.log(n * p) for p in ps
-    )
-    hess = sp.hessian(obj, ps)
-    out["Hessian = diag(-gamma/p)"] = prove_equal(
-        lambda: hess, lambda: sp.diag(*[-gamma / p for p in ps])
-    )
-    value = obj.subs(dict(zip(ps, p_star, strict=True)))
-    closed = gamma * sp.log(total / n)
-    out["value = gamma log mean e^{l/gamma}"] = prove_equal(
-        lambda: sp.expand_log(value, force=False), lambda: closed
-    )
+    kkt = _kl_stationary_point(lambda: ls, gamma, n)
+    closed = define(lambda: _group_value(ls, gamma))
+    objective = define(lambda: _lagrangian(ls, gamma, ps, 0))
+    out = {
+        "p* = softmax(l/gamma)": prove_equal(kkt["p*"], lambda: _softmax(ls, gamma)),
+        "Hessian = diag(-gamma/p)": prove_equal(
+            derived(sp.hessian, objective, ps, differentiates=True),
+            lambda: sp.diag(*[-gamma / p for p in ps]),
+        ),
+        "value = gamma log mean e^{l/gamma}": prove_equal(kkt["value"], closed),
+    }
     top = sp.Symbol("top", real=True)  # l_1 = top, l_k = top - delta_k with delta_k > 0
     deltas = sp.symbols(f"delta_2:{n + 1}", positive=True)
-    strict = dict(zip(ls, [top, *(top - dk for dk in deltas)], strict=True))
-    rest = gamma * sp.log((1 + sum(sp.exp(-dk / gamma) for dk in deltas)) / n)
+    ordered = lambda c: c.subs({l: top - d for l, d in zip(ls, [0, *deltas], strict=True)})
+    at_top = derived(ordered, closed, differentiates=False)
+    rest = define(lambda: _group_value([0, *(-d for d in deltas)], gamma))
     out["value = max l + remainder"] = prove_equal(
-        lambda: sp.expand_log(closed.subs(strict) - top, force=True),
-        lambda: sp.expand_log(rest, force=True),
+        at_top, lambda: top + _group_value([0, *(-d for d in deltas)], gamma)
     )
-    lim_0 = sp.limit(rest, gamma, 0, "+")
-    out["gamma -> 0: max l"] = lim_0 == 0
-    t = sp.Symbol("t", positive=True)
-    lim_inf = sp.limit(closed.subs(gamma, 1 / t), t, 0, "+")
-    out["gamma -> inf: mean l"] = prove_equal(lambda: lim_inf, lambda: sum(ls) / n)
+    # a limit keeps its function's conditions, as a derivative does
+    lim_0 = derived(sp.limit, rest, gamma, 0, "+", differentiates=True)
+    out["gamma -> 0: max l"] = prove_equal(lim_0, 0)
+    t = sp.Symbol("t", positive=True)  # gamma = 1/t
+    at_t = derived(lambda c: c.subs(gamma, 1 / t), closed, differentiates=False)
+    lim_inf = derived(sp.limit, at_t, t, 0, "+", differentiates=True)
+    out["gamma -> inf: mean l"] = prove_equal(lim_inf, lambda: sum(ls) / n)
     theta = sp.Symbol("theta", real=True)
-    lf = [sp.Function(f"l{k}", real=True)(theta) for k in range(1, n + 1)]  # real losses
-    F = gamma * sp.log(sum(sp.exp(l / gamma) for l in lf) / n)
-    pw = [sp.exp(l / gamma) / sum(sp.exp(m / gamma) for m in lf) for l in lf]
-    grad = sum(p * sp.diff(l, theta) for p, l in zip(pw, lf, strict=True))
-    out["Lemma 1: dF = sum p* dl"] = prove_equal(derived(sp.diff(F, theta)), lambda: grad)
+    curves = [sp.Function(f"l{k}", real=True) for k in range(1, n + 1)]  # real losses l_k(theta)
+    lf = lambda: [c(theta) for c in curves]
+    out["Lemma 1: dF = sum p* dl"] = prove_equal(
+        derived(sp.diff, lambda: _group_value(lf(), gamma), theta),
+        lambda: sum(
+            p * sp.diff(l, theta) for p, l in zip(_softmax(lf(), gamma), lf(), strict=True)
+        ),
+    )
     if verbose:
-        v = sp.Symbol("v", real=True)
         shown = {
-            "stationary point p_1(v)": sp.exp((ls[0] - v) / gamma - 1) / n,
-            "multiplier v* (sum p = 1)": sp.simplify(v_star),
-            "p* = softmax(l/gamma)": sp.Eq(sp.Symbol("p*_1"), p_star[0]),
-            "value = gamma log mean e^{l/gamma}": closed,
-            "value = max l + remainder": sp.Eq(sp.Symbol("remainder"), rest),
-            "gamma -> 0: max l": sp.Eq(sp.Symbol("lim remainder"), lim_0),
-            "gamma -> inf: mean l": sp.Eq(sp.Symbol("lim value"), lim_inf),
+            "stationary point p_1(v)": sp.powsimp(sp.expand(kkt.value["p(v)"][0])),
+            "multiplier v* (sum p = 1)": sp.simplify(kkt.value["v*"]),
+            "p* = softmax(l/gamma)": sp.Eq(sp.Symbol("p*_1"), kkt.value["p*"][0]),
+            "value = gamma log mean e^{l/gamma}": closed.value,
+            "value = max l + remainder": sp.Eq(sp.Symbol("remainder"), rest.value),
+            "gamma -> 0: max l": sp.Eq(sp.Symbol("lim remainder"), lim_0.value),
+            "gamma -> inf: mean l": sp.Eq(sp.Symbol("lim value"), lim_inf.value),
         }
         _print_steps(
             f"DRO-KL, n = {n} losses (one instance of the argument for every n)", out, shown
@@ -153,20 +228,28 @@ def topk_lp_value(n: int = 5, K: int = 2, verbose: bool = False) -> dict[str, bo
     whose terms are ``<= 0`` on the feasible set, and that ``p_i = 1/K`` on the top ``K`` attains 0.
     """
     ls = _losses(n)
-    ps = list(sp.symbols(f"p_1:{n}", real=True))
-    ps.append(1 - sum(ps))
-    gap = sum(p * l for p, l in zip(ps, ls, strict=True)) - sum(ls[:K]) / K
-    parts = sum((ps[i] - sp.Rational(1, K)) * (ls[i] - ls[K - 1]) for i in range(K))
-    parts += sum(ps[i] * (ls[i] - ls[K - 1]) for i in range(K, n))
-    attained = gap.subs({p: sp.Rational(1, K) for p in ps[:K]} | {p: 0 for p in ps[K:-1]})
+    free = sp.symbols(f"p_1:{n}", real=True)
+    ps = lambda: [*free, 1 - sum(free)]  # p_n = 1 - p_1 - ... - p_{n-1}
+    gap = define(lambda: sum(p * l for p, l in zip(ps(), ls, strict=True)) - sum(ls[:K]) / K)
+    parts = define(
+        lambda: (
+            sum((ps()[i] - sp.Rational(1, K)) * (ls[i] - ls[K - 1]) for i in range(K))
+            + sum(ps()[i] * (ls[i] - ls[K - 1]) for i in range(K, n))
+        )
+    )
+    attained = derived(
+        lambda g: g.subs({p: sp.Rational(1, K) for p in free[:K]} | {p: 0 for p in free[K:]}),
+        gap,
+        differentiates=False,
+    )
     out = {
-        "gap identity": prove_equal(lambda: gap, lambda: parts),
-        "attained at 1/k on top k": attained == 0,
+        "gap identity": prove_equal(gap, parts),
+        "attained at 1/k on top k": prove_equal(attained, 0),
     }
     if verbose:
         shown = {
-            "gap identity": sp.Eq(sp.Symbol("gap"), parts),
-            "attained at 1/k on top k": attained,
+            "gap identity": sp.Eq(sp.Symbol("gap"), parts.value),
+            "attained at 1/k on top k": attained.value,
         }
         _print_steps(f"top-k, n = {n} losses, k = {K} (one instance; every n, k alike)", out, shown)
     return out
@@ -179,27 +262,29 @@ def chi2_inner_max(n: int = 3, verbose: bool = False) -> dict[str, bool]:
     ``p*``; ``p*.l = mean + sqrt(2 rho Var_n / n)`` (the printed formula); and ``p*_i >= 0`` is
     equivalent to ``l_i - mean >= -sqrt(n Var_n / (2 rho))`` (the *condition*, which the paper
     leaves unstated). ``p*`` maximises over the ball by Cauchy-Schwarz: ``q = n p - 1`` has
-    ``sum q = 0``, ``||q||^2 <= 2 rho`` and ``p.l = mean + (1/n) q.(l - mean)``.
+    ``sum q = 0``, ``||q||^2 <= 2 rho`` and ``p.l = mean + (1/n) q.(l - mean)``. Each is proved
+    where ``||l - mean|| != 0`` (the losses are not all equal), since ``p*`` divides by it.
     """
     rho = sp.Symbol("rho", positive=True)
     ls = _losses(n)
-    mean = sum(ls) / n
-    c = [l - mean for l in ls]
-    norm = sp.sqrt(sum(x**2 for x in c))
-    var = sum(x**2 for x in c) / n
-    p = [sp.Rational(1, n) + sp.sqrt(2 * rho) * x / (n * norm) for x in c]
-    ball = sum((n * pi - 1) ** 2 for pi in p) / (2 * n)
-    value = sum(pi * l for pi, l in zip(p, ls, strict=True))
-    nonneg_lhs = p[0] * n * norm / sp.sqrt(2 * rho)  # p_1 >= 0, times a positive number
-    cond = c[0] + sp.sqrt(n * var / (2 * rho))
-    spread = [sp.Ne(sum(x**2 for x in c), 0)]  # p* divides by ||l - mean||: not all equal
+    spread = [sp.Ne(_norm2(ls), 0)]  # p* divides by ||l - mean||
     out = {
-        "sum p* = 1": prove_equal(lambda: sum(p), 1, where=spread),
-        "ball tight": prove_equal(lambda: ball, lambda: rho / n, where=spread),
-        "value = mean + sqrt(2 rho Var/n)": prove_equal(
-            lambda: value, lambda: mean + sp.sqrt(2 * rho * var / n), where=spread
+        "sum p* = 1": prove_equal(lambda: sum(_chi2_p(ls, rho)), 1, where=spread),
+        "ball tight": prove_equal(
+            lambda: sum((n * p - 1) ** 2 for p in _chi2_p(ls, rho)) / (2 * n),
+            lambda: rho / n,
+            where=spread,
         ),
-        "p*_i >= 0 iff condition": prove_equal(lambda: nonneg_lhs, lambda: cond, where=spread),
+        "value = mean + sqrt(2 rho Var/n)": prove_equal(
+            lambda: sum(p * l for p, l in zip(_chi2_p(ls, rho), ls, strict=True)),
+            lambda: sum(ls) / n + sp.sqrt(2 * rho * (_norm2(ls) / n) / n),
+            where=spread,
+        ),
+        "p*_i >= 0 iff condition": prove_equal(  # p*_1 >= 0, times a positive number
+            lambda: _chi2_p(ls, rho)[0] * n * sp.sqrt(_norm2(ls)) / sp.sqrt(2 * rho),
+            lambda: _centred(ls)[0] + sp.sqrt(n * (_norm2(ls) / n) / (2 * rho)),
+            where=spread,
+        ),
     }
     if verbose:
         mean_, norm_, var_ = sp.symbols("mean ||l-mean|| Var_n")
@@ -208,7 +293,7 @@ def chi2_inner_max(n: int = 3, verbose: bool = False) -> dict[str, bool]:
                 sp.Symbol("p*_1"),
                 sp.Rational(1, n) + sp.sqrt(2 * rho) * (ls[0] - mean_) / (n * norm_),
             ),
-            "Var_n": sp.Eq(var_, sp.factor(var)),
+            "Var_n": sp.Eq(var_, sp.factor(_norm2(ls) / n)),
             "value = mean + sqrt(2 rho Var/n)": mean_ + sp.sqrt(2 * rho * var_ / n),
             "p*_i >= 0 iff condition": sp.Ge(ls[0] - mean_ + sp.sqrt(n * var_ / (2 * rho)), 0),
         }
@@ -216,78 +301,70 @@ def chi2_inner_max(n: int = 3, verbose: bool = False) -> dict[str, bool]:
     return out
 
 
+def _group_kkt(name: str, s: list, sign: int, symbols: tuple, out: dict, shown: dict) -> None:
+    """Eq. 18 and 19 for one group (``sign`` 1: positives, -1: negatives), into ``out``."""
+    (gamma, m, lam), size = symbols, len(s)
+    losses = lambda: _margin_losses(s, sign, m, lam)
+    kkt = _kl_stationary_point(losses, gamma, size)
+    eq18 = define(lambda: gamma * sp.log(sum(sp.exp(l / gamma - 1) for l in losses()) / size))
+    eq19 = define(lambda: [1 / sum(sp.exp(sign * (sj - sk) / gamma) for sk in s) for sj in s])
+    out[f"Eq. 18 ({name})"] = prove_equal(kkt["v*"], eq18)
+    out[f"Eq. 19 ({name})"] = prove_equal(kkt["p*"], eq19)
+    shown[f"Eq. 18 ({name})"] = sp.Eq(sp.Symbol("v*"), eq18.value)
+    shown[f"Eq. 19 ({name})"] = sp.Eq(sp.Symbol("p*_1"), eq19.value[0])
+
+
 def grouped_kkt(P: int = 2, N: int = 3, verbose: bool = False) -> dict[str, bool]:
     """Supplement Eq. 14-19: KKT of Eq. 7 for one anchor, each group on its own.
 
-    Proves Eq. 15 (stationarity, ``p_j = (1/n) e^{(l_j - v)/gamma - 1}``), Eq. 18 (the
-    multiplier from the equality constraint) and Eq. 19 (``p*_j = 1/sum_k e^{(l_k - l_j)/gamma}``
-    and, for the margin loss with open hinges, ``1/sum_k e^{(S_j - S_k)/gamma}`` on positives,
-    ``1/sum_k e^{(S_k - S_j)/gamma}`` on negatives). Eq. 13's product of multipliers and
-    constraints is vacuous (equality constraints); the constraint itself fixes ``v``.
+    Derives from each group's Lagrangian, as defined: Eq. 15 (stationarity,
+    ``p_j = (1/n) e^{(l_j - v)/gamma - 1}``), Eq. 18 (the multiplier from the equality
+    constraint) and Eq. 19 (``p*_j = 1/sum_k e^{(l_k - l_j)/gamma}`` and, for the margin loss
+    with open hinges, ``1/sum_k e^{(S_j - S_k)/gamma}`` on positives, ``1/sum_k e^{(S_k -
+    S_j)/gamma}`` on negatives: sums of exponentials, positive, so no condition is needed).
+    Eq. 13's product of multipliers and constraints is vacuous (equality constraints); the
+    constraint itself fixes ``v``.
     """
     gamma, m, lam = hyperparameters("gamma m lambda")
     out, shown = {}, {}
     for name, size, sign in (("positive", P, 1), ("negative", N, -1)):
-        s = _losses(size, "S")
-        ls = [m + sign * (lam - x) for x in s]
-        p_star, v_star = _kl_stationary_point(ls, gamma)
-        eq18 = gamma * sp.log(sum(sp.exp(l / gamma - 1) for l in ls) / size)
-        out[f"Eq. 18 ({name})"] = prove_equal(derived(v_star), derived(eq18))
-        shown[f"Eq. 18 ({name})"] = sp.Eq(sp.Symbol("v*"), eq18)
-        eq19 = [1 / sum(sp.exp(sign * (sj - sk) / gamma) for sk in s) for sj in s]
-        out[f"Eq. 19 ({name})"] = prove_equal(derived(p_star), derived(eq19))
-        shown[f"Eq. 19 ({name})"] = sp.Eq(sp.Symbol("p*_1"), eq19[0])
+        _group_kkt(name, _losses(size, "S"), sign, (gamma, m, lam), out, shown)
     if verbose:
         _print_steps(f"Eq. 7 per group, {P} positives, {N} negatives (one instance)", out, shown)
     return out
-
-
-def _group_value(ls: list[sp.Expr], gamma: sp.Expr, pseudo: sp.Expr | None = None) -> sp.Expr:
-    terms = [sp.exp(l / gamma) for l in ls] + (
-        [sp.exp(pseudo / gamma)] if pseudo is not None else []
-    )
-    return gamma * sp.log(sum(terms) / len(terms))
 
 
 def ls_recovery(P: int = 2, N: int = 3, verbose: bool = False) -> dict[str, bool]:
     """Sec. 3.3: DRO-KL-G with the margin loss (open hinges) and the lifted-structure loss.
 
     Proves, for one anchor: ``F_i(gamma = 1) = LS_i + 2 m - log(P N)`` where ``LS_i`` is Eq. 3's
-    term *before its hinge*, so the weights are equal (Eq. 6 = Eq. 19 at ``gamma = 1``); and for
-    any ``gamma``, ``F_i = LiftedStruct*_i(alpha = 1/gamma, beta = 1/gamma) + const`` (Wang et al.
-    Eq. 16). The recovery is exact only where every margin hinge is open (``m`` large, no pair
-    dropped) *and* Eq. 3's ``[.]_+`` is open: where the LS term is negative its gradient is 0
-    and DRO-KL-G's is not (erratum; ``tests/losses/test_dro_grouped.py`` shows one).
+    term *before its hinge*, so the weights (derived from ``F_i`` as defined) are equal (Eq. 6 =
+    Eq. 19 at ``gamma = 1``); and for any ``gamma``, ``F_i = LiftedStruct*_i(alpha = 1/gamma,
+    beta = 1/gamma) + const`` (Wang et al. Eq. 16). The recovery is exact only where every
+    margin hinge is open (``m`` large, no pair dropped) *and* Eq. 3's ``[.]_+`` is open: where
+    the LS term is negative its gradient is 0 and DRO-KL-G's is not (erratum;
+    ``tests/losses/test_dro_grouped.py`` shows one).
     """
     gamma, m, lam = hyperparameters("gamma m lambda")
     sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
-    F = _group_value([m + lam - x for x in sp_], gamma) + _group_value(
-        [m + x - lam for x in sn], gamma
-    )
-    ls_inner = sp.log(sum(sp.exp(lam - x) for x in sp_)) + sp.log(sum(sp.exp(x - lam) for x in sn))
-    star = gamma * sp.log(sum(sp.exp(-x / gamma) for x in sp_))
-    star += gamma * sp.log(sum(sp.exp(x / gamma) for x in sn))
-    const = 2 * m - sp.log(P * N) * gamma
-    wrt = [*sp_, *sn]
-    eq6 = [-1 / sum(sp.exp(sj - sk) for sk in sp_) for sj in sp_]
-    eq6 += [1 / sum(sp.exp(sk - sj) for sk in sn) for sj in sn]
-    f1 = F.subs(gamma, 1)
+    weights = derived(pair_weights, lambda: _dro_kl_g(sp_, sn, 1, m, lam), sp.Matrix([*sp_, *sn]))
+    eq6 = define(lambda: sp.Matrix(_ls_weights(sp_, sn)))
     out = {
         "F(gamma=1) - LS = 2m - log(PN)": prove_equal(
-            lambda: sp.expand_log(f1 - ls_inner), lambda: 2 * m - sp.log(P * N)
+            lambda: _dro_kl_g(sp_, sn, 1, m, lam) - _ls_bracket(sp_, sn, lam),
+            lambda: 2 * m - sp.log(P * N),
         ),
-        "weights(gamma=1) = Eq. 6": prove_equal(
-            derived([sp.diff(f1, x) for x in wrt]), lambda: eq6
-        ),
+        "weights(gamma=1) = Eq. 6": prove_equal(weights, eq6),
         "F - LiftedStruct*(1/gamma) constant": prove_equal(
-            lambda: sp.expand_log(F - star), lambda: const
+            lambda: _dro_kl_g(sp_, sn, gamma, m, lam) - _ls_bracket(sp_, sn, 0, gamma),
+            lambda: 2 * m - sp.log(P * N) * gamma,
         ),
     }
     if verbose:
         shown = {
             "F(gamma=1) - LS = 2m - log(PN)": 2 * m - sp.log(P * N),
-            "weights(gamma=1) = Eq. 6": sp.Eq(sp.Symbol("dF/ds^+_1"), eq6[0]),
-            "F - LiftedStruct*(1/gamma) constant": const,
+            "weights(gamma=1) = Eq. 6": sp.Eq(sp.Symbol("dF/ds^+_1"), eq6.value[0]),
+            "F - LiftedStruct*(1/gamma) constant": 2 * m - sp.log(P * N) * gamma,
         }
         _print_steps(f"LS recovery, {P} positives, {N} negatives (one instance)", out, shown)
     return out
@@ -296,37 +373,27 @@ def ls_recovery(P: int = 2, N: int = 3, verbose: bool = False) -> dict[str, bool
 def ms_recovery(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, bool]:
     """Supplement Eq. 23-27: pseudo pairs of loss ``l_0``, ``gamma^+ = 1/alpha``, ``gamma^- = 1/beta``.
 
-    Proves: the weights are MS's (Wang et al. 2019, gradient of Eq. 15 without mining) with the
-    positive threshold ``lambda + m - l_0`` and the negative one ``lambda - m + l_0``; hence the
-    corrected pseudo loss ``l_0 = m`` gives MS with ``lambda`` for every ``m``; the printed
-    ``l_0 = 0`` gives Eq. 25's two thresholds ``lambda +- m``, one ``lambda`` only at ``m = 0``.
+    Proves: the weights (derived from DRO-KL-G with pseudo pairs, as defined) are MS's (Wang et
+    al. 2019, gradient of Eq. 15 without mining) with the positive threshold ``lambda + m - l_0``
+    and the negative one ``lambda - m + l_0``; hence the corrected pseudo loss ``l_0 = m`` gives
+    MS with ``lambda`` for every ``m``; the printed ``l_0 = 0`` gives Eq. 25's two thresholds
+    ``lambda +- m``, one ``lambda`` only at ``m = 0``.
     """
     a, b, m, lam = hyperparameters("alpha beta m lambda")
     l0 = sp.Symbol("l_0", real=True, nonnegative=True)  # the pseudo pair's loss: 0 or m
     sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
-    F = _group_value([m + lam - x for x in sp_], 1 / a, l0)
-    F += _group_value([m + x - lam for x in sn], 1 / b, l0)
-
-    def ms(lp: sp.Expr, ln: sp.Expr) -> sp.Expr:
-        pos = sp.log(1 + sum(sp.exp(-a * (x - lp)) for x in sp_)) / a
-        return pos + sp.log(1 + sum(sp.exp(b * (x - ln)) for x in sn)) / b
-
-    wrt = [*sp_, *sn]
-    grad = [sp.diff(F, x) for x in wrt]
-    shifted = [sp.diff(ms(lam + m - l0, lam - m + l0), x) for x in wrt]
-    corrected = [g.subs(l0, m) for g in grad]
-    single = [sp.diff(ms(lam, lam), x) for x in wrt]
-    eq27 = [-1 / (sp.exp(a * (sj - lam)) + sum(sp.exp(a * (sj - sk)) for sk in sp_)) for sj in sp_]
-    eq27 += [1 / (sp.exp(b * (lam - sj)) + sum(sp.exp(b * (sk - sj)) for sk in sn)) for sj in sn]
+    wrt = sp.Matrix([*sp_, *sn])
+    grad = derived(pair_weights, lambda: _dro_kl_g(sp_, sn, (1 / a, 1 / b), m, lam, l0), wrt)
+    shifted = derived(pair_weights, lambda: _ms(sp_, sn, a, b, lam + m - l0, lam - m + l0), wrt)
+    single = derived(pair_weights, lambda: _ms(sp_, sn, a, b, lam, lam), wrt)
+    corrected = derived(lambda g: g.subs(l0, m), grad, differentiates=False)
+    printed = derived(lambda g: g.subs(l0, 0).subs(m, 0), grad, differentiates=False)
+    eq27 = define(lambda: sp.Matrix(_eq27(sp_, sn, a, b, lam)))
     out = {
-        "weights = MS(lambda + m - l0, lambda - m + l0)": prove_equal(
-            lambda: grad, lambda: shifted
-        ),
-        "l0 = m: weights = MS(lambda)": prove_equal(lambda: corrected, lambda: single),
-        "MS(lambda) weights = Eq. 27": prove_equal(lambda: single, lambda: eq27),
-        "printed l0 = 0, m = 0: weights = MS(lambda)": prove_equal(
-            lambda: [g.subs({l0: 0}).subs(m, 0) for g in grad], lambda: single
-        ),
+        "weights = MS(lambda + m - l0, lambda - m + l0)": prove_equal(grad, shifted),
+        "l0 = m: weights = MS(lambda)": prove_equal(corrected, single),
+        "MS(lambda) weights = Eq. 27": prove_equal(single, eq27),
+        "printed l0 = 0, m = 0: weights = MS(lambda)": prove_equal(printed, single),
     }
     if verbose:
         cp, cn = lam + m - l0, lam - m + l0  # the thresholds the division of 12.6 finds
@@ -334,7 +401,7 @@ def ms_recovery(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, bool
         shown = {
             "weights = MS(lambda + m - l0, lambda - m + l0)": f"c^+ = {cp}, c^- = {cn}",
             "l0 = m: weights = MS(lambda)": f"c^+ = {cp.subs(l0, m)}, c^- = {cn.subs(l0, m)}",
-            "MS(lambda) weights = Eq. 27": sp.Eq(sp.Symbol("w^+_1"), eq27[0]),
+            "MS(lambda) weights = Eq. 27": sp.Eq(sp.Symbol("w^+_1"), eq27.value[0]),
             "printed l0 = 0, m = 0: weights = MS(lambda)": at0
             + f", equal iff m = {sp.solve(sp.Eq(cp, cn).subs(l0, 0), m)[0]}",
         }
@@ -345,34 +412,46 @@ def ms_recovery(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, bool
 def hap2s_recovery(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str, bool]:
     """Supplement Eq. 30-34: HAP2S_E vs DRO-KL-G, for one anchor with an open hinge.
 
-    The weights ``q`` are constants for the gradient, so ``d/dS_j`` of the weighted mean is
-    ``q_j / sum q``: proves that these equal DRO-KL-G's ``p*`` at the same ``gamma`` (Eq. 34 =
-    Eq. 21), and that they equal Eq. 22's lifted-structure weights at ``gamma = 1``. With
-    ``verbose`` it prints the first positive's weight of each side beside the verdicts.
+    HAP2S_E (corrected Eq. 30-31) is ``Sbar^- - Sbar^+ + m`` with the weighted means
+    ``Sbar = sum_j q_j S_j / sum_j q_j``, ``q^+_j = e^{-S_j/gamma}``, ``q^-_j = e^{S_j/gamma}``,
+    whose weights ``q`` are constants for the gradient (Eq. 33): the gradient is derived with
+    ``q`` held as symbols, then ``q`` is substituted. Proves that it equals DRO-KL-G's ``p*``
+    at the same ``gamma`` (Eq. 34 = Eq. 21), and Eq. 22's lifted-structure weights at
+    ``gamma = 1``. With ``verbose`` it prints the first positive's weight of each side.
     """
     gamma, m, lam = hyperparameters("gamma m lambda")
     sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
-    qp = [sp.exp(-x / gamma) for x in sp_]
-    qn = [sp.exp(x / gamma) for x in sn]
-    hap = [-q / sum(qp) for q in qp] + [q / sum(qn) for q in qn]
-    F = _group_value([m + lam - x for x in sp_], gamma) + _group_value(
-        [m + x - lam for x in sn], gamma
-    )
-    dro = [sp.diff(F, x) for x in [*sp_, *sn]]
-    eq22 = [-1 / sum(sp.exp(sj - sk) for sk in sp_) for sj in sp_]
-    eq22 += [1 / sum(sp.exp(sk - sj) for sk in sn) for sj in sn]
-    out = {
-        "HAP2S_E weights = DRO-KL-G(gamma)": prove_equal(lambda: hap, lambda: dro),
-        "HAP2S_E(gamma=1) = LS (Eq. 22)": prove_equal(
-            lambda: [h.subs(gamma, 1) for h in hap], lambda: eq22
+    qp = sp.symbols(f"q^+_1:{P + 1}", positive=True)  # the weights q as constants (Eq. 33)
+    qn = sp.symbols(f"q^-_1:{N + 1}", positive=True)
+    wrt = sp.Matrix([*sp_, *sn])
+
+    def hap2s_e() -> sp.Expr:
+        pos = sum(q * x for q, x in zip(qp, sp_, strict=True)) / sum(qp)
+        return sum(q * x for q, x in zip(qn, sn, strict=True)) / sum(qn) - pos + m
+
+    hap = derived(
+        lambda w: w.subs(
+            {q: sp.exp(-x / gamma) for q, x in zip(qp, sp_, strict=True)}
+            | {q: sp.exp(x / gamma) for q, x in zip(qn, sn, strict=True)}
         ),
+        derived(pair_weights, hap2s_e, wrt),
+        differentiates=False,
+    )
+    dro = derived(pair_weights, lambda: _dro_kl_g(sp_, sn, gamma, m, lam), wrt)
+    at_1 = derived(lambda w: w.subs(gamma, 1), hap, differentiates=False)
+    eq22 = define(lambda: sp.Matrix(_ls_weights(sp_, sn)))
+    out = {
+        "HAP2S_E weights = DRO-KL-G(gamma)": prove_equal(hap, dro),
+        "HAP2S_E(gamma=1) = LS (Eq. 22)": prove_equal(at_1, eq22),
     }
     if verbose:
         shown = {
-            "HAP2S_E weight, dL/ds^+_1": hap[0],
-            "DRO-KL-G weight, dF/ds^+_1": sp.together(dro[0]),
-            "HAP2S_E weights = DRO-KL-G(gamma)": sp.Eq(sp.Symbol("dF/ds^+_1"), sp.cancel(dro[0])),
-            "HAP2S_E(gamma=1) = LS (Eq. 22)": sp.Eq(sp.Symbol("w^+_1"), eq22[0]),
+            "HAP2S_E weight, dL/ds^+_1": hap.value[0],
+            "DRO-KL-G weight, dF/ds^+_1": sp.together(dro.value[0]),
+            "HAP2S_E weights = DRO-KL-G(gamma)": sp.Eq(
+                sp.Symbol("dF/ds^+_1"), sp.cancel(dro.value[0])
+            ),
+            "HAP2S_E(gamma=1) = LS (Eq. 22)": sp.Eq(sp.Symbol("w^+_1"), eq22.value[0]),
         }
         _print_steps(f"HAP2S_E, {P} positives, {N} negatives (one instance)", out, shown)
     return out

@@ -6,7 +6,9 @@
   ``log(n p)``) and Eq. 27 (the gradient of Eq. 9 keeps its ``1/n``).
 
 Each returns ``{name: bool}`` as the proofs of :mod:`dmlbook.symbolic.dro` do, and with
-``verbose=True`` prints each step's intermediate result beside its verdict. Chapter:
+``verbose=True`` prints each step's intermediate result beside its verdict. As there, each
+side is built from its definition (a loss or divergence typed from symbols; its derivatives
+:func:`derived` from it). Chapter:
 ``book/12_dro.ipynb`` (12.8). Tests: ``tests/symbolic/test_dro_printed.py``.
 """
 
@@ -14,8 +16,9 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .dro import _losses, _print_steps
-from .proofs import derived, prove_equal
+from .differentiate import pair_weights
+from .dro import _eq27, _losses, _ls_bracket, _print_steps
+from .proofs import define, derived, prove_equal
 from .symbols import hyperparameters
 
 __all__ = ["eq3_lambda", "supplement_scales"]
@@ -32,21 +35,27 @@ def eq3_lambda(P: int = 2, N: int = 3, verbose: bool = False) -> dict[str, bool]
     """
     (lam,) = hyperparameters("lambda")
     sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
-    pos, neg = sp.log(sum(sp.exp(lam - x) for x in sp_)), sp.log(sum(sp.exp(x - lam) for x in sn))
-    eq3 = pos + neg
-    wang6 = pos + sp.log(sum(sp.exp(x) for x in sn))
+    eq3 = define(lambda: _ls_bracket(sp_, sn, lam))  # log sum_P e^{lam - S} + log sum_N e^{S - lam}
+
+    def wang6(lam: sp.Expr) -> sp.Expr:  # Wang et al.'s Eq. 6 bracket: lambda in the positives
+        return sp.log(sum(sp.exp(lam - x) for x in sp_)) + sp.log(sum(sp.exp(x) for x in sn))
+
+    d_eq3, wang6_0 = derived(sp.diff, eq3, lam), define(lambda: wang6(0))
+    d_wang6 = derived(sp.diff, lambda: wang6(lam), lam)
+    d_pos = derived(sp.diff, lambda: sp.log(sum(sp.exp(lam - x) for x in sp_)), lam)
+    d_neg = derived(sp.diff, lambda: sp.log(sum(sp.exp(x - lam) for x in sn)), lam)
     out = {
-        "d Eq. 3 / d lambda = 0": prove_equal(derived(sp.diff(eq3, lam)), 0),
-        "Eq. 3 = Wang Eq. 6 at lambda = 0": prove_equal(lambda: eq3, lambda: wang6.subs(lam, 0)),
-        "d Wang Eq. 6 / d lambda = 1": prove_equal(derived(sp.diff(wang6, lam)), 1),
+        "d Eq. 3 / d lambda = 0": prove_equal(d_eq3, 0),
+        "Eq. 3 = Wang Eq. 6 at lambda = 0": prove_equal(eq3, wang6_0),
+        "d Wang Eq. 6 / d lambda = 1": prove_equal(d_wang6, 1),
     }
     if verbose:
         shown = {
-            "d/dlambda log sum_P e^{lambda - s}": sp.simplify(sp.diff(pos, lam)),
-            "d/dlambda log sum_N e^{s - lambda}": sp.simplify(sp.diff(neg, lam)),
-            "d Eq. 3 / d lambda = 0": sp.simplify(sp.diff(eq3, lam)),
-            "Eq. 3 = Wang Eq. 6 at lambda = 0": sp.Eq(sp.Symbol("bracket"), wang6.subs(lam, 0)),
-            "d Wang Eq. 6 / d lambda = 1": sp.simplify(sp.diff(wang6, lam)),
+            "d/dlambda log sum_P e^{lambda - s}": sp.simplify(d_pos.value),
+            "d/dlambda log sum_N e^{s - lambda}": sp.simplify(d_neg.value),
+            "d Eq. 3 / d lambda = 0": sp.simplify(d_eq3.value),
+            "Eq. 3 = Wang Eq. 6 at lambda = 0": sp.Eq(sp.Symbol("bracket"), wang6_0.value),
+            "d Wang Eq. 6 / d lambda = 1": sp.simplify(d_wang6.value),
         }
         _print_steps(f"Eq. 3, {P} positives, {N} negatives (one instance)", out, shown)
     return out
@@ -64,32 +73,32 @@ def supplement_scales(P: int = 2, N: int = 2, verbose: bool = False) -> dict[str
     With ``verbose`` it prints the derivative and the gradient found beside the verdicts.
     """
     ps = sp.symbols(f"p_1:{P + 1}", positive=True)
-    kl = sum(p * sp.log(P * p) for p in ps)
     a, b, lam = hyperparameters("alpha beta lambda")
     n = sp.Symbol("n", positive=True, integer=True)
     sp_, sn = _losses(P, "s^+"), _losses(N, "s^-")
-    eq9 = (
-        sp.log(1 + sum(sp.exp(-a * (x - lam)) for x in sp_)) / a
-        + sp.log(1 + sum(sp.exp(b * (x - lam)) for x in sn)) / b
-    ) / n
-    eq27 = [-1 / (sp.exp(a * (sj - lam)) + sum(sp.exp(a * (sj - sk)) for sk in sp_)) for sj in sp_]
-    eq27 += [1 / (sp.exp(b * (lam - sj)) + sum(sp.exp(b * (sk - sj)) for sk in sn)) for sj in sn]
-    dkl = [sp.diff(kl, p) for p in ps]
-    grad = [sp.diff(eq9, x) for x in [*sp_, *sn]]
+    # the gradient in p of the group's KL penalty sum_j p_j log(|P_i| p_j)
+    dkl = derived(pair_weights, lambda: sum(p * sp.log(P * p) for p in ps), sp.Matrix(ps))
+    eq9 = lambda: (
+        (  # MS as Eq. 9 prints it, one anchor, with its factor 1/n
+            sp.log(1 + sum(sp.exp(-a * (x - lam)) for x in sp_)) / a
+            + sp.log(1 + sum(sp.exp(b * (x - lam)) for x in sn)) / b
+        )
+        / n
+    )
+    grad = derived(pair_weights, eq9, sp.Matrix([*sp_, *sn]))
+    eq27_n = define(lambda: sp.Matrix([w / n for w in _eq27(sp_, sn, a, b, lam)]))
     out = {
         "Eq. 14: dKL/dp = log(|P_i| p) + 1": prove_equal(
-            derived(dkl), lambda: [sp.log(P * p) + 1 for p in ps]
+            dkl, lambda: sp.Matrix([sp.log(P * p) + 1 for p in ps])
         ),
-        "Eq. 27: grad of Eq. 9 = Eq. 27 / n": prove_equal(
-            derived(grad), lambda: [w / n for w in eq27]
-        ),
+        "Eq. 27: grad of Eq. 9 = Eq. 27 / n": prove_equal(grad, eq27_n),
     }
     if verbose:
         shown = {
-            "Eq. 14: dKL/dp = log(|P_i| p) + 1": sp.Eq(sp.Symbol("dKL/dp_1"), dkl[0]),
-            "d Eq. 9 / ds^+_1": sp.simplify(grad[0]),
+            "Eq. 14: dKL/dp = log(|P_i| p) + 1": sp.Eq(sp.Symbol("dKL/dp_1"), dkl.value[0]),
+            "d Eq. 9 / ds^+_1": sp.simplify(grad.value[0]),
             "Eq. 27: grad of Eq. 9 = Eq. 27 / n": sp.Eq(
-                sp.Symbol("Eq. 27 weight / n"), eq27[0] / n
+                sp.Symbol("Eq. 27 weight / n"), eq27_n.value[0]
             ),
         }
         _print_steps(

@@ -7,13 +7,14 @@ wrong closed form fails here. Chapter: ``book/12_dro.ipynb``.
 from __future__ import annotations
 
 import math
+import types
 
 import pytest
 import sympy as sp
 import torch
 
 from dmlbook.losses import dro_loss
-from dmlbook.symbolic import dro
+from dmlbook.symbolic import dro, prove_equal
 
 
 @pytest.mark.parametrize(
@@ -48,8 +49,8 @@ def test_lemma_1_symbolic_weights_match_autograd_of_the_loss():
     """p* from the symbolic KKT solve, times the slope, equals autograd of DRO-KL (B = 3)."""
     gamma = sp.Symbol("gamma", positive=True)
     ls = sp.symbols("l_1:7", real=True)
-    p_star, _ = dro._kl_stationary_point(list(ls), gamma)
-    f = sp.lambdify([*ls, gamma], p_star)
+    p_star = dro._kl_stationary_point(lambda: list(ls), gamma, len(ls))["p*"]
+    f = sp.lambdify([*ls, gamma], p_star.value)
     S = torch.tensor(
         [[1.0, 0.55, 0.45], [0.55, 1.0, 0.1], [0.45, 0.1, 1.0]],
         dtype=torch.float64,
@@ -92,7 +93,7 @@ def test_verbose_proofs_print_their_intermediate_results_beside_the_verdicts(cap
     lines = capsys.readouterr().out.splitlines()
     assert "n = 2 losses" in lines[0] and "one instance" in lines[0]
     row = {line.split("  ")[1].strip(): line for line in lines[1:]}
-    assert "exp(-1 + (l_1 - v)/gamma)/2" in row["stationary point p_1(v)"]
+    assert "exp(-1 + l_1/gamma - v/gamma)/2" in row["stationary point p_1(v)"]
     assert "p*_1 = exp(l_1/gamma)/(exp(l_1/gamma) + " in row["p* = softmax(l/gamma)"]
     assert "proved" in row["gamma -> inf: mean l"] and "l_1/2 + l_2/2" in lines[-2]
     assert len(lines) == 1 + 2 + len(results) and all(results.values())
@@ -117,3 +118,46 @@ def test_the_grouped_proofs_print_the_multiplier_and_the_thresholds(proof_rows):
     _, rows = proof_rows()
     assert rows["l0 = m: weights = MS(lambda)"] == "proved      c^+ = lambda, c^- = lambda"
     assert rows["printed l0 = 0, m = 0: weights = MS(lambda)"].endswith("equal iff m = 0")
+
+
+def test_chi_square_p_star_is_proved_only_where_the_losses_are_not_all_equal():
+    """p* divides by ||l - mean|| (0/0 when all losses are equal): refused without the condition
+    that ``chi2_inner_max`` states, proved with it (issue 38)."""
+    rho = sp.Symbol("rho", positive=True)
+    ls = dro._losses(3)
+    total = lambda: sum(dro._chi2_p(ls, rho))
+    assert prove_equal(total, 1, verbose=False) is False
+    assert prove_equal(total, 1, where=[sp.Ne(dro._norm2(ls), 0)]) is True
+
+
+def test_the_stationary_point_is_derived_from_the_lagrangian_with_its_conditions():
+    """p* is solved from J as defined (log(n p) needs p != 0, which p > 0 meets), and a wrong
+    closed form is not proved (the sides are not vacuous)."""
+    gamma = sp.Symbol("gamma", positive=True)
+    ls = dro._losses(2)
+    kkt = dro._kl_stationary_point(lambda: ls, gamma, 2)
+    assert kkt.where() == "2*p_1 != 0, 2*p_2 != 0"
+    assert prove_equal(kkt["p*"], lambda: dro._softmax(ls, gamma)) is True
+    assert prove_equal(kkt["p*"], lambda: dro._softmax(ls, 2 * gamma), verbose=False) is False
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [dro.kl_inner_max, dro.topk_lp_value, dro.ls_recovery, dro.ms_recovery, dro.hap2s_recovery],
+)
+def test_the_proofs_operations_pass_the_checks_of_a_callers_operation(proof, monkeypatch):
+    """``derived`` trusts an operation defined in dmlbook (``pair_weights``), so the proofs' own
+    substitutions and limits would go unchecked: run as a caller's, each must read no expression
+    built earlier and bring the conditions of its own divisions. The KKT solve is exempt: SymPy's
+    ``solve`` cannot run unevaluated. A planted ``lambda g: g.subs(l0, two_m)`` with ``two_m =
+    2*m`` built earlier is refused this way (checked by hand). About 6 s CPU in all."""
+    real = dro.derived
+
+    def as_callers(op, definition=None, *args, **kw):
+        if isinstance(op, types.FunctionType) and op.__module__ == dro.__name__:
+            if op is not dro._stationary:
+                op.__module__ = "a caller"
+        return real(op, definition, *args, **kw)
+
+    monkeypatch.setattr(dro, "derived", as_callers)
+    assert all(proof().values())
