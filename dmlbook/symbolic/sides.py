@@ -180,7 +180,8 @@ def derived(
         reqs = _all_requirements(written)
         refused = tuple(dict.fromkeys(w for e in _entries(written) for w in _refusals(e)))
         base = evaluated_all(written)
-    user_code = not str(getattr(op, "__module__", "") or "").startswith(("sympy", "dmlbook"))
+    library = op in _DIFFERENTIATIONS or getattr(op, "__name__", "") == "gpw_identity"
+    user_code = not (library or str(getattr(op, "__module__", "") or "").startswith("sympy"))
     read = _prebuilt_reads(op) if user_code else ""
     if read:  # the operation's own expressions are typed too: it may not read one built earlier
         _refuse("derived's operation", f"reads {read}")

@@ -7,7 +7,6 @@ wrong closed form fails here. Chapter: ``book/12_dro.ipynb``.
 from __future__ import annotations
 
 import math
-import types
 
 import pytest
 import sympy as sp
@@ -136,7 +135,8 @@ def test_the_stationary_point_is_derived_from_the_lagrangian_with_its_conditions
     gamma = sp.Symbol("gamma", positive=True)
     ls = dro._losses(2)
     kkt = dro._kl_stationary_point(lambda: ls, gamma, 2)
-    assert kkt.where() == "2*p_1 != 0, 2*p_2 != 0"
+    assert [r.text() for r in kkt.requirements] == ["2*p_1 != 0", "2*p_2 != 0"]
+    assert kkt.where() == "everywhere"  # p > 0 by assumption: nothing left to state
     assert prove_equal(kkt["p*"], lambda: dro._softmax(ls, gamma)) is True
     assert prove_equal(kkt["p*"], lambda: dro._softmax(ls, 2 * gamma), verbose=False) is False
 
@@ -145,19 +145,17 @@ def test_the_stationary_point_is_derived_from_the_lagrangian_with_its_conditions
     "proof",
     [dro.kl_inner_max, dro.topk_lp_value, dro.ls_recovery, dro.ms_recovery, dro.hap2s_recovery],
 )
-def test_the_proofs_operations_pass_the_checks_of_a_callers_operation(proof, monkeypatch):
-    """``derived`` trusts an operation defined in dmlbook (``pair_weights``), so the proofs' own
-    substitutions and limits would go unchecked: run as a caller's, each must read no expression
-    built earlier and bring the conditions of its own divisions. The KKT solve is exempt: SymPy's
-    ``solve`` cannot run unevaluated. A planted ``lambda g: g.subs(l0, two_m)`` with ``two_m =
-    2*m`` built earlier is refused this way (checked by hand). About 6 s CPU in all."""
-    real = dro.derived
-
-    def as_callers(op, definition=None, *args, **kw):
-        if isinstance(op, types.FunctionType) and op.__module__ == dro.__name__:
-            if op is not dro._stationary:
-                op.__module__ = "a caller"
-        return real(op, definition, *args, **kw)
-
-    monkeypatch.setattr(dro, "derived", as_callers)
+def test_the_proofs_operations_pass_the_checks_of_a_callers_operation(proof):
+    """``derived`` checks an operation written in a proof module as a caller's (only SymPy's
+    and the differentiations are trusted): each proof's own substitutions read no expression
+    built earlier and bring the conditions of their own divisions, and the proof still holds."""
     assert all(proof().values())
+
+
+def test_an_operation_in_a_proof_module_may_not_read_an_expression_built_earlier():
+    gamma = sp.Symbol("gamma", positive=True)
+    two = 2 * gamma  # built before the call
+    planted = lambda v: v.subs(gamma, two)  # noqa: E731
+    planted.__module__ = dro.__name__  # as if written in dmlbook/symbolic/dro.py
+    with pytest.raises(TypeError, match="derived's operation reads two"):
+        dro.derived(planted, lambda: gamma + 1, differentiates=False)
