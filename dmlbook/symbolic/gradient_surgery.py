@@ -180,17 +180,21 @@ def _circle_loss(detached: bool) -> sp.Expr:
     return sp.log(1 + sp.exp(kappa * (a_n * (s_an - margin) - a_p * (s_ap - 1 + margin))))
 
 
-def _circle_detached_weights(loss: sp.Expr) -> list[sp.Expr]:
-    """Differentiate with ``A_p, A_n`` held constant, then put ``a_p``, ``a_n`` back."""
+def _put_back(v: object) -> object:
+    """``A_p, A_n -> a_p, a_n`` (the held-constant weights' values), pointwise: applied to the
+    weights (simplified) and, by ``derived``, to the conditions they carry."""
     A_p, A_n = sp.symbols("A_p A_n", positive=True)
     back = {A_p: 1 + margin - s_ap, A_n: s_an + margin}
-    return [sp.simplify(w.subs(back)) for w in _weights_of(loss)]
+    if isinstance(v, list):
+        return [sp.simplify(w.subs(back)) for w in v]
+    return v.subs(back)  # type: ignore[union-attr]
 
 
 def _circle_derived(detached: bool) -> object:
-    """Circle loss's ``[w_+, w_-]`` derived from :func:`_circle_loss` as typed."""
-    op = _circle_detached_weights if detached else _weights_list
-    return derived(op, lambda: _circle_loss(detached), differentiates=True)
+    """Circle loss's ``[w_+, w_-]`` derived from :func:`_circle_loss` as typed; held constant,
+    the ``A``'s are put back after differentiating (a pointwise step: conditions mapped)."""
+    w = derived(_weights_list, lambda: _circle_loss(detached), differentiates=True)
+    return derived(_put_back, w, differentiates=False) if detached else w
 
 
 def circle_weights(detached: bool) -> tuple[sp.Expr, sp.Expr]:
@@ -368,7 +372,7 @@ def sig_ms_negative_term(n_other: int = 2, verbose: bool = False) -> dict[str, o
     and the log-terms beside the verdicts.
     """
     m = sp.Symbol("mu_-", positive=True)
-    P = lambda: 1 / (m + sp.exp(-beta * (s_an - lam)))  # noqa: E731 (as typed, in each proof)
+    P = lambda: 1 / (m + sp.exp(-beta * (s_an - lam)))  # as typed, in each proof
     deltas = sp.symbols(f"Delta_1:{n_other + 1}", nonnegative=True)
     exponents = [sp.expand_log(sp.log(sp.exp(-beta * d)), force=False) for d in deltas]
     dP = derived(sp.diff, P, m)

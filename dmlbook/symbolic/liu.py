@@ -255,7 +255,7 @@ def _two_triplet_weight(a: sp.Symbol, t: sp.Symbol, d: sp.Symbol) -> sp.Expr:
     """Eq. 31 + 34 for the larger of two triplets (``t`` and ``t - delta``), divided through by
     ``e^{alpha t}`` (proved equal first, since ``sympy.limit`` cannot take the sign of ``t -
     delta`` on the printed form)."""
-    printed = lambda: sp.exp(a * t) / (sp.exp(a * t) + sp.exp(a * (t - d)))  # noqa: E731
+    printed = lambda: sp.exp(a * t) / (sp.exp(a * t) + sp.exp(a * (t - d)))
     if not prove_equal(printed, lambda: 1 / (1 + sp.exp(-a * d)), verbose=False):
         raise AssertionError("Eq. 34 for two triplets: the divided form was not proved.")
     return 1 / (1 + sp.exp(-a * d))
@@ -379,7 +379,7 @@ def ms_v2_is_lifted_star(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
     v1 = derived(_gradient, lambda: _ms_v1(Dp, Dn, m, a, b), *Dp, *Dn, differentiates=True)
     # v2 over the pairs plus one virtual positive and one virtual negative at D = m
-    virtual = lambda: _ms_v2([*Dp, m], [*Dn, m], m, a, b)  # noqa: E731
+    virtual = lambda: _ms_v2([*Dp, m], [*Dn, m], m, a, b)
     v2_virtual = derived(_gradient, virtual, *Dp, *Dn, differentiates=True)
     Zp = _z_pos(Dp, m, a)
     factored = sp.log(sp.exp(-a * m) * sum(sp.exp(a * d) for d in Dp)) / a

@@ -42,7 +42,7 @@ def test_circle_row_as_sun_et_al_define_it():
 def test_printed_eq17_needs_m_squared_one_half():
     """Eq. 17 as printed is T^cir(m) only where 1 - 2 m^2 = 0."""
     m = sp.Symbol("m", positive=True)
-    printed = lambda: 1 / (1 + sp.exp(gs.kappa * (gs.s_ap * (2 - gs.s_ap) - gs.s_an**2)))  # noqa: E731
+    printed = lambda: 1 / (1 + sp.exp(gs.kappa * (gs.s_ap * (2 - gs.s_ap) - gs.s_an**2)))
     assert prove_equal(lambda: gs._T_cir(1 / sp.sqrt(2)), printed, verbose=False)
     assert sp.solve(sp.Eq(1 - 2 * m**2, 0), m) == [sp.sqrt(2) / 2]
 
@@ -52,7 +52,7 @@ def test_circle_rows_hold_for_every_margin_in_their_own_form(capsys):
     pair weights; both with T^cir(m). A wrong constant or pair weight is not proved."""
     assert gs.circle_row(detached=False) and gs.circle_row(detached=True)
     w_plus = gs._circle_derived(detached=True)[0]  # Sun et al.'s form is not P^lin for m > 0
-    claim = lambda: gs.kappa * gs._T_cir(gs.margin) * (1 - gs.s_ap)  # noqa: E731
+    claim = lambda: gs.kappa * gs._T_cir(gs.margin) * (1 - gs.s_ap)
     assert not prove_equal(w_plus, claim, verbose=False)
     assert gs.circle_row(detached=False, verbose=True)
     out = capsys.readouterr().out.splitlines()
@@ -88,7 +88,7 @@ def test_ms_weight_is_one_plus_a_sum_not_the_printed_mean():
         ),
         differentiates=True,
     )
-    by_sum = lambda: 1 / (1 + sp.exp(a * (s - R1)) + sp.exp(a * (s - R2)) + sp.exp(a * (s - lam)))  # noqa: E731
+    by_sum = lambda: 1 / (1 + sp.exp(a * (s - R1)) + sp.exp(a * (s - R2)) + sp.exp(a * (s - lam)))
     assert prove_equal(w, by_sum, verbose=False)
     module_w, module_by_sum, by_mean = gs.ms_positive_weight(2)
     assert sp.simplify(module_w - w.value) == 0 and sp.simplify(module_by_sum - by_sum()) == 0
@@ -127,8 +127,8 @@ def test_eq20_and_where_the_curves_cross():
     t = sp.Symbol("t", positive=True)
     where = gs.PROJECTION_CONDITION  # f_p != f_a
     for k in ("euc", "cos"):  # the squares as typed from the vectors (e^euc divides by D)
-        derived_sq = lambda k=k: gs.tangential_squares(t)[k]  # noqa: E731
-        printed_sq = lambda k=k: gs.tangential_squares(t)[f"{k}_printed"]  # noqa: E731
+        derived_sq = lambda k=k: gs.tangential_squares(t)[k]
+        printed_sq = lambda k=k: gs.tangential_squares(t)[f"{k}_printed"]
         assert prove_equal(derived_sq, printed_sq, where=where, verbose=False), k
     assert not prove_equal(
         lambda: gs.tangential_squares(t)["euc"],
