@@ -34,6 +34,7 @@ import sympy as sp
 import torch
 
 from ..symbolic import prebuilt, prove_equal
+from ..symbolic.sides import Derived
 
 
 class WrongForm(ValueError):
@@ -170,12 +171,19 @@ def expression(answer: object, symbols: Mapping[str, sp.Symbol]) -> sp.Expr:
     return sp.nsimplify(expr, rational=True)
 
 
-def proved(a: sp.Expr, b: sp.Expr, where: Iterable[sp.Basic] = ()) -> bool:
-    """:func:`prove_equal`, quietly; a refusal (a ``Float`` left, a division) is ``False``."""
+def proved(a: sp.Expr, b: object, where: Iterable[sp.Basic] = ()) -> bool:
+    """:func:`prove_equal`, quietly; a refusal (a ``Float`` left, a division) is ``False``.
+
+    ``a`` is the student's answer (or what the check computed from it); ``b`` the reference,
+    as a value, or as a side of :func:`prove_equal` (``lambda: <as typed>``, or a value
+    :func:`~dmlbook.symbolic.sides.derived` from a definition) to keep its divisions visible.
+    """
+    # The student's answer is prebuilt (unchecked for cancellations), on purpose: it is a value
+    # the student's code built before the check (or parsed from a string, which SymPy
+    # evaluates), so no definition of it exists to derive it from; the check is about that value.
+    side_b = b if callable(b) or isinstance(b, Derived) else prebuilt(lambda: b)
     try:
-        return prove_equal(
-            prebuilt(lambda: a), prebuilt(lambda: b), where=tuple(where), verbose=False
-        )
+        return prove_equal(prebuilt(lambda: a), side_b, where=tuple(where), verbose=False)
     except (ValueError, TypeError):
         return False
 

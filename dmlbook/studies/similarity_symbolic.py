@@ -16,6 +16,7 @@ import sympy as sp
 
 from .. import symbolic as sy
 from ..symbolic import HingeActive
+from ..symbolic.sides import Derived
 from .similarity_probe import SIMILARITIES
 
 __all__ = ["symbolic_dependence"]
@@ -34,6 +35,10 @@ def _vanishes(expr: Any, free: Sequence[Any]) -> bool:
     numeric = sy.hinge_branch(expr, True)
     if not sy.spot_check_equal(numeric, sp.S.Zero, n=16, seed=1):
         return False
+    # prebuilt (unchecked for cancellations), on purpose: the statement is about the weight the
+    # caller passes, a value built elsewhere (pair_weights of a loss); and the question is
+    # whether it moves along a direction, which a factor cancelled where the weight is
+    # undefined cannot change where it is defined.
     if sy.prove_equal(sy.prebuilt(lambda: expr), lambda: sp.S.Zero, verbose=False):
         return True
     raise RuntimeError(
@@ -71,9 +76,11 @@ def symbolic_dependence(weight: Any, anchor: Any, pair: Any) -> dict[str, str]:
 
     Parameters
     ----------
-    weight : sympy.Expr
+    weight : sympy.Expr or Derived
         ``dL/ds_j`` from :func:`dmlbook.symbolic.pair_weights` (or a closed form such as
-        BinLifted's supplement Eq. 10).
+        BinLifted's supplement Eq. 10), or the entry of
+        ``sy.derived(sy.pair_weights, L, anchor)`` (its value is read: a derivative that is 0
+        wherever the weight is defined counts as no dependence).
     anchor : AnchorSimilarities
         The anchor's symbols (:func:`dmlbook.symbolic.anchor_similarities`).
     pair : sympy.Symbol
@@ -97,7 +104,7 @@ def symbolic_dependence(weight: Any, anchor: Any, pair: Any) -> dict[str, str]:
         raise ValueError(
             f"pair must be one of the anchor's negative symbols {anchor.neg}, got {pair}."
         )
-    weight = sp.sympify(weight)
+    weight = sp.sympify(weight.value if isinstance(weight, Derived) else weight)
     value = _directional(weight, anchor, pair)
     gates = {s: False for s in SIMILARITIES}
     for gate in weight.atoms(HingeActive):

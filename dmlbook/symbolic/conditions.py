@@ -7,7 +7,8 @@ then "proves" a statement that is false at those points. Two tools keep the divi
 
 * :func:`as_written` is a context manager (SymPy's ``evaluate(False)``) inside which the two
   sides of a statement keep every factor as typed; :func:`~dmlbook.symbolic.proofs.prove_equal`
-  also accepts the sides as zero-argument callables and builds them that way itself;
+  takes the sides as zero-argument callables and builds them that way itself (or as a
+  definition and the values derived from it, with its conditions: :mod:`.sides`);
 * :func:`divisors` lists the bases of the powers whose exponent may be negative (what an
   expression may divide by); :func:`unmet` keeps, of every point where an expression may be
   undefined (:func:`~dmlbook.symbolic.domain.requirements`: divisions, logs, poles, sum

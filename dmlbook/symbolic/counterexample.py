@@ -21,6 +21,7 @@ import sympy as sp
 
 from .hinge import Hinge, HingeActive
 from .proofs import _entrywise, _exact_pairs
+from .sides import Derived, Prebuilt
 from .symbols import default_range
 
 __all__ = ["Counterexample", "counterexample"]
@@ -163,8 +164,10 @@ def counterexample(
     Parameters
     ----------
     a, b : Expr, Matrix, sequence or dict
-        The two sides, as for :func:`~dmlbook.symbolic.proofs.prove_equal` (no ``Float``:
-        write decimals as ``sympy.Rational('0.1')``); compared entry by entry.
+        The two sides as values (no ``Float``: write decimals as ``sympy.Rational('0.1')``),
+        compared entry by entry. A point is evaluated, so no cancellation hides anything here:
+        pass ``w.value`` of a side :func:`~dmlbook.symbolic.sides.derived` or defined for
+        :func:`~dmlbook.symbolic.proofs.prove_equal`, ``f()`` of a callable.
     ranges : mapping, optional
         ``{symbol: (low, high)}``: where to look, e.g. a region where a hinge is active.
         ``low == high`` holds a symbol fixed. Float bounds are read as decimals (``0.1`` is
@@ -185,6 +188,15 @@ def counterexample(
         The first point found (in entry order). ``None`` means no differing point was found,
         which is not a proof of equality.
     """
+    for name, side in (("a", a), ("b", b)):
+        if isinstance(side, Derived | Prebuilt) or (
+            callable(side) and not isinstance(side, sp.Basic)
+        ):
+            raise TypeError(
+                f"counterexample: side {name} is a {type(side).__name__}, not a value; it "
+                "evaluates both sides at points, so pass the values: w.value for a side made "
+                "with sy.derived or sy.define, f() for a callable."
+            )
     if tries < 1 or denominator < 2:
         raise ValueError(f"tries must be >= 1 and denominator >= 2, got {tries}, {denominator}.")
     pairs = _exact_pairs(a, b, "counterexample")

@@ -42,7 +42,7 @@ import torch
 from ..surgery.directions import unit_directions
 from ..surgery.weights import pair_weights, triplet_weight
 from .counterexample import counterexample
-from .proofs import derived, prove_equal
+from .proofs import define, derived, prove_equal
 from .symbols import hyperparameters
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "projection_lengths",
     "projection_lengths_cross",
     "table_weights",
+    "tangential_squares",
     "triplet_row_holds",
     "vectors",
 ]
@@ -76,8 +77,32 @@ def vectors(d: int = 3) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix]:
     return tuple(sp.Matrix(sp.symbols(f"{name}_1:{d + 1}", real=True)) for name in ("a", "p", "n"))  # type: ignore[return-value]
 
 
+# Every proof below takes its sides as typed or derived from a definition built as typed
+# (:mod:`dmlbook.symbolic.sides`): a loss is written once by a builder from symbols, SymPy
+# differentiates it (``derived``), and the printed form is typed inside the call, so that no
+# division is cancelled before the proof sees it.
+
+
 def _grad(L: sp.Expr, v: sp.Matrix) -> sp.Matrix:
     return sp.Matrix([sp.diff(L, x) for x in v])
+
+
+def _gradients(L: sp.Expr, *vectors: sp.Matrix) -> list[sp.Expr]:
+    """``[*dL/dv_1, *dL/dv_2, ...]``, component by component (``derived``'s operation)."""
+    return [sp.diff(L, x) for v in vectors for x in v]
+
+
+def _eq3_active(fa: sp.Matrix, fp: sp.Matrix, fn: sp.Matrix, m: sp.Symbol) -> sp.Expr:
+    """Eq. 3 on its active branch: ``|f_a - f_p|^2 - |f_a - f_n|^2 + m``."""
+    return (fa - fp).dot(fa - fp) - (fa - fn).dot(fa - fn) + m
+
+
+def _eq5(fa: sp.Matrix, fp: sp.Matrix, fn: sp.Matrix) -> list[sp.Expr]:
+    """Eq. 5 as printed, ``2 D_ap e_p``, ``2 D_an e_n``, ``-2 D_ap e_p - 2 D_an e_n``: typed in a
+    proof, ``D * (v / D)`` keeps its division."""
+    D_ap, D_an = sp.sqrt((fp - fa).dot(fp - fa)), sp.sqrt((fa - fn).dot(fa - fn))
+    e_p, e_n = (fp - fa) / D_ap, (fa - fn) / D_an
+    return [*(2 * D_ap * e_p), *(2 * D_an * e_n), *(-2 * D_ap * e_p - 2 * D_an * e_n)]
 
 
 def eq5_holds(verbose: bool = False) -> bool:
@@ -88,20 +113,11 @@ def eq5_holds(verbose: bool = False) -> bool:
     verdict."""
     fa, fp, fn = vectors()
     (m,) = hyperparameters("m")
-    L = (fa - fp).dot(fa - fp) - (fa - fn).dot(fa - fn) + m
-    sq_ap, sq_an = (fp - fa).dot(fp - fa), (fa - fn).dot(fa - fn)
-
-    def printed() -> list[sp.Expr]:  # as written: SymPy would cancel D * (v / D) to v
-        D_ap, D_an = sp.sqrt(sq_ap), sp.sqrt(sq_an)
-        e_p, e_n = (fp - fa) / D_ap, (fa - fn) / D_an
-        return [*(2 * D_ap * e_p), *(2 * D_an * e_n), *(-2 * D_ap * e_p - 2 * D_an * e_n)]
-
-    grads = [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)]
-    ok = prove_equal(
-        derived(grads), printed, where=[sp.Ne(sq_ap, 0), sp.Ne(sq_an, 0)], verbose=False
-    )
+    grads = derived(_gradients, lambda: _eq3_active(fa, fp, fn, m), fp, fn, fa, differentiates=True)
+    apart = [sp.Ne((fp - fa).dot(fp - fa), 0), sp.Ne((fa - fn).dot(fa - fn), 0)]
+    ok = prove_equal(grads, lambda: _eq5(fa, fp, fn), where=apart, verbose=False)
     if verbose:
-        _print_gradients("Eq. 5 = gradient of Eq. 3", ok, grads)
+        _print_gradients("Eq. 5 = gradient of Eq. 3", ok, grads.value)
     return ok
 
 
@@ -112,18 +128,27 @@ def _print_gradients(title: str, ok: bool, grads: list[sp.Expr]) -> None:
         print(f"  dL/d{name}, first component: {sp.sstr(sp.factor(grads[3 * k]))}")
 
 
+def _eq4(fa: sp.Matrix, fp: sp.Matrix, fn: sp.Matrix) -> sp.Expr:
+    """Eq. 4, ``-log(e^{tau S_ap} / (e^{tau S_ap} + e^{tau S_an}))`` with ``S = f_a . f``."""
+    sap, san = fa.dot(fp), fa.dot(fn)
+    return -sp.log(sp.exp(tau * sap) / (sp.exp(tau * sap) + sp.exp(tau * san)))
+
+
+def _eq6(fa: sp.Matrix, fp: sp.Matrix, fn: sp.Matrix) -> list[sp.Expr]:
+    """Eq. 6 as printed: ``T tau (-f_a)``, ``T tau f_a``, ``T tau (-f_p + f_n)``."""
+    T = 1 / (1 + sp.exp(tau * (fa.dot(fp) - fa.dot(fn))))
+    return [*(T * tau * -fa), *(T * tau * fa), *(T * tau * (-fp + fn))]
+
+
 def eq6_holds(verbose: bool = False) -> bool:
     """Eq. 6 is the gradient of Eq. 4 with ``e_p = -f_a``, ``e_n = f_a``, ``e_ap = -f_p``,
     ``e_an = f_n``, for all vectors (unit length needs the features on the sphere)."""
     fa, fp, fn = vectors()
-    sap, san = fa.dot(fp), fa.dot(fn)
-    L = -sp.log(sp.exp(tau * sap) / (sp.exp(tau * sap) + sp.exp(tau * san)))
-    T = 1 / (1 + sp.exp(tau * (sap - san)))
-    printed = (T * tau * -fa, T * tau * fa, T * tau * (-fp + fn))
-    grads = [*_grad(L, fp), *_grad(L, fn), *_grad(L, fa)]
-    ok = prove_equal(derived(grads), lambda: [*printed[0], *printed[1], *printed[2]], verbose=False)
+    L = define(lambda: _eq4(fa, fp, fn))
+    grads = derived(_gradients, L, fp, fn, fa, differentiates=True)
+    ok = prove_equal(grads, lambda: _eq6(fa, fp, fn), verbose=False)
     if verbose:  # the scalar derivatives the chain rule multiplies by dS_ap/df_p = f_a, ...
-        Ls = L.subs({sap: s_ap, san: s_an}, simultaneous=True)
+        Ls = L.value.subs({fa.dot(fp): s_ap, fa.dot(fn): s_an}, simultaneous=True)
         print(f"Eq. 6 = gradient of Eq. 4: {'proved' if ok else 'NOT PROVED'} (vectors in R^3)")
         for S in (s_ap, s_an):
             print(f"  dL/d{S}: {sp.sstr(sp.simplify(sp.diff(Ls, S)))}")
@@ -135,9 +160,41 @@ def _weights_of(loss: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
     return -sp.diff(loss, s_ap), sp.diff(loss, s_an)
 
 
+def _weights_list(loss: sp.Expr) -> list[sp.Expr]:
+    """:func:`_weights_of` as a list (``derived``'s operation: it differentiates)."""
+    return list(_weights_of(loss))
+
+
 def _T_cir(m: sp.Expr) -> sp.Expr:
     """``T^cir`` for Circle margin ``m``; ``m = 1/sqrt(2)`` is Eq. 17 as printed."""
     return 1 / (1 + sp.exp(kappa * (s_ap * (2 - s_ap) - s_an**2 - 1 + 2 * m**2)))
+
+
+def _circle_loss(detached: bool) -> sp.Expr:
+    """Circle loss of one triplet, ``log(1 + e^z)``, ``z = kappa (a_n (s_an - m) - a_p (s_ap - 1
+    + m))``; with ``detached``, ``a_p, a_n`` are the symbols ``A_p, A_n`` (held constant)."""
+    if detached:
+        a_p, a_n = sp.symbols("A_p A_n", positive=True)
+    else:
+        a_p, a_n = 1 + margin - s_ap, s_an + margin
+    return sp.log(1 + sp.exp(kappa * (a_n * (s_an - margin) - a_p * (s_ap - 1 + margin))))
+
+
+def _put_back(v: object) -> object:
+    """``A_p, A_n -> a_p, a_n`` (the held-constant weights' values), pointwise: applied to the
+    weights (simplified) and, by ``derived``, to the conditions they carry."""
+    A_p, A_n = sp.symbols("A_p A_n", positive=True)
+    back = {A_p: 1 + margin - s_ap, A_n: s_an + margin}
+    if isinstance(v, list):
+        return [sp.simplify(w.subs(back)) for w in v]
+    return v.subs(back)  # type: ignore[union-attr]
+
+
+def _circle_derived(detached: bool) -> object:
+    """Circle loss's ``[w_+, w_-]`` derived from :func:`_circle_loss` as typed; held constant,
+    the ``A``'s are put back after differentiating (a pointwise step: conditions mapped)."""
+    w = derived(_weights_list, lambda: _circle_loss(detached), differentiates=True)
+    return derived(_put_back, w, differentiates=False) if detached else w
 
 
 def circle_weights(detached: bool) -> tuple[sp.Expr, sp.Expr]:
@@ -145,29 +202,28 @@ def circle_weights(detached: bool) -> tuple[sp.Expr, sp.Expr]:
 
     ``detached``: ``a_p, a_n`` held constant in the derivative (Sun et al.'s code).
     """
-    a_p, a_n = 1 + margin - s_ap, s_an + margin
-    if not detached:
-        z = kappa * (a_n * (s_an - margin) - a_p * (s_ap - 1 + margin))
-        return _weights_of(sp.log(1 + sp.exp(z)))
-    A_p, A_n = sp.symbols("A_p A_n", positive=True)
-    z = kappa * (A_n * (s_an - margin) - A_p * (s_ap - 1 + margin))
-    w = _weights_of(sp.log(1 + sp.exp(z)))
-    return tuple(sp.simplify(x.subs({A_p: a_p, A_n: a_n})) for x in w)  # type: ignore[return-value]
+    return tuple(_circle_derived(detached).value)  # type: ignore[return-value]
 
 
-#: Table 1's rows that are losses of ``(s_ap, s_an)``: name -> (loss, P_+, P_-, T, constant c).
-TRIPLET_ROWS: dict[str, tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr, sp.Expr]] = {
-    "Triplet (cosine) [23]": (
+def _circle_claim(detached: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    """``(c, P_+, P_-)`` that :func:`circle_row` claims for each form."""
+    return (kappa, 1 + margin - s_ap, s_an + margin) if detached else (2 * kappa, 1 - s_ap, s_an)
+
+
+#: Table 1's rows that are losses of ``(s_ap, s_an)``: name -> a builder of (loss, P_+, P_-, T,
+#: constant c). Each is built when called, so that a proof takes it as typed.
+TRIPLET_ROWS: dict[str, Callable[[], tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr, sp.Expr]]] = {
+    "Triplet (cosine) [23]": lambda: (
         sp.log(1 + sp.exp(tau * (s_an - s_ap))), sp.Integer(1), sp.Integer(1),
         1 / (1 + sp.exp(tau * (s_ap - s_an))), tau,
     ),
-    "Binomial deviance [24]": (
+    "Binomial deviance [24]": lambda: (
         sp.log(1 + sp.exp(-alpha * (s_ap - lam))) / alpha
         + sp.log(1 + sp.exp(beta * (s_an - lam))) / beta,
         1 / (1 + sp.exp(alpha * (s_ap - lam))), 1 / (1 + sp.exp(-beta * (s_an - lam))),
         sp.Rational(1, 2), sp.Integer(2),
     ),
-    "Circle loss [18], m = 1/sqrt(2), weights differentiated": (
+    "Circle loss [18], m = 1/sqrt(2), weights differentiated": lambda: (
         sp.log(1 + sp.exp(kappa * ((s_an**2 - sp.Rational(1, 2)) + (1 - s_ap) ** 2
                                    - sp.Rational(1, 2)))),
         1 - s_ap, s_an, _T_cir(1 / sp.sqrt(2)), 2 * kappa,
@@ -175,20 +231,26 @@ TRIPLET_ROWS: dict[str, tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr, sp.Expr]] = {
 }  # fmt: skip
 
 
+def _row_claim(row: Callable[[], tuple[sp.Expr, ...]]) -> list[sp.Expr]:
+    """``[c T P_+, c T P_-]`` of a row of :data:`TRIPLET_ROWS`."""
+    _, p_plus, p_minus, T, c = row()
+    return [c * T * p_plus, c * T * p_minus]
+
+
 def triplet_row_holds(name: str, verbose: bool = False) -> bool:
     """Prove ``-dl/ds_ap = c T P_+`` and ``dl/ds_an = c T P_-`` for a row of :data:`TRIPLET_ROWS`.
 
-    With ``verbose`` it prints the row's verdict, then the two derivatives SymPy computed and the
-    ``c``, ``T`` and ``P_+``, ``P_-`` (the book's ``pi_+``, ``pi_-``) they are proved equal to."""
-    loss, p_plus, p_minus, T, c = TRIPLET_ROWS[name]
-    w_plus, w_minus = _weights_of(loss)
-    ok = prove_equal(
-        lambda: [w_plus, w_minus], lambda: [c * T * p_plus, c * T * p_minus], verbose=False
-    )
+    The weights are derived from the row's loss as typed, the claim is typed. With ``verbose``
+    it prints the row's verdict, then the two derivatives SymPy computed and the ``c``, ``T``
+    and ``P_+``, ``P_-`` (the book's ``pi_+``, ``pi_-``) they are proved equal to."""
+    row = TRIPLET_ROWS[name]
+    w = derived(_weights_list, lambda: row()[0], differentiates=True)
+    ok = prove_equal(w, lambda: _row_claim(row), verbose=False)
     if verbose:
+        _, p_plus, p_minus, T, c = row()
         print(f"{name}: {'proved' if ok else 'NOT PROVED'}, c = {sp.sstr(c)}, T = {sp.sstr(T)}")
-        for what, w, p in (("-dl/ds_ap", w_plus, p_plus), (" dl/ds_an", w_minus, p_minus)):
-            print(f"  {what} = {sp.sstr(sp.simplify(w))}")
+        for what, wk, p in (("-dl/ds_ap", w.value[0], p_plus), (" dl/ds_an", w.value[1], p_minus)):
+            print(f"  {what} = {sp.sstr(sp.simplify(wk))}")
             print(f"  {' ' * len(what)} = c T pi with pi = {sp.sstr(p)}")
     return ok
 
@@ -202,27 +264,28 @@ def circle_row(detached: bool, verbose: bool = False) -> bool:
     ``P^lin`` for every ``m``; with them held constant (Sun et al.), ``w_+ = kappa T^cir(m)
     (1 + m - s_ap)``, ``w_- = kappa T^cir(m) (s_an + m)``: ``P^lin`` only at ``m = 0``. Here
     ``T^cir(m) = 1 / (1 + exp(kappa (s_ap (2 - s_ap) - s_an^2 - 1 + 2 m^2)))``, Eq. 17 at
-    ``m^2 = 1/2``.
+    ``m^2 = 1/2``. The weights are derived from the loss as typed (:func:`_circle_loss`).
 
     With ``verbose`` it prints the exponent expanded, the two weights SymPy differentiated, the
     claim and the verdict. Returns the verdict of :func:`prove_equal`.
     """
-    w_plus, w_minus = circle_weights(detached)
-    c, p_plus, p_minus = (
-        (kappa, 1 + margin - s_ap, s_an + margin) if detached else (2 * kappa, 1 - s_ap, s_an)
-    )
-    T = _T_cir(margin)
-    ok = prove_equal(
-        derived([w_plus, w_minus]), lambda: [c * T * p_plus, c * T * p_minus], verbose=False
-    )
+    w = _circle_derived(detached)
+
+    def claim() -> list[sp.Expr]:
+        c, p_plus, p_minus = _circle_claim(detached)
+        return [c * _T_cir(margin) * p_plus, c * _T_cir(margin) * p_minus]
+
+    ok = prove_equal(w, claim, verbose=False)
     if verbose:
+        c, p_plus, p_minus = _circle_claim(detached)
+        w_plus, w_minus = w.value
         a_p, a_n = 1 + margin - s_ap, s_an + margin
         z = sp.expand(a_n * (s_an - margin) - a_p * (s_ap - 1 + margin))
         form = "weights held constant (Sun et al.)" if detached else "weights differentiated"
         print(f"Circle loss, {form}: {'proved' if ok else 'NOT PROVED'} for every m")
         print(f"  exponent z / kappa = {sp.sstr(z)}")
-        for what, w, p in (("-dl/ds_ap", w_plus, p_plus), (" dl/ds_an", w_minus, p_minus)):
-            ratio = sp.simplify(w / (c * p))  # 1/(1 + exp(X)) for the T SymPy finds
+        for what, wk, p in (("-dl/ds_ap", w_plus, p_plus), (" dl/ds_an", w_minus, p_minus)):
+            ratio = sp.simplify(wk / (c * p))  # 1/(1 + exp(X)) for the T SymPy finds
             (power,) = [e for e in ratio.atoms(sp.exp) if e.args[0].has(s_ap)]
             inner = sp.sstr(sp.expand(power.args[0] / kappa))
             print(f"  {what} = c pi T with c = {sp.sstr(c)}, pi = {sp.sstr(p)},")
@@ -230,19 +293,34 @@ def circle_row(detached: bool, verbose: bool = False) -> bool:
     return ok
 
 
+def _ms_anchor_loss(n_other: int) -> sp.Expr:
+    """MS loss's positive half for one anchor (Wang et al. Eq. 15): ``(1/alpha) log(1 +
+    sum e^{-alpha (s - lambda)})`` over ``s_ap`` and the other kept positives."""
+    return sp.log(1 + sum(sp.exp(-alpha * (s - lam)) for s in (s_ap, *others(n_other)))) / alpha
+
+
+def _ms_by_sum(n_other: int) -> sp.Expr:
+    """Eq. 13 with ``m_+ = 1 + sum e^{alpha (s_ap - s_ap_k)}``."""
+    R = others(n_other)
+    return 1 / (1 + sum(sp.exp(alpha * (s_ap - r)) for r in R) + sp.exp(alpha * (s_ap - lam)))
+
+
+def _ms_weight(n_other: int) -> object:
+    """``-dl/ds_ap`` derived from :func:`_ms_anchor_loss` as typed."""
+    return derived(
+        lambda L: -sp.diff(L, s_ap), lambda: _ms_anchor_loss(n_other), differentiates=True
+    )
+
+
 def ms_positive_weight(n_other: int = 2) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     """MS loss of one anchor (Wang et al. Eq. 15) with ``s_ap`` and ``n_other`` other kept
     positives ``s_ap1, s_ap2, ...`` (the paper's ``R^i_ap``): returns (its weight ``-dl/ds_ap``,
     Eq. 13 with the sum ``1 + sum``, Eq. 13 as printed with the mean over the others)."""
     R = others(n_other)
-    terms = [sp.exp(-alpha * (s - lam)) for s in (s_ap, *R)]
-    loss = sp.log(1 + sum(terms)) / alpha
-    w = -sp.diff(loss, s_ap)
-    by_sum = 1 / (1 + sum(sp.exp(alpha * (s_ap - r)) for r in R) + sp.exp(alpha * (s_ap - lam)))
     by_mean = 1 / (
         sum(sp.exp(alpha * (s_ap - r)) for r in R) / n_other + sp.exp(alpha * (s_ap - lam))
     )
-    return w, by_sum, by_mean
+    return _ms_weight(n_other).value, _ms_by_sum(n_other), by_mean
 
 
 def others(n_other: int = 2) -> tuple[sp.Symbol, ...]:
@@ -253,18 +331,18 @@ def others(n_other: int = 2) -> tuple[sp.Symbol, ...]:
 def ms_row(n_other: int = 2, verbose: bool = False) -> bool:
     """The MS row of Table 1 for one anchor with ``n_other`` other kept positives (one instance).
 
-    Proves that the MS loss's weight ``-dl/ds_ap`` is Eq. 13 with ``1 + sum`` in place of the
-    printed mean (:func:`ms_positive_weight`), finds a point where the printed mean differs
-    (:func:`~dmlbook.symbolic.counterexample`) and differentiates the loss by the first other
-    positive's similarity (not zero: the loss moves the other positives too). With ``verbose``
-    it prints each of the three beside its verdict. Returns whether all three came out so.
+    Proves that the MS loss's weight ``-dl/ds_ap`` (derived from the loss as typed) is Eq. 13
+    with ``1 + sum`` in place of the printed mean (:func:`ms_positive_weight`), finds a point
+    where the printed mean differs (:func:`~dmlbook.symbolic.counterexample`) and
+    differentiates the loss by the first other positive's similarity (not zero: the loss moves
+    the other positives too). With ``verbose`` it prints each of the three beside its verdict.
+    Returns whether all three came out so.
     """
-    w, by_sum, by_mean = ms_positive_weight(n_other)
-    sum_ok = prove_equal(derived(w), lambda: by_sum, verbose=False)
+    w, _, by_mean = ms_positive_weight(n_other)
+    sum_ok = prove_equal(_ms_weight(n_other), lambda: _ms_by_sum(n_other), verbose=False)
     differ = counterexample(w, by_mean)
     other = others(n_other)[0]
-    terms = [sp.exp(-alpha * (s - lam)) for s in (s_ap, *others(n_other))]
-    moves = sp.simplify(sp.diff(sp.log(1 + sum(terms)) / alpha, other))
+    moves = sp.simplify(sp.diff(_ms_anchor_loss(n_other), other))
     if verbose:
         print(f"-dL/ds_ap, as SymPy differentiates it: {sp.sstr(w)}")
         print(
@@ -294,43 +372,54 @@ def sig_ms_negative_term(n_other: int = 2, verbose: bool = False) -> dict[str, o
     and the log-terms beside the verdicts.
     """
     m = sp.Symbol("mu_-", positive=True)
-    P = 1 / (m + sp.exp(-beta * (s_an - lam)))
+    P = lambda: 1 / (m + sp.exp(-beta * (s_an - lam)))  # as typed, in each proof
     deltas = sp.symbols(f"Delta_1:{n_other + 1}", nonnegative=True)
     exponents = [sp.expand_log(sp.log(sp.exp(-beta * d)), force=False) for d in deltas]
-    dP = sp.diff(P, m)
+    dP = derived(sp.diff, P, m)
     verdicts = {
-        "dpi-/dmu- = -pi-^2": prove_equal(derived(dP), lambda: -(P**2), verbose=False),
+        "dpi-/dmu- = -pi-^2": prove_equal(dP, lambda: -(P() ** 2), verbose=False),
         "hard mining: every log-term <= 0": all(e.is_nonpositive for e in exponents),
     }
     if verbose:
         ok = ["proved" if v else "NOT PROVED" for v in verdicts.values()]
-        print(f"dpi_-/dmu_- = {sp.sstr(dP)} = -pi_-^2: {ok[0]}")
+        print(f"dpi_-/dmu_- = {sp.sstr(dP.value)} = -pi_-^2: {ok[0]}")
         print(f"log of each term of mu_-: {', '.join(map(sp.sstr, exponents))} <= 0: {ok[1]}")
     return verdicts
+
+
+def tangential_squares(t: sp.Symbol) -> dict[str, sp.Expr]:
+    """The squared tangential lengths of the unit directions on the positive, for ``f_a = (1,
+    0)``, ``f_p = (cos t, sin t)``: derived from the vectors (``"euc"``, ``"cos"``) and as
+    Eq. 20 prints them (``"euc_printed"``, ``"cos_printed"``, ``S = cos t``), not simplified.
+
+    Typed in a proof (``lambda: tangential_squares(t)["euc"]``), ``e^euc``'s division by ``D``
+    is kept: the proof holds where ``2 - 2 cos t != 0`` (:data:`PROJECTION_CONDITION`).
+    """
+    fa = sp.Matrix([1, 0])
+    fp = sp.Matrix([sp.cos(t), sp.sin(t)])
+    tangent = sp.Matrix([-sp.sin(t), sp.cos(t)])
+    e_euc = (fp - fa) / sp.sqrt((fp - fa).dot(fp - fa))
+    S = sp.cos(t)
+    return {
+        "euc": e_euc.dot(tangent) ** 2,
+        "cos": (-fa).dot(tangent) ** 2,
+        "euc_printed": (1 + S) / 2,
+        "cos_printed": 1 - S**2,
+    }
 
 
 def projection_lengths() -> dict[str, sp.Expr]:
     """Squared tangential lengths of the unit directions on the positive, for ``f_a = (1, 0)``,
     ``f_p = (cos t, sin t)``, ``t`` in (0, pi): the derivation behind Eq. 20 (appendix).
 
-    Returns the derived squares (``"euc"``, ``"cos"``) and the squares of Eq. 20 as printed
-    (``"euc_printed"``, ``"cos_printed"``, with ``S = cos t``), all functions of ``t``. Both
-    lengths are >= 0, so equal squares prove Eq. 20; ``e^euc`` divides by ``D``, so the proof
-    holds where ``2 - 2 cos t != 0`` (:data:`PROJECTION_CONDITION`).
+    Returns the derived squares (``"euc"``, ``"cos"``, simplified) and the squares of Eq. 20 as
+    printed (``"euc_printed"``, ``"cos_printed"``, with ``S = cos t``), all functions of ``t``.
+    Both lengths are >= 0, so equal squares prove Eq. 20 (a proof takes the sides from
+    :func:`tangential_squares`); ``e^euc`` divides by ``D``, so the proof holds where
+    ``2 - 2 cos t != 0`` (:data:`PROJECTION_CONDITION`).
     """
-    t = sp.Symbol("t", positive=True)
-    fa = sp.Matrix([1, 0])
-    fp = sp.Matrix([sp.cos(t), sp.sin(t)])
-    tangent = sp.Matrix([-sp.sin(t), sp.cos(t)])
-    e_euc = (fp - fa) / sp.sqrt((fp - fa).dot(fp - fa))
-    e_cos = -fa
-    S = sp.cos(t)
-    return {
-        "euc": sp.simplify(e_euc.dot(tangent) ** 2),
-        "cos": sp.simplify(e_cos.dot(tangent) ** 2),
-        "euc_printed": (1 + S) / 2,
-        "cos_printed": 1 - S**2,
-    }
+    squares = tangential_squares(sp.Symbol("t", positive=True))
+    return {k: sp.simplify(v) if k in ("euc", "cos") else v for k, v in squares.items()}
 
 
 def projection_lengths_cross() -> set[sp.Expr]:
@@ -338,6 +427,25 @@ def projection_lengths_cross() -> set[sp.Expr]:
     S = sp.Symbol("S", real=True)
     sols = sp.solve(sp.Eq((1 + S) / 2, 1 - S**2), S)
     return {s for s in sols if -1 <= s <= 1}
+
+
+def _unit(x: sp.Symbol, y: sp.Symbol) -> sp.Matrix:
+    """``(x, y, sqrt(1 - x^2 - y^2))``: a unit vector of R^3 (where ``x^2 + y^2 <= 1``)."""
+    return sp.Matrix([x, y, sp.sqrt(1 - x**2 - y**2)])
+
+
+def _tangential(v: sp.Matrix, at: sp.Matrix) -> sp.Matrix:
+    """The part of ``v`` tangent to the unit sphere at ``at``."""
+    return v - at.dot(v) * at
+
+
+def _tangential_gap(u1: sp.Symbol, u2: sp.Symbol, v1: sp.Symbol, v2: sp.Symbol) -> list[sp.Expr]:
+    """``tangent(e^euc) - tangent(e^cos) / D`` at ``f_p`` and at ``f_a`` (6 components)."""
+    fa, fp = _unit(u1, u2), _unit(v1, v2)
+    D = sp.sqrt((fp - fa).dot(fp - fa))
+    at_p = _tangential((fp - fa) / D, fp) - _tangential(-fa, fp) / D
+    at_a = _tangential((fa - fp) / D, fa) - _tangential(-fp, fa) / D
+    return [*at_p, *at_a]
 
 
 def euc_is_cos_over_distance_on_sphere(verbose: bool = False) -> bool:
@@ -348,20 +456,14 @@ def euc_is_cos_over_distance_on_sphere(verbose: bool = False) -> bool:
     ``e^cos`` with ``S = f_a . f_p`` written as ``S`` (``S*v1 - u1``: 13.4's ``-(z_a - S z_p)``)
     and what ``D`` times that of ``e^euc`` minus it simplifies to, beside the verdict."""
     u1, u2, v1, v2 = sp.symbols("u1 u2 v1 v2", real=True)
-    fa = sp.Matrix([u1, u2, sp.sqrt(1 - u1**2 - u2**2)])
-    fp = sp.Matrix([v1, v2, sp.sqrt(1 - v1**2 - v2**2)])
-    D = sp.sqrt((fp - fa).dot(fp - fa))
-
-    def tangential(v: sp.Matrix, at: sp.Matrix) -> sp.Matrix:
-        return v - at.dot(v) * at
-
-    at_p = tangential((fp - fa) / D, fp) - tangential(-fa, fp) / D
-    at_a = tangential((fa - fp) / D, fa) - tangential(-fp, fa) / D
+    fa, fp = _unit(u1, u2), _unit(v1, v2)
     apart = [sp.Ne((fp - fa).dot(fp - fa), 0)]  # f_a != f_p: D > 0
-    ok = prove_equal(lambda: [*at_p, *at_a], lambda: [0] * 6, where=apart, verbose=False)
+    ok = prove_equal(
+        lambda: _tangential_gap(u1, u2, v1, v2), lambda: [0] * 6, where=apart, verbose=False
+    )
     if verbose:
         S = sp.Symbol("S", real=True)
-        cos_p = tangential(-fa, fp)[0].subs(fa.dot(fp), S)
+        cos_p = _tangential(-fa, fp)[0].subs(fa.dot(fp), S)
         rest = sp.simplify(sp.expand((fp - fa) - fp.dot(fp - fa) * fp)[0] - (fa.dot(fp) * v1 - u1))
         print(
             f"tangent(e_euc) = tangent(e_cos) / D at z_p and z_a: {'proved' if ok else 'NOT PROVED'}"

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from .proofs import derived, prove_equal
+from .proofs import define, derived, prove_equal
 from .symbols import HYPERPARAMETER_DOMAINS, hyperparameters, unit_sphere_distance
 
 __all__ = [
@@ -53,6 +53,30 @@ def _positive(name: str, n: int) -> list[sp.Symbol]:
     return list(sp.symbols(f"{name}1:{n + 1}", positive=True))
 
 
+# Each proof below takes its sides as typed or derived from a definition built as typed
+# (:mod:`dmlbook.symbolic.sides`): the loss is written once (``define``), SymPy differentiates
+# it (``derived``), and the closed form is typed inside the call, so that no division is
+# cancelled before the proof sees it. The builders take symbols only.
+
+
+def _gradient(F: sp.Expr, *v: sp.Symbol) -> list[sp.Expr]:
+    """``[dF/dv_1, ...]``: the operation ``derived`` applies to a loss (it differentiates)."""
+    return [sp.diff(F, x) for x in v]
+
+
+def _eq18_active(cp, cn, Dp, Dn, m1, m2) -> sp.Expr:  # noqa: ANN001 (symbols)
+    """Eq. 18 on the mined set with its hinges active (``[D - m1]_+ = D - m1``, ``[m2 - D]_+ =
+    m2 - D``), the weights as the numbers ``c_j``, ``e_k`` that ``D.detach()`` leaves."""
+    return sum(c * (d - m1) for c, d in zip(cp, Dp, strict=True)) + sum(
+        e * (m2 - d) for e, d in zip(cn, Dn, strict=True)
+    )
+
+
+def _held(numbers, D, w) -> dict:  # noqa: ANN001 (symbols, a SymPy function)
+    """``{c_j: w(D_j)}``: each detached number is the weight function at its distance."""
+    return {c: w(d) for c, d in zip(numbers, D, strict=True)}
+
+
 def eq18_detached_gradient(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     """Eq. 18 with weights held constant (``D.detach()``) has the GPW gradient ``dL/dD = w``.
 
@@ -69,33 +93,29 @@ def eq18_detached_gradient(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
     wp, wn = sp.Function("w^+"), sp.Function("w^-")
     cp, cn = sp.symbols(f"c1:{n_pos + 1}"), sp.symbols(f"e1:{n_neg + 1}")  # the detached numbers
-    # on the mined set with active hinges, [D - m1]_+ = D - m1 and [m2 - D]_+ = m2 - D
-    L = sum(c * (d - m1) for c, d in zip(cp, Dp, strict=True)) + sum(
-        e * (m2 - d) for e, d in zip(cn, Dn, strict=True)
-    )
-    detach = {
-        **dict(zip(cp, [wp(d) for d in Dp], strict=True)),
-        **dict(zip(cn, [wn(d) for d in Dn], strict=True)),
-    }
-    grad = [sp.diff(L, d).subs(detach) for d in (*Dp, *Dn)]
-    expected = [wp(d) for d in Dp] + [-wn(d) for d in Dn]
-    detached = prove_equal(lambda: grad, lambda: expected, verbose=False)
+    L = define(lambda: _eq18_active(cp, cn, Dp, Dn, m1, m2))
+
+    def detach(F: sp.Expr, *v: sp.Symbol) -> list[sp.Expr]:  # differentiate, then c_j = w(D_j)
+        return [g.subs(_held(cp, Dp, wp) | _held(cn, Dn, wn)) for g in _gradient(F, *v)]
+
+    grad = derived(detach, L, *Dp, *Dn, differentiates=True)
+    detached = prove_equal(grad, lambda: [wp(d) for d in Dp] + [-wn(d) for d in Dn], verbose=False)
     s = sp.Symbol("s", real=True)
     c = sp.Symbol("c", real=True)
     on_S = prove_equal(
-        derived(sp.diff(c * (unit_sphere_distance(s) - m1), s)),
+        derived(sp.diff, lambda: c * (unit_sphere_distance(s) - m1), s),
         lambda: -c / unit_sphere_distance(s),
         where=[s < 1],  # distinct points: D > 0
         verbose=False,
     )
-    live = L.subs(detach)
+    live = L.value.subs(_held(cp, Dp, wp) | _held(cn, Dn, wn))
     extra = sp.simplify(sp.diff(live, Dp[0]) - wp(Dp[0]))
     dL_dS = sp.simplify(sp.diff(c * (unit_sphere_distance(s) - m1), s))
     return {
         "detached": detached,
         "on_S": on_S,
         "not_detached_extra": extra,
-        "gradient": grad,
+        "gradient": grad.value,
         "dL_dS": dL_dS,
     }
 
@@ -124,45 +144,63 @@ def _pair_rows(n: int) -> list[ClosedForm]:
     p = sp.Symbol("p", positive=True)
     a = _ALPHA
     rows = []
-    cases = [
-        ("power, v0: w = u^p", sum(xi ** (p + 1) for xi in x) / (p + 1), [xi**p for xi in x]),
+    cases = [  # (name, the loss F as typed, the weights w_j as typed)
+        (
+            "power, v0: w = u^p",
+            lambda: sum(xi ** (p + 1) for xi in x) / (p + 1),
+            lambda: [xi**p for xi in x],
+        ),
         (
             "exponential, v0: w = e^{alpha u}",
-            sum((sp.exp(a * xi) - 1) / a for xi in x),
-            [sp.exp(a * xi) for xi in x],
+            lambda: sum((sp.exp(a * xi) - 1) / a for xi in x),
+            lambda: [sp.exp(a * xi) for xi in x],
         ),
         (
             "exponential, per anchor: w = e^{alpha u} / sum e^{alpha u}",
-            sp.log(sum(sp.exp(a * xi) for xi in x)) / a,
-            [sp.exp(a * xi) / sum(sp.exp(a * xk) for xk in x) for xi in x],
+            lambda: sp.log(sum(sp.exp(a * xi) for xi in x)) / a,
+            lambda: [sp.exp(a * xi) / sum(sp.exp(a * xk) for xk in x) for xi in x],
         ),
-        ("constant, per anchor (p = 0): w = 1/n", sum(x) / n, [sp.Integer(1) / n] * n),
+        (
+            "constant, per anchor (p = 0): w = 1/n",
+            lambda: sum(x) / n,
+            lambda: [sp.Integer(1) / n] * n,
+        ),
     ]
-    for name, F, w in cases:
-        grad = [sp.diff(F, xi) for xi in x]
+    for name, typed_F, typed_w in cases:
+        F = define(typed_F)
+        grad = derived(_gradient, F, *x, differentiates=True)
         rows.append(
-            ClosedForm(
-                name, F, prove_equal(derived(grad), derived(w), where=[a > 0], verbose=False)
-            )
+            ClosedForm(name, F.value, prove_equal(grad, typed_w, where=[a > 0], verbose=False))
         )
     return rows
+
+
+def _triplets(Dp, Dn, m) -> dict[tuple[int, int], sp.Expr]:  # noqa: ANN001 (symbols)
+    """``t_jk = D+_j - D-_k + m`` for every active triplet of one anchor (Eq. 21)."""
+    return {(j, k): dp - dn + m for j, dp in enumerate(Dp) for k, dn in enumerate(Dn)}
+
+
+def _triplet_e_weights(Dp, Dn, m, a) -> list[sp.Expr]:  # noqa: ANN001 (symbols)
+    """Triplet-E v1's weight on each ``D+_j`` (``sum_k w_jk``) and ``D-_k`` (``-sum_j w_jk``),
+    ``w_jk = e^{alpha t_jk} / sum e^{alpha t}`` (Eq. 31 normalised per anchor), as typed."""
+    t = _triplets(Dp, Dn, m)
+    Z = sum(sp.exp(a * v) for v in t.values())
+    w = {jk: sp.exp(a * v) / Z for jk, v in t.items()}
+    return [sum(w[j, k] for k in range(len(Dn))) for j in range(len(Dp))] + [
+        -sum(w[j, k] for j in range(len(Dp))) for k in range(len(Dn))
+    ]
 
 
 def _triplet_row(n_pos: int, n_neg: int) -> ClosedForm:
     (m,), a = hyperparameters("m"), _ALPHA
     Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
-    t = {(j, k): Dp[j] - Dn[k] + m for j in range(n_pos) for k in range(n_neg)}
-    Z = sum(sp.exp(a * v) for v in t.values())
-    w = {jk: sp.exp(a * v) / Z for jk, v in t.items()}
-    F = sp.log(Z) / a
-    grad = [sp.diff(F, d) for d in (*Dp, *Dn)]
-    expected = [sum(w[j, k] for k in range(n_neg)) for j in range(n_pos)] + [
-        -sum(w[j, k] for j in range(n_pos)) for k in range(n_neg)
-    ]
+    F = define(lambda: sp.log(sum(sp.exp(a * v) for v in _triplets(Dp, Dn, m).values())) / a)
+    grad = derived(_gradient, F, *Dp, *Dn, differentiates=True)
     name = "triplet exponential, per anchor (Triplet-E v1)"
-    return ClosedForm(
-        name, F, prove_equal(lambda: grad, lambda: expected, where=[a > 0], verbose=False)
+    proved = prove_equal(
+        grad, lambda: _triplet_e_weights(Dp, Dn, m, a), where=[a > 0], verbose=False
     )
+    return ClosedForm(name, F.value, proved)
 
 
 def closed_forms(n: int = 3) -> list[ClosedForm]:
@@ -201,9 +239,11 @@ def normalised_power_is_not_a_gradient() -> dict[str, object]:
     den = x1**p + x2**p
     w1, w2 = x1**p / den, x2**p / den
     asym = sp.factor(sp.simplify(sp.diff(w1, x2) - sp.diff(w2, x1)))
-    e = sp.exp(a * x1) + sp.exp(a * x2)
-    v1, v2 = sp.exp(a * x1) / e, sp.exp(a * x2) / e
-    exp_symmetric = prove_equal(derived(sp.diff(v1, x2)), derived(sp.diff(v2, x1)), verbose=False)
+    exp_symmetric = prove_equal(
+        derived(sp.diff, lambda: sp.exp(a * x1) / (sp.exp(a * x1) + sp.exp(a * x2)), x2),
+        derived(sp.diff, lambda: sp.exp(a * x2) / (sp.exp(a * x1) + sp.exp(a * x2)), x1),
+        verbose=False,
+    )
     q1, q2 = (w.subs(p, 1) for w in (w1, w2))
     # Green: the circulation is the integral of dw2/dx1 - dw1/dx2 over the rectangle
     curl = sp.diff(q2, x1) - sp.diff(q1, x2)
@@ -215,11 +255,10 @@ def _two_triplet_weight(a: sp.Symbol, t: sp.Symbol, d: sp.Symbol) -> sp.Expr:
     """Eq. 31 + 34 for the larger of two triplets (``t`` and ``t - delta``), divided through by
     ``e^{alpha t}`` (proved equal first, since ``sympy.limit`` cannot take the sign of ``t -
     delta`` on the printed form)."""
-    printed = sp.exp(a * t) / (sp.exp(a * t) + sp.exp(a * (t - d)))
-    divided = 1 / (1 + sp.exp(-a * d))
-    if not prove_equal(lambda: printed, lambda: divided, verbose=False):
+    printed = lambda: sp.exp(a * t) / (sp.exp(a * t) + sp.exp(a * (t - d)))
+    if not prove_equal(printed, lambda: 1 / (1 + sp.exp(-a * d)), verbose=False):
         raise AssertionError("Eq. 34 for two triplets: the divided form was not proved.")
-    return divided
+    return 1 / (1 + sp.exp(-a * d))
 
 
 @dataclass(frozen=True)
@@ -291,6 +330,32 @@ def paper_limits() -> dict[str, sp.Expr]:
     return {step.name: step.value for step in paper_limit_steps()}
 
 
+def _z_pos(Dp, m, a) -> sp.Expr:  # noqa: ANN001 (symbols)
+    """``Z_P = sum_P e^{alpha (D - m)}``: an anchor's positive sum in MS on distances."""
+    return sum(sp.exp(a * (d - m)) for d in Dp)
+
+
+def _z_neg(Dn, m, b) -> sp.Expr:  # noqa: ANN001 (symbols)
+    """``Z_N = sum_N e^{beta (m - D)}``: its negative sum."""
+    return sum(sp.exp(b * (m - d)) for d in Dn)
+
+
+def _ms_v2(Dp, Dn, m, a, b) -> sp.Expr:  # noqa: ANN001 (symbols)
+    """MS v2's anchor term on distances, ``(1/alpha) log Z_P + (1/beta) log Z_N``."""
+    return sp.log(_z_pos(Dp, m, a)) / a + sp.log(_z_neg(Dn, m, b)) / b
+
+
+def _ms_v1(Dp, Dn, m, a, b) -> sp.Expr:  # noqa: ANN001 (symbols)
+    """MS v1's (Eq. 39), ``(1/alpha) log(1 + Z_P) + (1/beta) log(1 + Z_N)``."""
+    return sp.log(1 + _z_pos(Dp, m, a)) / a + sp.log(1 + _z_neg(Dn, m, b)) / b
+
+
+def _lifted_star(Dp, Dn, a, b) -> sp.Expr:  # noqa: ANN001 (symbols)
+    """LiftedStruct* on distances: ``(1/alpha) log sum_P e^{alpha D} + (1/beta) log sum_N
+    e^{-beta D}``."""
+    return sp.log(sum(sp.exp(a * d) for d in Dp)) / a + sp.log(sum(sp.exp(-b * d) for d in Dn)) / b
+
+
 def ms_v2_is_lifted_star(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     """MS v2 on distances equals LiftedStruct* on distances; what the "+1" of v1 adds.
 
@@ -312,28 +377,20 @@ def ms_v2_is_lifted_star(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     """
     m, a, b = sp.symbols("m alpha beta", positive=True)
     Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
-    Zp = sum(sp.exp(a * (d - m)) for d in Dp)
-    Zn = sum(sp.exp(b * (m - d)) for d in Dn)
-    v2 = sp.log(Zp) / a + sp.log(Zn) / b
-    lifted_star = (
-        sp.log(sum(sp.exp(a * d) for d in Dp)) / a + sp.log(sum(sp.exp(-b * d) for d in Dn)) / b
-    )
-    v1 = sp.log(1 + Zp) / a + sp.log(1 + Zn) / b
-    Dv, Dw = sp.symbols("D_v D_w", positive=True)  # the virtual pairs
-    v2_aug = (sp.log(Zp + sp.exp(a * (Dv - m))) / a + sp.log(Zn + sp.exp(b * (m - Dw))) / b).subs(
-        {Dv: m, Dw: m}
-    )
-    grads = [sp.diff(f, d) for f in (v1, v2_aug) for d in (*Dp, *Dn)]
-    half = len(grads) // 2
+    v1 = derived(_gradient, lambda: _ms_v1(Dp, Dn, m, a, b), *Dp, *Dn, differentiates=True)
+    # v2 over the pairs plus one virtual positive and one virtual negative at D = m
+    virtual = lambda: _ms_v2([*Dp, m], [*Dn, m], m, a, b)
+    v2_virtual = derived(_gradient, virtual, *Dp, *Dn, differentiates=True)
+    Zp = _z_pos(Dp, m, a)
     factored = sp.log(sp.exp(-a * m) * sum(sp.exp(a * d) for d in Dp)) / a
     return {
         "v2_positive_factored": sp.expand(sp.expand_log(factored, force=True)),
-        "v2_minus_lifted_star": sp.simplify(v2 - lifted_star),
-        "v1_weight_1": sp.simplify(grads[0]),
-        "v2_equals_lifted_star": prove_equal(lambda: v2, lambda: lifted_star, verbose=False),
-        "v1_is_v2_plus_virtual_pair": prove_equal(
-            lambda: grads[:half], lambda: grads[half:], verbose=False
+        "v2_minus_lifted_star": sp.simplify(_ms_v2(Dp, Dn, m, a, b) - _lifted_star(Dp, Dn, a, b)),
+        "v1_weight_1": sp.simplify(v1.value[0]),
+        "v2_equals_lifted_star": prove_equal(
+            lambda: _ms_v2(Dp, Dn, m, a, b), lambda: _lifted_star(Dp, Dn, a, b), verbose=False
         ),
+        "v1_is_v2_plus_virtual_pair": prove_equal(v1, v2_virtual, verbose=False),
         "v2_weight_sum": sp.simplify(sum(sp.exp(a * (d - m)) / Zp for d in Dp)),
         "v1_weight_sum": sp.simplify(sum(sp.exp(a * (d - m)) / (1 + Zp) for d in Dp)),
     }
@@ -351,13 +408,14 @@ def ms_margin_derivatives(n_pos: int = 2, n_neg: int = 2) -> dict[str, object]:
     """
     m, a, b = sp.symbols("m alpha beta", positive=True)
     Dp, Dn = _positive("D^+_", n_pos), _positive("D^-_", n_neg)
-    Zp = sum(sp.exp(a * (d - m)) for d in Dp)
-    Zn = sum(sp.exp(b * (m - d)) for d in Dn)
-    v2 = sp.log(Zp) / a + sp.log(Zn) / b
-    v1 = sp.log(1 + Zp) / a + sp.log(1 + Zn) / b
     z_p, z_n = sp.symbols("Z_P Z_N", positive=True)
     compact = -z_p / (1 + z_p) + z_n / (1 + z_n)
     v1_proved = prove_equal(
-        derived(sp.diff(v1, m)), lambda: -Zp / (1 + Zp) + Zn / (1 + Zn), verbose=False
+        derived(sp.diff, lambda: _ms_v1(Dp, Dn, m, a, b), m),
+        lambda: (
+            -_z_pos(Dp, m, a) / (1 + _z_pos(Dp, m, a)) + _z_neg(Dn, m, b) / (1 + _z_neg(Dn, m, b))
+        ),
+        verbose=False,
     )
-    return {"v2": sp.simplify(sp.diff(v2, m)), "v1": compact, "v1_proved": v1_proved}
+    v2 = sp.diff(_ms_v2(Dp, Dn, m, a, b), m)
+    return {"v2": sp.simplify(v2), "v1": compact, "v1_proved": v1_proved}

@@ -9,7 +9,8 @@ import pytest
 import sympy as sp
 
 from dmlbook.exercises import EXERCISES, check
-from dmlbook.exercises.registry import WrongForm, close, exercise, expression, numbers
+from dmlbook.exercises.registry import WrongForm, close, exercise, expression, numbers, proved
+from dmlbook.symbolic import derived
 
 
 def test_an_unknown_exercise_is_one_clear_error():
@@ -55,3 +56,15 @@ def test_helpers():
     assert not close([float("inf")], [1e38], 1e-3)
     x = expression("0.5*x", {"x": sp.Symbol("x", positive=True)})
     assert x == sp.Rational(1, 2) * sp.Symbol("x", positive=True)
+
+
+def test_proved_takes_the_reference_as_a_value_or_as_a_side():
+    """The answer is a value; the reference may be typed (its divisions then count) or derived."""
+    x = sp.Symbol("x", real=True)
+    s = sp.Symbol("s", positive=True)
+    assert proved(2 * x, 2 * x) and not proved(2 * x, 3 * x)
+    assert proved(x, lambda: s * x / s)  # typed, s > 0: defined everywhere
+    assert not proved(x, lambda: x * x / x)  # typed: x / x is undefined at 0, no where
+    assert proved(x, lambda: x * x / x, where=[sp.Ne(x, 0)])
+    assert proved(3 * x**2, derived(sp.diff, lambda: x**3, x))
+    assert not proved(2 * x**2, derived(sp.diff, lambda: x**3, x))

@@ -33,6 +33,11 @@ def test_symbolic_dependence_reproduces_the_paper_columns_it_can():
     assert contrastive == {"S": "gate", "P": "", "N": ""}
     binomial = symbolic_dependence(sy.pair_weights(cases["Binomial"], a)[j], a, j)
     assert binomial == {"S": "weight", "P": "", "N": ""}
+    # the weight as derived from the loss as typed (issue 38) reads the same
+    typed = sy.derived(
+        sy.pair_weights, lambda: sum(sy.hinge(s - lam) for s in a.neg) - sum(a.pos), a
+    )
+    assert symbolic_dependence(typed[j], a, j) == contrastive
 
 
 def test_symbolic_dependence_of_softmax_weights():

@@ -96,6 +96,18 @@ def test_bad_inputs_are_refused():
         sy.counterexample(sp.Function("f")(X), X)
 
 
+def test_a_side_made_for_prove_equal_is_refused_with_what_to_pass():
+    """A derived, defined, prebuilt or callable side is not a value: the error says w.value."""
+    w = sy.derived(sp.diff, lambda: X**3, X)
+    for side in (w, sy.define(lambda: X**2), sy.prebuilt(lambda: X), lambda: X**2):
+        with pytest.raises(TypeError, match=r"w\.value"):
+            sy.counterexample(side, X)
+        with pytest.raises(TypeError, match="side b"):
+            sy.counterexample(X, side)
+    assert sy.counterexample(w.value, 3 * X**2) is None  # the value is taken
+    assert sy.counterexample(w.value, 2 * X**2) is not None
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     coeffs=st.lists(st.integers(-5, 5), min_size=1, max_size=4),

@@ -9,7 +9,7 @@ import math
 import sympy as sp
 import torch
 
-from dmlbook.symbolic import counterexample, prove_equal
+from dmlbook.symbolic import counterexample, derived, prove_equal
 from dmlbook.symbolic import gradient_surgery as gs
 
 
@@ -28,12 +28,11 @@ def test_table1_rows_that_hold_with_their_constants():
 
 def test_circle_row_as_sun_et_al_define_it():
     """Weights held constant: P_+ = 1 + m - s_ap, P_- = s_an + m, T^cir shifted; = the row at m=0."""
-    w_plus, w_minus = gs.circle_weights(detached=True)
-    T = gs._T_cir(0)
-    m0 = [w.subs(gs.margin, sp.Integer(0)) for w in (w_plus, w_minus)]
-    assert prove_equal(
-        lambda: m0, lambda: [gs.kappa * T * (1 - gs.s_ap), gs.kappa * T * gs.s_an], verbose=False
-    )
+    w = gs._circle_derived(detached=True)  # derived from the loss as typed
+    at_0 = [derived(lambda v: v.subs(gs.margin, 0), w[k], differentiates=False) for k in (0, 1)]
+    assert prove_equal(at_0[0], lambda: gs.kappa * gs._T_cir(0) * (1 - gs.s_ap), verbose=False)
+    assert prove_equal(at_0[1], lambda: gs.kappa * gs._T_cir(0) * gs.s_an, verbose=False)
+    w_plus = w.value[0]
     # for m > 0 the pair weight is not P^lin: a point where they differ
     half = {gs.margin: sp.Rational(1, 2)}
     T_half = gs._T_cir(sp.Rational(1, 2))
@@ -43,8 +42,8 @@ def test_circle_row_as_sun_et_al_define_it():
 def test_printed_eq17_needs_m_squared_one_half():
     """Eq. 17 as printed is T^cir(m) only where 1 - 2 m^2 = 0."""
     m = sp.Symbol("m", positive=True)
-    printed = 1 / (1 + sp.exp(gs.kappa * (gs.s_ap * (2 - gs.s_ap) - gs.s_an**2)))
-    assert prove_equal(lambda: gs._T_cir(1 / sp.sqrt(2)), lambda: printed, verbose=False)
+    printed = lambda: 1 / (1 + sp.exp(gs.kappa * (gs.s_ap * (2 - gs.s_ap) - gs.s_an**2)))
+    assert prove_equal(lambda: gs._T_cir(1 / sp.sqrt(2)), printed, verbose=False)
     assert sp.solve(sp.Eq(1 - 2 * m**2, 0), m) == [sp.sqrt(2) / 2]
 
 
@@ -52,9 +51,9 @@ def test_circle_rows_hold_for_every_margin_in_their_own_form(capsys):
     """Differentiated weights: c = 2 kappa with P^lin; held constant: c = kappa with the shifted
     pair weights; both with T^cir(m). A wrong constant or pair weight is not proved."""
     assert gs.circle_row(detached=False) and gs.circle_row(detached=True)
-    w_plus, _ = gs.circle_weights(detached=True)  # Sun et al.'s form is not P^lin for m > 0
-    claim = gs.kappa * gs._T_cir(gs.margin) * (1 - gs.s_ap)
-    assert not prove_equal(lambda: w_plus, lambda: claim, verbose=False)
+    w_plus = gs._circle_derived(detached=True)[0]  # Sun et al.'s form is not P^lin for m > 0
+    claim = lambda: gs.kappa * gs._T_cir(gs.margin) * (1 - gs.s_ap)
+    assert not prove_equal(w_plus, claim, verbose=False)
     assert gs.circle_row(detached=False, verbose=True)
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "Circle loss, weights differentiated: proved for every m"
@@ -78,9 +77,22 @@ def test_table_rows_print_their_derivatives(capsys):
 
 
 def test_ms_weight_is_one_plus_a_sum_not_the_printed_mean():
-    w, by_sum, by_mean = gs.ms_positive_weight(2)
-    assert prove_equal(lambda: w, lambda: by_sum, verbose=False)
-    assert counterexample(w, by_mean) is not None
+    """Typed here from Wang et al. Eq. 15 and Eq. 13 (1 + sum), independently of the module."""
+    R1, R2 = gs.others(2)
+    a, lam, s = gs.alpha, gs.lam, gs.s_ap
+    w = derived(
+        lambda L: -sp.diff(L, s),
+        lambda: (
+            sp.log(1 + sp.exp(-a * (s - lam)) + sp.exp(-a * (R1 - lam)) + sp.exp(-a * (R2 - lam)))
+            / a
+        ),
+        differentiates=True,
+    )
+    by_sum = lambda: 1 / (1 + sp.exp(a * (s - R1)) + sp.exp(a * (s - R2)) + sp.exp(a * (s - lam)))
+    assert prove_equal(w, by_sum, verbose=False)
+    module_w, module_by_sum, by_mean = gs.ms_positive_weight(2)
+    assert sp.simplify(module_w - w.value) == 0 and sp.simplify(module_by_sum - by_sum()) == 0
+    assert counterexample(w.value, by_mean) is not None
 
 
 def test_ms_moves_the_other_positives():
@@ -112,10 +124,22 @@ def test_which_cosine_fields_are_gradients():
 
 
 def test_eq20_and_where_the_curves_cross():
-    L = gs.projection_lengths()
+    t = sp.Symbol("t", positive=True)
     where = gs.PROJECTION_CONDITION  # f_p != f_a
-    assert prove_equal(lambda: L["euc"], lambda: L["euc_printed"], where=where, verbose=False)
-    assert prove_equal(lambda: L["cos"], lambda: L["cos_printed"], where=where, verbose=False)
+    for k in ("euc", "cos"):  # the squares as typed from the vectors (e^euc divides by D)
+        derived_sq = lambda k=k: gs.tangential_squares(t)[k]
+        printed_sq = lambda k=k: gs.tangential_squares(t)[f"{k}_printed"]
+        assert prove_equal(derived_sq, printed_sq, where=where, verbose=False), k
+    assert not prove_equal(
+        lambda: gs.tangential_squares(t)["euc"],
+        lambda: 1 - sp.cos(t) ** 2,
+        where=where,
+        verbose=False,
+    )
+    L = gs.projection_lengths()
+    assert (
+        sp.simplify(L["euc"] - (1 + sp.cos(t)) / 2) == 0 and L["cos_printed"] == 1 - sp.cos(t) ** 2
+    )
     assert gs.projection_lengths_cross() == {sp.Rational(1, 2), sp.Integer(-1)}
 
 
