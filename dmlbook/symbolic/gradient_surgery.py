@@ -186,15 +186,23 @@ def _put_back(v: object) -> object:
     A_p, A_n = sp.symbols("A_p A_n", positive=True)
     back = {A_p: 1 + margin - s_ap, A_n: s_an + margin}
     if isinstance(v, list):
-        return [sp.simplify(w.subs(back)) for w in v]
+        return [w.subs(back) for w in v]
     return v.subs(back)  # type: ignore[union-attr]
+
+
+def _simplified(v: list[sp.Expr]) -> list[sp.Expr]:
+    """Each weight simplified: equal wherever it is defined, so the conditions stay as they are
+    (``derived(..., differentiates=True)``; SymPy cannot simplify an unevaluated expression)."""
+    return [sp.simplify(w) for w in v]
 
 
 def _circle_derived(detached: bool) -> object:
     """Circle loss's ``[w_+, w_-]`` derived from :func:`_circle_loss` as typed; held constant,
     the ``A``'s are put back after differentiating (a pointwise step: conditions mapped)."""
     w = derived(_weights_list, lambda: _circle_loss(detached), differentiates=True)
-    return derived(_put_back, w, differentiates=False) if detached else w
+    if not detached:
+        return w
+    return derived(_simplified, derived(_put_back, w, differentiates=False), differentiates=True)
 
 
 def circle_weights(detached: bool) -> tuple[sp.Expr, sp.Expr]:

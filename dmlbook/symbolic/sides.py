@@ -157,9 +157,10 @@ def derived(
         default, True for ``sp.diff``, ``pair_weights`` and ``gpw_identity`` only. Say True for
         an ``op`` that differentiates and then picks or signs entries (``lambda L, a:
         -sy.pair_weights(L, a)[s]``); a derivative exists at most where its function does.
-        Such an ``op`` must do nothing else: a pointwise ``op`` (``differentiates=False``) is
-        also built as typed, so that its own divisions and logs count; a differentiating one is
-        not (SymPy cannot differentiate an unevaluated expression in reasonable time).
+        Such an ``op`` must do nothing else but simplify (a value equal wherever the argument is
+        defined): a pointwise ``op`` (``differentiates=False``) is also built as typed, so that
+        its own divisions and logs count; a differentiating one is not (SymPy cannot
+        differentiate, solve or simplify an unevaluated expression in reasonable time).
 
     A single argument, ``derived(value)``, is the earlier form: the value as SymPy built it,
     unchecked, the same as :func:`prebuilt` (kept so that existing call sites run; write
