@@ -123,36 +123,6 @@ def test_which_cosine_fields_are_gradients():
         assert gs.closed_form_test(wp, wn) != 0, name
 
 
-def test_eq20_and_where_the_curves_cross():
-    t = sp.Symbol("t", positive=True)
-    where = gs.PROJECTION_CONDITION  # f_p != f_a
-    for k in ("euc", "cos"):  # the squares as typed from the vectors (e^euc divides by D)
-        derived_sq = lambda k=k: gs.tangential_squares(t)[k]
-        printed_sq = lambda k=k: gs.tangential_squares(t)[f"{k}_printed"]
-        assert prove_equal(derived_sq, printed_sq, where=where, verbose=False), k
-    assert not prove_equal(
-        lambda: gs.tangential_squares(t)["euc"],
-        lambda: 1 - sp.cos(t) ** 2,
-        where=where,
-        verbose=False,
-    )
-    L = gs.projection_lengths()
-    assert (
-        sp.simplify(L["euc"] - (1 + sp.cos(t)) / 2) == 0 and L["cos_printed"] == 1 - sp.cos(t) ** 2
-    )
-    assert gs.projection_lengths_cross() == {sp.Rational(1, 2), sp.Integer(-1)}
-
-
-def test_normalisation_layer_turns_euc_into_cos_over_distance(capsys):
-    assert gs.euc_is_cos_over_distance_on_sphere()
-    assert capsys.readouterr().out == ""
-    assert gs.euc_is_cos_over_distance_on_sphere(verbose=True)
-    out = capsys.readouterr().out.splitlines()
-    assert out[0].endswith(": proved")
-    assert out[2].endswith("first component: S*v1 - u1")  # -(z_a - S z_p), 13.4
-    assert out[3].endswith("simplified: 0")
-
-
 def test_numeric_integrability_matches_the_symbolic_verdicts():
     """Numeric (float64): symmetric Jacobian for the loss rows, not for T^cos x P^lin or any
     orthogonal direction."""
