@@ -30,7 +30,7 @@ from __future__ import annotations
 import dis
 import types
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy as sp
 from sympy.core.basic import Basic
@@ -66,7 +66,8 @@ class Derived:
     def open_conditions(self) -> tuple[Requirement, ...]:
         """The conditions the symbols' assumptions do not already guarantee (``e^s + 1 != 0``
         holds for every real ``s``; ``D != 0`` does not): those a proof must state."""
-        return tuple(r for r in dict.fromkeys(self.requirements) if not _guaranteed(r))
+        kept = (r for r in dict.fromkeys(self.requirements) if not _guaranteed(r))
+        return tuple(dict.fromkeys(replace(r, quantity=evaluated(r.quantity)) for r in kept))
 
     def where(self) -> str:
         """Where the value is defined, beyond the symbols' assumptions: ``'D_1 != 0, ...'``."""

@@ -188,3 +188,9 @@ def test_conditions_the_assumptions_guarantee_are_not_shown():
     assert soft.where() == "s != 0"  # ... but only the open one is shown
     assert repr(soft) == "x/(exp(s) + 1) + y/s  (defined where s != 0)"
     assert repr(sy.define(lambda: x + y)) == "x + y  (defined everywhere)"
+
+
+def test_a_condition_is_shown_evaluated():
+    """A definition typed with sum() starts from 0: its condition shows no '+ 0'."""
+    mean = sy.define(lambda: x / sum([s, y]))
+    assert mean.where() == "s + y != 0"
