@@ -174,16 +174,23 @@ def expression(answer: object, symbols: Mapping[str, sp.Symbol]) -> sp.Expr:
 def proved(a: sp.Expr, b: object, where: Iterable[sp.Basic] = ()) -> bool:
     """:func:`prove_equal`, quietly; a refusal (a ``Float`` left, a division) is ``False``.
 
-    ``a`` is the student's answer (or what the check computed from it); ``b`` the reference,
-    as a value, or as a side of :func:`prove_equal` (``lambda: <as typed>``, or a value
-    :func:`~dmlbook.symbolic.sides.derived` from a definition) to keep its divisions visible.
+    ``a`` is the student's answer (or what the check computed from it); ``b`` the reference, a
+    side of :func:`prove_equal` (``lambda: <as typed>``, or a value
+    :func:`~dmlbook.symbolic.sides.derived` from a definition), so that its divisions stay
+    visible: a reference given as a value is refused (``TypeError``, an error of the exercise's
+    author, raised before any answer is judged).
     """
+    if not (callable(b) or isinstance(b, Derived)):
+        raise TypeError(
+            f"proved: the reference {b!r} is a value built before the check; pass it as typed "
+            "(lambda: <expression>) or derived from its definition (derived(sp.diff, lambda: "
+            "<definition>, s))."
+        )
     # The student's answer is prebuilt (unchecked for cancellations), on purpose: it is a value
     # the student's code built before the check (or parsed from a string, which SymPy
     # evaluates), so no definition of it exists to derive it from; the check is about that value.
-    side_b = b if callable(b) or isinstance(b, Derived) else prebuilt(lambda: b)
     try:
-        return prove_equal(prebuilt(lambda: a), side_b, where=tuple(where), verbose=False)
+        return prove_equal(prebuilt(lambda: a), b, where=tuple(where), verbose=False)
     except (ValueError, TypeError):
         return False
 

@@ -58,11 +58,15 @@ def test_helpers():
     assert x == sp.Rational(1, 2) * sp.Symbol("x", positive=True)
 
 
-def test_proved_takes_the_reference_as_a_value_or_as_a_side():
-    """The answer is a value; the reference may be typed (its divisions then count) or derived."""
+def test_proved_takes_the_reference_as_a_side_never_as_a_value():
+    """The answer is a value; the reference is typed (its divisions then count) or derived: a
+    reference built before the check is the exercise author's error, refused loudly (not judged
+    False, which would fail every student)."""
     x = sp.Symbol("x", real=True)
     s = sp.Symbol("s", positive=True)
-    assert proved(2 * x, 2 * x) and not proved(2 * x, 3 * x)
+    assert proved(2 * x, lambda: 2 * x) and not proved(2 * x, lambda: 3 * x)
+    with pytest.raises(TypeError, match=r"the reference 2\*x is a value built before the check"):
+        proved(2 * x, 2 * x)
     assert proved(x, lambda: s * x / s)  # typed, s > 0: defined everywhere
     assert not proved(x, lambda: x * x / x)  # typed: x / x is undefined at 0, no where
     assert proved(x, lambda: x * x / x, where=[sp.Ne(x, 0)])
