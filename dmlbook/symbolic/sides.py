@@ -79,8 +79,7 @@ class Derived:
     def _repr_latex_(self) -> str:  # a notebook shows the value and where it is defined
         body = sp.latex(sp.Matrix([list(self.value.values())]) if isinstance(self.value, dict)
                         else self.value)  # fmt: skip
-        shown = [sp.latex(r.quantity) + {"nonzero": r" \neq 0", "nonnegative": r" \geq 0"}.get(
-            r.kind, r" \in \mathbb{R}") for r in self.open_conditions()]  # fmt: skip
+        shown = [_latex(r) for r in self.open_conditions()]
         where = r"\quad\text{where } " + r",\ ".join(dict.fromkeys(shown)) if shown else ""
         return f"$\\displaystyle {body}{where}$"
 
@@ -90,6 +89,13 @@ class Prebuilt:
     """A side taken as SymPy built it, unchecked for cancellations; see :func:`prebuilt`."""
 
     side: object
+
+
+def _latex(r: Requirement) -> str:
+    """``r`` in LaTeX, with its summation range (``D_k \neq 0 \text{ for } k = 1..P``)."""
+    rel = {"nonzero": r" \neq 0", "nonnegative": r" \geq 0"}.get(r.kind, r" \in \mathbb{R}")
+    ranges = [rf"{sp.latex(k)} = {sp.latex(lo)}..{sp.latex(hi)}" for k, lo, hi in r.bound]
+    return sp.latex(r.quantity) + rel + (r"\text{ for }" + ", ".join(ranges) if ranges else "")
 
 
 def _guaranteed(r: Requirement) -> bool:

@@ -194,3 +194,12 @@ def test_a_condition_is_shown_evaluated():
     """A definition typed with sum() starts from 0: its condition shows no '+ 0'."""
     mean = sy.define(lambda: x / sum([s, y]))
     assert mean.where() == "s + y != 0"
+
+
+def test_a_condition_inside_a_sum_shows_its_range():
+    k = sp.Symbol("k", integer=True)
+    P = sp.Symbol("P", integer=True, positive=True)
+    D = sp.IndexedBase("D")
+    mean = sy.define(lambda: sp.Sum(1 / D[k], (k, 1, P)))
+    assert mean.where() == "D[k] != 0 for k = 1..P"
+    assert mean._repr_latex_().endswith(r"{D}_{k} \neq 0\text{ for }k = 1..P$")
