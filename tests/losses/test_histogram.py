@@ -82,9 +82,10 @@ def test_eq3_three_lines_are_one_sum():
     R = 5
     hp = sp.symbols(f"hp1:{R + 1}", real=True)
     hn = sp.symbols(f"hn1:{R + 1}", real=True)
-    first = sum(hn[r] * sum(hp[: r + 1]) for r in range(R))
-    third = sum(sum(hn[q:]) * hp[q] for q in range(R))
-    assert sy.prove_equal(lambda: first, lambda: third)
+    first = lambda: sum(hn[r] * sum(hp[: r + 1]) for r in range(R))  # noqa: E731
+    third = lambda: sum(sum(hn[q:]) * hp[q] for q in range(R))  # noqa: E731
+    assert sy.prove_equal(first, third)  # both sides as typed
+    assert not sy.prove_equal(first, lambda: sum(sum(hn[q + 1 :]) * hp[q] for q in range(R)))
 
 
 def test_symmetric_s_gives_the_loss_of_unordered_pairs():

@@ -129,18 +129,29 @@ def test_symbolic_eq_13_14_for_a_small_anchor():
     alpha, beta = sy.hyperparameters("alpha beta")
     lam = sp.Symbol("lambda", real=True)
     a = sy.anchor_similarities(2, 2)
-    L = (
-        sy.log1p_sum_exp([-alpha * (s - lam) for s in a.pos]) / alpha
-        + sy.log1p_sum_exp([beta * (s - lam) for s in a.neg]) / beta
+    L = sy.define(
+        lambda: (
+            sy.log1p_sum_exp([-alpha * (s - lam) for s in a.pos]) / alpha
+            + sy.log1p_sum_exp([beta * (s - lam) for s in a.neg]) / beta
+        )
     )
-    w = sy.pair_weights(L, a)
-    eq13 = 1 / (sp.exp(beta * (lam - a.neg[0])) + sum(sp.exp(beta * (s - a.neg[0])) for s in a.neg))
-    eq14 = 1 / (
-        sp.exp(-alpha * (lam - a.pos[0])) + sum(sp.exp(-alpha * (s - a.pos[0])) for s in a.pos)
+    w = sy.derived(sy.pair_weights, L, a)
+    eq13 = lambda: (
+        1
+        / (  # noqa: E731
+            sp.exp(beta * (lam - a.neg[0])) + sum(sp.exp(beta * (s - a.neg[0])) for s in a.neg)
+        )
     )
-    assert sy.prove_equal(lambda: w[a.neg[0]], lambda: eq13)
-    assert sy.prove_equal(lambda: -w[a.pos[0]], lambda: eq14)  # Eq. 14 is a magnitude: dL/dS = -w+
-    assert not sy.prove_equal(lambda: w[a.pos[0]], lambda: eq14, verbose=False)
+    eq14 = lambda: (
+        1
+        / (  # noqa: E731
+            sp.exp(-alpha * (lam - a.pos[0])) + sum(sp.exp(-alpha * (s - a.pos[0])) for s in a.pos)
+        )
+    )
+    negated = sy.derived(lambda v: -v, w[a.pos[0]], differentiates=False)
+    assert sy.prove_equal(w[a.neg[0]], eq13)
+    assert sy.prove_equal(negated, eq14)  # Eq. 14 is a magnitude: dL/dS = -w+
+    assert not sy.prove_equal(w[a.pos[0]], eq14, verbose=False)
     # and dmlbook's implementation against these symbolic weights, on a mined real batch
     S = rand_S(10, 7)
     y = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 2])
