@@ -3,15 +3,16 @@
 The protocol is :mod:`dmlbook.studies.fair_comparison`'s: one model (``SmallCNN(stride=1)``,
 64-d), one step budget, Adam, P x K batches with Koch et al.'s affine distortions. Every choice
 is made on validation runs (trained on three training alphabets, scored by MAP@R on the other
-two, :func:`~dmlbook.studies.fair_comparison.validation_split`), and the test data (the 106
+two, once per fold of ``fc.VALIDATION_FOLDS``, :func:`~dmlbook.studies.fair_comparison.validation_split`)
+by the mean over the folds, and the test data (the 106
 ``test`` characters and Lake et al.'s 20 one-shot runs) are read only by runs whose settings are
 frozen. The phases, in order:
 
 ``tune``        every family's declared search (``fc.TRIALS`` settings each, the same budget for
-                every family), seed 0, on the validation split
+                every family), seed 0, on every validation fold
 ``recipe-val``  the family whose tuned setting scores best on validation
-                (``fc.select_family``), trained ``recipe_steps`` on the validation split three
-                ways (``fc.RECIPE_VARIANTS``: Koch et al.'s distortions, whole-pixel shifts, one
+                (``fc.select_family``), trained ``recipe_steps`` on every fold three ways
+                (``fc.RECIPE_CANDIDATES``: the comparison's width, twice that width, one
                 alphabet fewer), seed 0, with its validation curve
 ``final``       every family with its tuned setting on all 136 training characters, every seed,
                 scored on the test data (seed by seed, so a cut-off run has every loss for the
@@ -19,7 +20,7 @@ frozen. The phases, in order:
 ``sampler``     Liu et al.'s Table II on Omniglot: their baseline pair loss (Pair-P, w = 1,
                 m1 = 0, m2 = 0.8) with random batches, P x K batches, and P x K batches plus
                 triplet-margin mining (epsilon = 0.1); no choice is made from it
-``recipe``      the recipe ``fc.select_recipe`` chose on the ``recipe-val`` runs (steps,
+``recipe``      the recipe ``fc.select_recipe`` chose on the ``recipe-val`` runs (steps, width,
                 augmentation, training set), every seed; trained on every shipped character
                 (``train+test``) when more characters helped on validation, when only the one-
                 shot error is recorded (its 20 alphabets stay unseen)
@@ -61,6 +62,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -85,11 +87,13 @@ PHASES = ("tune", "recipe-val", "final", "sampler", "recipe")
 #: The phases that choose: they read validation data only, and ``--choices`` replaces them.
 CHOOSING = ("tune", "recipe-val")
 COLUMNS = [
-    "phase", "loss", "hparams", "seed", "steps", "sampler", "variant", "val MAP@R", "val R@1",
+    "phase", "loss", "hparams", "seed", "steps", "sampler", "variant", "width", "fold",
+    "val MAP@R", "val R@1",
     "one-shot error", "MAP@R", "R@1", "run errors", "cpu_s", "wall_s", "load1", "device",
     "finished",
 ]  # fmt: skip
 KEY = list(fc.RUN_KEY)
+FOLDS = range(len(fc.VALIDATION_FOLDS))
 #: Liu et al.'s Table II rows: (label, sampler, extra hyper-parameters of their baseline).
 TABLE_II = (
     ("Random sampler", "random", {}),
@@ -157,7 +161,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def read_runs(path: Path) -> pd.DataFrame:
-    rows = pd.read_csv(path, comment="#", dtype={"hparams": str, "sampler": str, "variant": str})
+    dtype = {"hparams": str, "sampler": str, "variant": str, "fold": str}
+    rows = pd.read_csv(path, comment="#", dtype=dtype)
     return rows.reindex(columns=COLUMNS)
 
 
@@ -261,8 +266,10 @@ class Choices:
 
     def __init__(self, rows: pd.DataFrame, scale: fc.Scale | None, families: list) -> None:
         keep = rows["phase"].isin(CHOOSING)
-        if scale is not None:  # tuned here: at this scale's step count
-            keep &= (rows["phase"] != "tune") | (rows["steps"] == scale.steps)
+        if scale is not None:  # tuned here: at this scale's step count and width
+            keep &= (rows["phase"] != "tune") | (
+                (rows["steps"] == scale.steps) & (rows["width"] == scale.width)
+            )
         val = rows.loc[keep, list(fc.VALIDATION_COLUMNS)]  # no test column can reach a choice
         tune = fc.declared_order(val[val["phase"] == "tune"])  # ties: the paper's setting
         self.tune = tune
@@ -279,13 +286,19 @@ class Choices:
         if self.family is not None:
             hp = json.dumps(self.tuned[self.family], sort_keys=True)
             mine = val[(val["loss"] == self.family) & (val["hparams"] == hp)]
-            if set(fc.RECIPE_VARIANTS) <= set(mine.loc[mine.phase == "recipe-val", "variant"]):
+            rv = mine[mine.phase == "recipe-val"]
+            base = int(mine.loc[mine.phase == "tune", "width"].min())
+            have = set(zip(rv["variant"], rv["width"].astype(int), rv["fold"], strict=True))
+            need = {(v, m * base, str(k)) for v, m in fc.RECIPE_CANDIDATES for k in FOLDS}
+            if need <= have:
                 self.recipe = fc.select_recipe(mine.drop(columns="phase"))
 
     @staticmethod
     def _tuned(tune: pd.DataFrame, fam: fc.LossFamily) -> bool:
-        tried = [json.loads(h) for h in tune.loc[tune["loss"] == fam.label, "hparams"]]
-        return all(dict(hp) in tried for hp in fam.grid)
+        mine = tune[tune["loss"] == fam.label]
+        pairs = zip(mine["hparams"], mine["fold"], strict=True)
+        tried = [(json.loads(h), str(k)) for h, k in pairs]
+        return all((dict(hp), str(k)) in tried for hp in fam.grid for k in FOLDS)
 
 
 def plan(args: argparse.Namespace, scale: fc.Scale, choices: Choices) -> list[dict]:
@@ -295,12 +308,14 @@ def plan(args: argparse.Namespace, scale: fc.Scale, choices: Choices) -> list[di
     if "tune" in args.phases:
         for fam in families:
             runs += [dict(phase="tune", fam=fam, hp=hp, seed=0, steps=scale.steps,
-                          variant="affine/fit") for hp in fam.grid]  # fmt: skip
+                          variant="affine/fit", fold=k) for k in FOLDS for hp in fam.grid]  # fmt: skip
     best = choices.family
     if "recipe-val" in args.phases and best is not None:
-        for variant in fc.RECIPE_VARIANTS:
-            runs.append(dict(phase="recipe-val", fam=fc.family(best), hp=choices.tuned[best],
-                             seed=0, steps=scale.recipe_steps, variant=variant))  # fmt: skip
+        for k in FOLDS:
+            for variant, times in fc.RECIPE_CANDIDATES:
+                runs.append(dict(phase="recipe-val", fam=fc.family(best), hp=choices.tuned[best],
+                                 seed=0, steps=scale.recipe_steps, variant=variant, fold=k,
+                                 width=times * scale.width))  # fmt: skip
     for seed in args.seeds if "final" in args.phases else ():
         for fam in families:
             if fam.label in choices.tuned:
@@ -316,9 +331,11 @@ def plan(args: argparse.Namespace, scale: fc.Scale, choices: Choices) -> list[di
     for seed in args.seeds if "recipe" in args.phases and recipe is not None else ():
         variant = f"{recipe['augment']}/{recipe['training']}"
         runs.append(dict(phase="recipe", fam=fc.family(best), hp=choices.tuned[best], seed=seed,
-                         steps=recipe["steps"], variant=variant))  # fmt: skip
+                         steps=recipe["steps"], variant=variant, width=recipe["width"]))  # fmt: skip
     for r in runs:
         r.setdefault("sampler", "pk")
+        r.setdefault("width", scale.width)
+        r["fold"] = str(r.get("fold", "-"))
         r.update(loss=r["fam"].label, hparams=json.dumps(r["hp"], sort_keys=True))
     return runs
 
@@ -327,6 +344,8 @@ def run_one(r: dict, scale: fc.Scale, data: dict, args: argparse.Namespace) -> d
     """Train one planned run, save its model and history under ``--out``, score it."""
     cpu, wall = time.process_time(), time.perf_counter()
     augment_name, training = r["variant"].split("/")
+    part = data["folds"][int(r["fold"])] if r["fold"] != "-" else data
+    wide = replace(scale, width=int(r["width"]))
     augment = RandomAffine.shifts(2) if augment_name == "shifts" else RandomAffine()
     name, out = slug(r), args.out
     long = r["steps"] > scale.steps
@@ -335,9 +354,9 @@ def run_one(r: dict, scale: fc.Scale, data: dict, args: argparse.Namespace) -> d
         (out / sub).mkdir(parents=True, exist_ok=True)
     choosing = r["phase"] in CHOOSING
     model, history = fc.train_one(
-        r["fam"], r["hp"], data[training], scale, seed=r["seed"], steps=r["steps"],
+        r["fam"], r["hp"], part[training], wide, seed=r["seed"], steps=r["steps"],
         sampler=r["sampler"], device=args.device, augment=augment,
-        evaluate=data["val"] if choosing and long else None, every=every,
+        evaluate=part["val"] if choosing and long else None, every=every,
         checkpoint=out / "checkpoints" / f"{name}.pt" if long else None,
         log=(lambda line: print(f"  {r['phase']} {r['loss']} seed {r['seed']}: {line}",
                                 flush=True)) if long else None,
@@ -346,7 +365,7 @@ def run_one(r: dict, scale: fc.Scale, data: dict, args: argparse.Namespace) -> d
     history.round(5).to_csv(out / "histories" / f"{name}.csv", index=False)
     row = {k: r[k] for k in KEY}
     if choosing:  # validation runs: scored on the held-out training alphabets only
-        metrics = fc.score(model, data["val"], device=args.device)
+        metrics = fc.score(model, part["val"], device=args.device)
         row.update({"val MAP@R": metrics["MAP@R"], "val R@1": metrics["R@1"]})
     else:  # frozen settings: the test data, read once for this row
         test = None if training == "train+test" else data["test"]
@@ -366,19 +385,23 @@ def run_one(r: dict, scale: fc.Scale, data: dict, args: argparse.Namespace) -> d
 
 
 def load_data() -> dict:
-    """Every split a run may train or score on, by the names the variants use."""
+    """Every split a run may train or score on, by the names the variants use; ``folds``: each
+    validation fold's ``fit``, ``fit-1`` (the fit part without its last alphabet) and ``val``."""
     train = load_dataset("omniglot", "train")
-    fit_part, val = fc.validation_split(train)
+    folds = []
+    for k in FOLDS:
+        fit_part, val = fc.validation_split(train, k)
+        alphabet = [fit_part.class_names[int(c)].split("/")[1] for c in fit_part.labels]
+        dropped = sorted(set(alphabet))[-1]
+        keep = torch.tensor([a != dropped for a in alphabet]).nonzero().flatten()
+        folds.append({"fit": fit_part, "fit-1": fit_part.subset(keep), "val": val})
     test = load_dataset("omniglot", "test")
-    alphabet = [fit_part.class_names[int(c)].split("/")[1] for c in fit_part.labels]
-    dropped = sorted(set(alphabet))[-1]  # "fit-1": the fit part without its last alphabet
-    fewer = fit_part.subset(torch.tensor([a != dropped for a in alphabet]).nonzero().flatten())
     everything = EmbeddedDataset(
         inputs=torch.cat([train.inputs, test.inputs]), labels=torch.cat([train.labels, test.labels]),
         name="omniglot", split="train+test", class_names=train.class_names,
     )  # fmt: skip
-    return {"train": train, "fit": fit_part, "fit-1": fewer, "val": val, "test": test,
-            "train+test": everything, "runs": one_shot_runs()}  # fmt: skip
+    return {"train": train, "folds": folds, "test": test, "train+test": everything,
+            "runs": one_shot_runs()}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
