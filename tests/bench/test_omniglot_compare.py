@@ -40,16 +40,19 @@ def first(script, tmp_path_factory):
 
 
 def rows(out: Path) -> pd.DataFrame:
-    return pd.read_csv(out / "runs.csv", comment="#")
+    return pd.read_csv(out / "runs.csv", comment="#", dtype={"fold": str})
 
 
 @pytest.mark.slow
 def test_every_phase_writes_its_rows_models_and_histories(first):
     table = rows(first)
     counts = table.groupby("phase").size().to_dict()
-    # tuning: 3 settings x 2 families; recipe-val: 3 variants of the chosen family; final:
-    # 2 families x 2 seeds; Table II: 3 rows x 2 seeds; the recipe: 2 seeds
-    assert counts == {"tune": 6, "recipe-val": 3, "final": 4, "sampler": 6, "recipe": 2}
+    # tuning: 3 settings x 2 families x 2 folds; recipe-val: 3 candidates of the chosen family
+    # x 2 folds; final: 2 families x 2 seeds; Table II: 3 rows x 2 seeds; the recipe: 2 seeds
+    assert counts == {"tune": 12, "recipe-val": 6, "final": 4, "sampler": 6, "recipe": 2}
+    assert set(table.loc[table.phase.isin(["tune", "recipe-val"]), "fold"]) == {"0", "1"}
+    assert set(table.loc[~table.phase.isin(["tune", "recipe-val"]), "fold"]) == {"-"}
+    assert set(table.loc[table.phase == "recipe-val", "width"]) == {2, 4}  # 1 and 2 x smoke's
     choosing = table[table.phase.isin(["tune", "recipe-val"])]
     assert choosing[list(fc.TEST_COLUMNS)].isna().all().all()  # no test score on a choosing run
     assert choosing["val MAP@R"].between(0, 1).all()
@@ -61,7 +64,7 @@ def test_every_phase_writes_its_rows_models_and_histories(first):
     assert set(table.loc[table.phase.isin(["recipe-val", "recipe"]), "loss"]) == {chosen}
     assert len(list((first / "models").glob("*.pt"))) == len(table)
     histories = sorted((first / "histories").glob("recipe-val-*.csv"))
-    assert len(histories) == 3 and "MAP@R" in pd.read_csv(histories[0]).columns
+    assert len(histories) == 6 and "MAP@R" in pd.read_csv(histories[0]).columns
     assert not list((first / "checkpoints").glob("*.pt"))  # removed once a run is recorded
     text = (first / "runs.csv").read_text()
     assert text.count("# ") == 1 and "load average" in text  # the machine and load, once per call
@@ -73,18 +76,24 @@ def test_every_phase_writes_its_rows_models_and_histories(first):
 
 
 def test_choices_read_validation_columns_only(script):
-    """Test scores written into tuning rows (as a leak would) change no choice."""
+    """Test scores written into tuning rows (as a leak would) change no choice; the choice is
+    the mean over both folds (fold 1 alone would choose N-pair and MS's first setting)."""
     tune = pd.DataFrame(
-        {"phase": "tune", "loss": ["MS"] * 3 + ["N-pair"] * 3, "seed": 0, "steps": 3,
-         "variant": "affine/fit", "val R@1": 0.5, "val MAP@R": [0.1, 0.3, 0.2, 0.25, 0.1, 0.1],
-         "hparams": [json.dumps(hp, sort_keys=True) for f in ("MS", "N-pair") for hp in fc.family(f).grid]}
+        {"phase": "tune", "loss": (["MS"] * 3 + ["N-pair"] * 3) * 2, "seed": 0, "steps": 3,
+         "width": 2, "variant": "affine/fit", "val R@1": 0.5, "fold": ["0"] * 6 + ["1"] * 6,
+         "val MAP@R": [0.1, 0.5, 0.2, 0.25, 0.1, 0.1] + [0.3, 0.1, 0.2, 0.33, 0.1, 0.1],
+         "hparams": [json.dumps(hp, sort_keys=True) for f in ("MS", "N-pair") for hp in fc.family(f).grid] * 2}
     ).reindex(columns=script.COLUMNS)  # fmt: skip
+    # means by hand: MS 0.2, 0.3, 0.2; N-pair 0.29, 0.1, 0.1
     families = [fc.family("MS"), fc.family("N-pair")]
     clean = script.Choices(tune, fc.SCALES["smoke"], families)
-    leaked = tune.assign(**{"one-shot error": [0.9, 0.9, 0.9, 0.0, 0.0, 0.0], "MAP@R": 0.5})
+    leaked = tune.assign(**{"one-shot error": [0.9, 0.9, 0.9, 0.0, 0.0, 0.0] * 2, "MAP@R": 0.5})
     poisoned = script.Choices(leaked, fc.SCALES["smoke"], families)
     assert clean.family == poisoned.family == "MS"
     assert clean.tuned == poisoned.tuned and clean.tuned["MS"] == dict(fc.family("MS").grid[1])
+    assert (
+        script.Choices(tune.iloc[:11], fc.SCALES["smoke"], families).family is None
+    )  # a fold short
 
 
 @pytest.mark.slow
