@@ -175,7 +175,8 @@ def summary(rows: pd.DataFrame, choices: pd.DataFrame) -> str:
         if part.empty:
             continue
         out.append(
-            f"## {phase} ({', '.join(str(s) for s in sorted(part['steps'].unique()))} steps)\n"
+            f"## {phase} ({', '.join(str(s) for s in sorted(part['steps'].unique()))} steps, "
+            f"width {', '.join(str(w) for w in widths(part))})\n"
         )
         out.append(block(
             "one-shot error (percent; mean, 95 % t-interval over seeds, 95 % bootstrap interval "

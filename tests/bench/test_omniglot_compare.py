@@ -73,6 +73,8 @@ def test_every_phase_writes_its_rows_models_and_histories(first):
     assert (
         "validation-chosen family" in summary and "bootstrap interval over the 20 runs" in summary
     )
+    assert "on each of 2 class-disjoint validation folds" in summary  # the design line
+    assert "per fold and mean" in summary and "validation-chosen recipe" in summary
 
 
 def test_choices_read_validation_columns_only(script):
