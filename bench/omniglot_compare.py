@@ -43,7 +43,10 @@ validation rows of that file instead of running ``tune`` and ``recipe-val``; the
 ledger), ``--budget-s`` (wall
 seconds: no run starts that the mean duration so far says would end after it; the process exits
 0 with what it finished), ``--every`` (steps between progress lines and checkpoints of a run
-longer than the comparison's steps), ``--threads`` (torch CPU threads, default 1).
+longer than the comparison's steps), ``--threads`` (torch CPU threads, default 1),
+``--carry RUNS_CSV`` (final runs of a configuration that file already holds, e.g. a previous
+protocol's with the same chosen setting, are copied into the ledger, not re-trained; its ``#``
+line says so).
 
 Output in ``DIR``: ``runs.csv``, one row per finished run, appended as soon as it finishes
 (``#`` lines record the machine, its instruction set, torch's CPU capability, its load and the
@@ -119,6 +122,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="take the tuned settings, family and recipe from this file's "
                    "validation rows")  # fmt: skip
     p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget in seconds")
+    p.add_argument("--carry", type=Path, metavar="RUNS_CSV", help="copy final rows of the same "
+                   "configuration from this file instead of re-training them")  # fmt: skip
     p.add_argument("--every", type=int, default=None, help="steps between progress lines")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = p.parse_args(argv)
@@ -142,6 +147,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.choices = CPU_RUNS  # a lent GPU runs the CPU protocol's choices at its own scale
     if args.choices is not None:
         args.phases = [ph for ph in args.phases if ph not in CHOOSING]
+    if args.carry is not None and not args.carry.is_file():
+        p.error(f"--carry {args.carry}: no such file (pass a runs.csv with final rows)")
     if args.budget_s is not None and args.budget_s <= 0:
         p.error("--budget-s must be a positive number of seconds")
     bad_seeds = any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds)
@@ -290,6 +297,15 @@ def run_one(r: dict, scale: fc.Scale, data: dict, args: argparse.Namespace) -> d
     return {k: round(v, 5) if isinstance(v, float) and k in scores else v for k, v in row.items()}
 
 
+def carried_rows(path: Path, scale: fc.Scale) -> dict[tuple, dict]:
+    """``--carry``: the final rows of ``path`` at this scale's width, by their configuration
+    (every :data:`KEY` value but width and fold, which a final run fixes)."""
+    rows = read_runs(path)
+    rows = rows[(rows["phase"] == "final") & rows["width"].fillna(scale.width).eq(scale.width)]
+    rows = rows.assign(width=scale.width, fold="-")
+    return {key_of(r): r for r in rows.to_dict("records")}
+
+
 def load_data() -> dict:
     """Every split a run may train or score on, by the names the variants use; ``folds``: each
     validation fold's ``fit``, ``fit-1`` (the fit part without its last alphabet) and ``val``."""
@@ -318,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: bench/omniglot_compare.py --scale {args.scale} "
         f"--phases {' '.join(args.phases)}; {device_name(args.device)}; load average {load_average()}; "
         f"torch {torch.__version__}; {scale}"
+        + (f"; final rows of the same configuration carried over from {args.carry}" if args.carry else "")
     )  # fmt: skip
     ledger = Ledger(args.out / "runs.csv", header)
     own = ledger.rows()
@@ -329,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     data = load_data()
     families = [f for f in fc.FAMILIES if not args.losses or f.label in args.losses]
     budget, finished, stopped = Budget(args.budget_s), 0, False
+    carry = carried_rows(args.carry, scale) if args.carry is not None else {}
     while not stopped:  # passes over the phases until nothing is left that this process may run
         started = 0
         for phase in PHASES:  # in turn: every later phase needs the choices before it
@@ -338,6 +356,11 @@ def main(argv: list[str] | None = None) -> int:
             choices = Choices(source, None if args.choices else scale, families)
             todo = [r for r in plan(args, scale, choices) if r["phase"] == phase]
             for r in todo:
+                if key_of(r) in carry and key_of(r) not in ledger.done():
+                    row = carry[key_of(r)]  # the same configuration, run before
+                    ledger.append({**row, "device": f"{row['device']}, carried over"})
+                    print(f"{phase}: {r['loss']} {r['hparams']} seed {r['seed']}: carried over")
+                    continue
                 if key_of(r) in ledger.done() or not claim(args.out, slug(r)):
                     continue  # finished, or running in another process on this folder
                 if not budget.allows_another():

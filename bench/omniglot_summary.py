@@ -137,11 +137,16 @@ def design_text(rows: pd.DataFrame) -> str:
     parts = []
     for phase, g in rows.groupby("phase", sort=False):
         steps = ", ".join(f"{s:,}" for s in sorted(g["steps"].unique()))
+        carried = int(g["device"].astype(str).str.endswith("carried over").sum())
         parts.append(f"{phase}: {len(g)} runs of {steps} steps, seeds "
-                     f"{', '.join(map(str, sorted(g['seed'].unique())))}")  # fmt: skip
+                     f"{', '.join(map(str, sorted(g['seed'].unique())))}"
+                     + (f" ({carried} carried over from an earlier run of the same configuration, "
+                        "see the # lines of runs.csv)" if carried else ""))  # fmt: skip
+    own = rows[~rows["device"].astype(str).str.endswith("carried over")]
     return (
-        "## design\n\n" + "; ".join(parts) + f". CPU in all: {rows['cpu_s'].sum() / 60:.0f} "
-        "minutes of one core (one torch thread per run). Every family tries the same "
+        "## design\n\n" + "; ".join(parts) + f". CPU in all: {own['cpu_s'].sum() / 60:.0f} "
+        "minutes of one core (one torch thread per run; carried rows not counted). Every family "
+        "tries the same "
         f"{fc.TRIALS} declared settings (no extension) on each of {len(fc.VALIDATION_FOLDS)} "
         "class-disjoint validation folds ("
         + "; ".join(" + ".join(f) for f in fc.VALIDATION_FOLDS)

@@ -124,6 +124,22 @@ def test_one_phase_and_seed_reproduce_into_a_new_folder(script, first, tmp_path,
 
 
 @pytest.mark.slow
+def test_carried_final_rows_are_copied_not_retrained(script, first, tmp_path, capsys):
+    out = tmp_path / "carried"
+    source = first / "runs.csv"
+    args = [*SUBSET, "--phases", "final", "--choices", str(source), "--carry", str(source)]
+    assert script.main([*args, "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.count(": carried over") == 4 and "0 run(s) finished in this invocation" in text
+    again, stored = rows(out), rows(first).query("phase == 'final'")
+    assert len(again) == 4 and list(again["run errors"]) == list(stored["run errors"])
+    assert "carried over from" in (out / "runs.csv").read_text()
+    assert again["device"].str.endswith(", carried over").all()
+    assert "4 carried over from an earlier run" in (out / "summary.md").read_text()
+    assert not (out / "models").is_dir()  # nothing trained
+
+
+@pytest.mark.slow
 def test_a_spent_budget_stops(script, first, tmp_path, capsys):
     out = tmp_path / "cut"
     args = [*SUBSET, "--phases", "final", "--choices", str(first / "runs.csv"), "--out", str(out)]
