@@ -203,8 +203,9 @@ class Choices:
             base = int(mine.loc[mine.phase == "tune", "width"].min())
             have = set(zip(rv["variant"], rv["width"].astype(int), rv["fold"], strict=True))
             need = {(v, m * base, str(k)) for v, m in fc.RECIPE_CANDIDATES for k in FOLDS}
-            if need <= have:
+            if need <= have:  # "times": the chosen width as a multiple of the tuning width
                 self.recipe = fc.select_recipe(mine.drop(columns="phase"))
+                self.recipe["times"] = self.recipe["width"] // base
 
     @staticmethod
     def _tuned(tune: pd.DataFrame, fam: fc.LossFamily) -> bool:
@@ -244,7 +245,8 @@ def plan(args: argparse.Namespace, scale: fc.Scale, choices: Choices) -> list[di
     for seed in args.seeds if "recipe" in args.phases and recipe is not None else ():
         variant = f"{recipe['augment']}/{recipe['training']}"
         runs.append(dict(phase="recipe", fam=fc.family(best), hp=choices.tuned[best], seed=seed,
-                         steps=recipe["steps"], variant=variant, width=recipe["width"]))  # fmt: skip
+                         steps=recipe["steps"], variant=variant,
+                         width=recipe["times"] * scale.width))  # fmt: skip
     for r in runs:
         r.setdefault("sampler", "pk")
         r.setdefault("width", scale.width)
