@@ -13,7 +13,7 @@ frozen. The phases, in order:
 ``recipe-val``  the family whose tuned setting scores best on validation
                 (``fc.select_family``), trained ``recipe_steps`` on every fold three ways
                 (``fc.RECIPE_CANDIDATES``: the comparison's width, twice that width, one
-                alphabet fewer), seed 0, with its validation curve
+                alphabet fewer, twice the steps), seed 0, with its validation curve
 ``final``       every family with its tuned setting on all 136 training characters, every seed,
                 scored on the test data (seed by seed, so a cut-off run has every loss for the
                 seeds it finished)
@@ -201,8 +201,13 @@ class Choices:
             mine = val[(val["loss"] == self.family) & (val["hparams"] == hp)]
             rv = mine[mine.phase == "recipe-val"]
             base = int(mine.loc[mine.phase == "tune", "width"].min())
-            have = set(zip(rv["variant"], rv["width"].astype(int), rv["fold"], strict=True))
-            need = {(v, m * base, str(k)) for v, m in fc.RECIPE_CANDIDATES for k in FOLDS}
+            unit = int(rv["steps"].min()) if len(rv) else 0  # the scale's recipe steps
+            have = set(
+                zip(rv["variant"], rv["width"].astype(int), rv["steps"], rv["fold"], strict=True)
+            )
+            need = {
+                (v, m * base, n * unit, str(k)) for v, m, n in fc.RECIPE_CANDIDATES for k in FOLDS
+            }
             if need <= have:  # "times": the chosen width as a multiple of the tuning width
                 self.recipe = fc.select_recipe(mine.drop(columns="phase"))
                 self.recipe["times"] = self.recipe["width"] // base
@@ -226,10 +231,10 @@ def plan(args: argparse.Namespace, scale: fc.Scale, choices: Choices) -> list[di
     best = choices.family
     if "recipe-val" in args.phases and best is not None:
         for k in FOLDS:
-            for variant, times in fc.RECIPE_CANDIDATES:
+            for variant, times, longer in fc.RECIPE_CANDIDATES:
                 runs.append(dict(phase="recipe-val", fam=fc.family(best), hp=choices.tuned[best],
-                                 seed=0, steps=scale.recipe_steps, variant=variant, fold=k,
-                                 width=times * scale.width))  # fmt: skip
+                                 seed=0, steps=longer * scale.recipe_steps, variant=variant,
+                                 fold=k, width=times * scale.width))  # fmt: skip
     for seed in args.seeds if "final" in args.phases else ():
         for fam in families:
             if fam.label in choices.tuned:

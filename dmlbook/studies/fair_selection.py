@@ -115,16 +115,17 @@ def select_family(tuning: pd.DataFrame, metric: str = "val MAP@R") -> str:
 
 
 #: The recipe's declared candidates, each trained with seed 0 on every fold's fit part (or on it
-#: less one alphabet) at the recipe's step count and scored on that fold's validation alphabets:
-#: ``(variant, width multiple)``, ``variant`` being ``augmentation/training set`` and the width
-#: the scale's width times the multiple (32 and 64 at the CPU scale). Koch et al.'s distortions
-#: (``affine``) throughout: whole-pixel shifts lost to them on validation under the earlier
-#: protocol and are not re-run (CPU budget); :func:`select_recipe` still weighs ``shifts/fit`` runs
-#: when a table holds them.
-RECIPE_CANDIDATES: tuple[tuple[str, int], ...] = (
-    ("affine/fit", 1),
-    ("affine/fit", 2),
-    ("affine/fit-1", 1),
+#: less one alphabet) and scored on that fold's validation alphabets: ``(variant, width multiple,
+#: steps multiple)``, ``variant`` being ``augmentation/training set``, the width the scale's
+#: width times its multiple (32 and 64 at the CPU scale) and the steps the scale's recipe steps
+#: times theirs (2,000 and 4,000). Koch et al.'s distortions (``affine``) throughout: whole-pixel
+#: shifts lost to them on validation under the earlier protocol and are not re-run (CPU budget);
+#: :func:`select_recipe` still weighs ``shifts/fit`` runs when a table holds them.
+RECIPE_CANDIDATES: tuple[tuple[str, int, int], ...] = (
+    ("affine/fit", 1, 1),
+    ("affine/fit", 2, 1),
+    ("affine/fit-1", 1, 1),
+    ("affine/fit", 1, 2),
 )
 
 
@@ -133,15 +134,15 @@ def select_recipe(trials: pd.DataFrame, metric: str = "val MAP@R") -> dict[str, 
 
     ``trials`` holds the chosen family's validation runs on every fold (columns ``steps``,
     ``width``, ``variant``, ``fold``, ``metric``): its tuning runs (the comparison's steps and
-    width, ``affine/fit``) and the recipe's :data:`RECIPE_CANDIDATES` at the longer step count.
+    width, ``affine/fit``) and the recipe's :data:`RECIPE_CANDIDATES`.
     Each candidate scores its mean over the folds (:func:`fold_means`). The declared rules:
 
     * steps, width and augmentation: the ``*/fit`` candidate with the best fold mean
       (``affine``: Koch et al.'s distortions; ``shifts``: whole-pixel shifts only); ties go to
       the fewer steps, then the narrower net, then ``affine``;
-    * training set: every shipped character (``train+test``) if, at the longer step count and
-      the narrowest width, the run on all three fit alphabets beats the run on one alphabet
-      fewer (more characters help on validation), else the ``train`` split alone.
+    * training set: every shipped character (``train+test``) if the run on all three fit
+      alphabets beats the run on one alphabet fewer (``affine/fit-1``) at that run's steps and
+      width (more characters help on validation), else the ``train`` split alone.
 
     Returns ``{"steps": int, "width": int, "augment": "affine" or "shifts", "training":
     "train+test" or "train"}``.
@@ -155,15 +156,18 @@ def select_recipe(trials: pd.DataFrame, metric: str = "val MAP@R") -> dict[str, 
         ["steps", "width", "aug"], kind="stable"
     )
     top = order.iloc[int(order[metric].to_numpy().argmax())]
-    longest = int(means["steps"].max())
-    at = means[means["steps"] == longest]
-    at = at[at["width"] == at["width"].min()].set_index("variant")[metric]
-    if "affine/fit-1" not in at or "affine/fit" not in at:
+    fewer = means[means["variant"] == "affine/fit-1"]
+    same = means[
+        (means["variant"] == "affine/fit")
+        & means["steps"].isin(fewer["steps"])
+        & means["width"].isin(fewer["width"])
+    ]
+    if len(fewer) != 1 or len(same) != 1:
         raise ValueError(
-            f"select_recipe needs affine/fit and affine/fit-1 at {longest} steps and the "
-            "narrowest width."
+            "select_recipe needs one affine/fit-1 candidate and the affine/fit run of its steps "
+            "and width."
         )
-    more = bool(at["affine/fit"] > at["affine/fit-1"])
+    more = bool(same[metric].iloc[0] > fewer[metric].iloc[0])
     return {
         "steps": int(top["steps"]),
         "width": int(top["width"]),

@@ -47,9 +47,9 @@ def rows(out: Path) -> pd.DataFrame:
 def test_every_phase_writes_its_rows_models_and_histories(first):
     table = rows(first)
     counts = table.groupby("phase").size().to_dict()
-    # tuning: 3 settings x 2 families x 2 folds; recipe-val: 3 candidates of the chosen family
+    # tuning: 3 settings x 2 families x 2 folds; recipe-val: 4 candidates of the chosen family
     # x 2 folds; final: 2 families x 2 seeds; Table II: 3 rows x 2 seeds; the recipe: 2 seeds
-    assert counts == {"tune": 12, "recipe-val": 6, "final": 4, "sampler": 6, "recipe": 2}
+    assert counts == {"tune": 12, "recipe-val": 8, "final": 4, "sampler": 6, "recipe": 2}
     assert set(table.loc[table.phase.isin(["tune", "recipe-val"]), "fold"]) == {"0", "1"}
     assert set(table.loc[~table.phase.isin(["tune", "recipe-val"]), "fold"]) == {"-"}
     assert set(table.loc[table.phase == "recipe-val", "width"]) == {2, 4}  # 1 and 2 x smoke's
@@ -64,7 +64,8 @@ def test_every_phase_writes_its_rows_models_and_histories(first):
     assert set(table.loc[table.phase.isin(["recipe-val", "recipe"]), "loss"]) == {chosen}
     assert len(list((first / "models").glob("*.pt"))) == len(table)
     histories = sorted((first / "histories").glob("recipe-val-*.csv"))
-    assert len(histories) == 6 and "MAP@R" in pd.read_csv(histories[0]).columns
+    assert len(histories) == 8 and "MAP@R" in pd.read_csv(histories[0]).columns
+    assert set(table.loc[table.phase == "recipe-val", "steps"]) == {4, 8}  # 1 and 2 x smoke's
     assert not list((first / "checkpoints").glob("*.pt"))  # removed once a run is recorded
     text = (first / "runs.csv").read_text()
     assert text.count("# ") == 1 and "load average" in text  # the machine and load, once per call

@@ -61,21 +61,23 @@ def test_a_setting_missing_a_fold_is_refused():
 
 
 def recipe_rows(values: list[float]) -> pd.DataFrame:
-    """The recipe's candidates on two folds: ``values`` = fold 0's four, then fold 1's."""
+    """The recipe's candidates on two folds: ``values`` = fold 0's five, then fold 1's: the
+    300-step tuning run, 2,000 steps at widths 32 and 64, one alphabet fewer, 4,000 steps."""
     return pd.DataFrame(
         {
-            "steps": [300, 2000, 2000, 2000] * 2,
-            "width": [32, 32, 64, 32] * 2,
-            "variant": ["affine/fit", "affine/fit", "affine/fit", "affine/fit-1"] * 2,
-            "fold": ["0"] * 4 + ["1"] * 4,
+            "steps": [300, 2000, 2000, 2000, 4000] * 2,
+            "width": [32, 32, 64, 32, 32] * 2,
+            "variant": ["affine/fit", "affine/fit", "affine/fit", "affine/fit-1", "affine/fit"] * 2,
+            "fold": ["0"] * 5 + ["1"] * 5,
             "val MAP@R": values,
         }
     )
 
 
 def test_select_recipe_follows_its_declared_rules_on_fold_means():
-    # means: 300 w32 0.40; 2000 w32 0.44; 2000 w64 0.45; fit-1 (0.47 + 0.38) / 2 = 0.425
-    rows = recipe_rows([0.40, 0.46, 0.44, 0.47, 0.40, 0.42, 0.46, 0.38])
+    # means: 300 w32 0.40; 2000 w32 0.44; 2000 w64 0.45; fit-1 (0.47 + 0.38) / 2 = 0.425;
+    # 4000 w32 (0.41 + 0.47) / 2 = 0.44
+    rows = recipe_rows([0.40, 0.46, 0.44, 0.47, 0.41, 0.40, 0.42, 0.46, 0.38, 0.47])
     assert fs.select_recipe(rows) == {
         "steps": 2000, "width": 64, "augment": "affine", "training": "train+test",
     }  # fmt: skip
@@ -83,24 +85,26 @@ def test_select_recipe_follows_its_declared_rules_on_fold_means():
     assert fs.select_recipe(fold0) == {
         "steps": 2000, "width": 32, "augment": "affine", "training": "train",
     }  # fmt: skip
-    tied = recipe_rows([0.40, 0.45, 0.44, 0.45, 0.40, 0.45, 0.46, 0.45])  # w32 = w64 = fit-1
-    assert fs.select_recipe(tied) == {
+    fold1 = rows[rows["fold"] == "1"]  # fold 1 alone: 4,000 steps (0.47)
+    assert fs.select_recipe(fold1)["steps"] == 4000
+    tied = recipe_rows([0.40, 0.45, 0.44, 0.45, 0.45, 0.40, 0.45, 0.46, 0.45, 0.45])
+    assert fs.select_recipe(tied) == {  # w32 = w64 = 4,000 steps = fit-1: fewer steps, narrower
         "steps": 2000, "width": 32, "augment": "affine", "training": "train",
     }  # fmt: skip
-    short = recipe_rows([0.46, 0.45, 0.44, 0.47, 0.46, 0.45, 0.46, 0.40])
+    short = recipe_rows([0.46, 0.45, 0.44, 0.47, 0.40, 0.46, 0.45, 0.46, 0.40, 0.40])
     assert fs.select_recipe(short)["steps"] == 300  # ties and better: fewer steps
     shifts = pd.concat(
-        [rows, rows.iloc[[1, 5]].assign(variant="shifts/fit", **{"val MAP@R": [0.50, 0.50]})]
+        [rows, rows.iloc[[1, 6]].assign(variant="shifts/fit", **{"val MAP@R": [0.50, 0.50]})]
     )
     assert fs.select_recipe(shifts)["augment"] == "shifts"
-    with pytest.raises(ValueError, match="needs"):
+    with pytest.raises(ValueError, match="needs one affine/fit-1"):
         fs.select_recipe(rows[rows["variant"] != "affine/fit-1"])
     with pytest.raises(ValueError, match="needs runs of the variants"):
         fs.select_recipe(rows.replace({"variant": {"affine/fit-1": "affine/other"}}))
 
 
 def test_every_selection_function_refuses_a_table_with_a_test_column():
-    recipe = recipe_rows([0.1] * 8)
+    recipe = recipe_rows([0.1] * 10)
     for select, rows in ((fs.select_tuned, TUNE), (fs.select_family, TUNE),
                          (fs.select_recipe, recipe),
                          (lambda r: fs.fold_means(r, ("loss", "hparams")), TUNE)):  # fmt: skip
@@ -113,7 +117,9 @@ def test_every_selection_function_refuses_a_table_with_a_test_column():
 
 
 def test_the_recipe_candidates_are_declared_once():
-    assert fs.RECIPE_CANDIDATES == (("affine/fit", 1), ("affine/fit", 2), ("affine/fit-1", 1))
+    assert fs.RECIPE_CANDIDATES == (
+        ("affine/fit", 1, 1), ("affine/fit", 2, 1), ("affine/fit-1", 1, 1), ("affine/fit", 1, 2),
+    )  # fmt: skip
     assert fc.RECIPE_CANDIDATES is fs.RECIPE_CANDIDATES
 
 
