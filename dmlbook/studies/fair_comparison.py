@@ -120,7 +120,8 @@ class LossFamily:
         return get_loss(self.name, **dict(hparams))
 
 
-#: The tuning budget of every family: this many settings, each one 600-step run on seed 0.
+#: The tuning budget of every family: this many settings, each trained once per validation fold
+#: (seed 0, the scale's steps).
 TRIALS = 3
 
 
