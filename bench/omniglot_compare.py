@@ -3,23 +3,24 @@
 The protocol is :mod:`dmlbook.studies.fair_comparison`'s: one model (``SmallCNN(stride=1)``,
 64-d), one step budget, Adam, P x K batches with Koch et al.'s affine distortions. Every choice
 is made on validation runs (trained on three training alphabets, scored by MAP@R on the other
-two, :func:`~dmlbook.studies.fair_comparison.validation_split`), and the test data (the 106
+two, once per fold of ``fc.VALIDATION_FOLDS``, :func:`~dmlbook.studies.fair_comparison.validation_split`)
+by the mean over the folds, and the test data (the 106
 ``test`` characters and Lake et al.'s 20 one-shot runs) are read only by runs whose settings are
 frozen. The phases, in order:
 
 ``tune``        every family's declared search (``fc.TRIALS`` settings each, the same budget for
-                every family), seed 0, on the validation split
+                every family), seed 0, on every validation fold
 ``recipe-val``  the family whose tuned setting scores best on validation
-                (``fc.select_family``), trained ``recipe_steps`` on the validation split three
-                ways (``fc.RECIPE_VARIANTS``: Koch et al.'s distortions, whole-pixel shifts, one
-                alphabet fewer), seed 0, with its validation curve
+                (``fc.select_family``), trained ``recipe_steps`` on every fold three ways
+                (``fc.RECIPE_CANDIDATES``: the comparison's width, twice that width, one
+                alphabet fewer, twice the steps), seed 0, with its validation curve
 ``final``       every family with its tuned setting on all 136 training characters, every seed,
                 scored on the test data (seed by seed, so a cut-off run has every loss for the
                 seeds it finished)
 ``sampler``     Liu et al.'s Table II on Omniglot: their baseline pair loss (Pair-P, w = 1,
                 m1 = 0, m2 = 0.8) with random batches, P x K batches, and P x K batches plus
                 triplet-margin mining (epsilon = 0.1); no choice is made from it
-``recipe``      the recipe ``fc.select_recipe`` chose on the ``recipe-val`` runs (steps,
+``recipe``      the recipe ``fc.select_recipe`` chose on the ``recipe-val`` runs (steps, width,
                 augmentation, training set), every seed; trained on every shipped character
                 (``train+test``) when more characters helped on validation, when only the one-
                 shot error is recorded (its 20 alphabets stay unseen)
@@ -42,7 +43,10 @@ validation rows of that file instead of running ``tune`` and ``recipe-val``; the
 ledger), ``--budget-s`` (wall
 seconds: no run starts that the mean duration so far says would end after it; the process exits
 0 with what it finished), ``--every`` (steps between progress lines and checkpoints of a run
-longer than the comparison's steps), ``--threads`` (torch CPU threads, default 1).
+longer than the comparison's steps), ``--threads`` (torch CPU threads, default 1),
+``--carry RUNS_CSV`` (final runs of a configuration that file already holds, e.g. a previous
+protocol's with the same chosen setting, are copied into the ledger, not re-trained; its ``#``
+line says so).
 
 Output in ``DIR``: ``runs.csv``, one row per finished run, appended as soon as it finishes
 (``#`` lines record the machine, its instruction set, torch's CPU capability, its load and the
@@ -61,6 +65,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -72,6 +77,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a source tree without an install (PYTHONPATH unset)
     sys.path.insert(0, str(ROOT))
 
+from omniglot_ledger import COLUMNS, KEY, Ledger, busy, claim, key_of, read_runs, release, slug  # noqa: E402,F401
 from omniglot_summary import summary  # noqa: E402
 
 from dmlbook.data import EmbeddedDataset, RandomAffine, load_dataset  # noqa: E402
@@ -84,12 +90,7 @@ CPU_RUNS = RESULTS / "omniglot_compare_cpu" / "runs.csv"
 PHASES = ("tune", "recipe-val", "final", "sampler", "recipe")
 #: The phases that choose: they read validation data only, and ``--choices`` replaces them.
 CHOOSING = ("tune", "recipe-val")
-COLUMNS = [
-    "phase", "loss", "hparams", "seed", "steps", "sampler", "variant", "val MAP@R", "val R@1",
-    "one-shot error", "MAP@R", "R@1", "run errors", "cpu_s", "wall_s", "load1", "device",
-    "finished",
-]  # fmt: skip
-KEY = list(fc.RUN_KEY)
+FOLDS = range(len(fc.VALIDATION_FOLDS))
 #: Liu et al.'s Table II rows: (label, sampler, extra hyper-parameters of their baseline).
 TABLE_II = (
     ("Random sampler", "random", {}),
@@ -121,6 +122,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="take the tuned settings, family and recipe from this file's "
                    "validation rows")  # fmt: skip
     p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget in seconds")
+    p.add_argument("--carry", type=Path, metavar="RUNS_CSV", help="copy final rows of the same "
+                   "configuration from this file instead of re-training them")  # fmt: skip
     p.add_argument("--every", type=int, default=None, help="steps between progress lines")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = p.parse_args(argv)
@@ -144,6 +147,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.choices = CPU_RUNS  # a lent GPU runs the CPU protocol's choices at its own scale
     if args.choices is not None:
         args.phases = [ph for ph in args.phases if ph not in CHOOSING]
+    if args.carry is not None and not args.carry.is_file():
+        p.error(f"--carry {args.carry}: no such file (pass a runs.csv with final rows)")
     if args.budget_s is not None and args.budget_s <= 0:
         p.error("--budget-s must be a positive number of seconds")
     bad_seeds = any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds)
@@ -154,93 +159,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     elif args.device.startswith("cuda") and not torch.cuda.is_available():
         p.error(f"--device {args.device}: this torch sees no CUDA device; use --device cpu")
     return args
-
-
-def read_runs(path: Path) -> pd.DataFrame:
-    rows = pd.read_csv(path, comment="#", dtype={"hparams": str, "sampler": str, "variant": str})
-    return rows.reindex(columns=COLUMNS)
-
-
-class Ledger:
-    """``runs.csv``: the rows finished so far; appends one row per run, under a file lock."""
-
-    def __init__(self, path: Path, header: str) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        columns = ",".join(f'"{c}"' if " " in c else c for c in COLUMNS)
-        self._write(lambda f: f.write((columns + "\n" if f.tell() == 0 else "") + header + "\n"))
-
-    def rows(self) -> pd.DataFrame:
-        return read_runs(self.path)
-
-    def done(self) -> set[tuple]:
-        return {tuple(r) for r in self.rows()[KEY].astype(str).itertuples(index=False)}
-
-    def append(self, row: dict) -> None:
-        line = pd.DataFrame([row], columns=COLUMNS).to_csv(header=False, index=False)
-        self._write(lambda f: f.write(line))
-
-    def _write(self, write) -> None:
-        """``write(f)`` on the file opened for appending, under an exclusive lock (several
-        invocations may share one file, e.g. one per group of families)."""
-        with open(self.path, "a") as f:
-            try:
-                import fcntl
-
-                fcntl.flock(f, fcntl.LOCK_EX)
-            except ImportError:  # pragma: no cover - not POSIX
-                pass
-            f.seek(0, os.SEEK_END)
-            write(f)
-            f.flush()
-
-
-def key_of(row: dict) -> tuple:
-    return tuple(str(row[k]) for k in KEY)
-
-
-def slug(row: dict) -> str:
-    """A file name for one run (:func:`~dmlbook.studies.fair_comparison.run_name`)."""
-    return fc.run_name(row)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def claim(out: Path, name: str) -> bool:
-    """Mark a run as taken by this process (``out/claims/name`` holds its PID); False when a
-    living process holds it. Several processes on one ``--out`` thus share its runs."""
-    path = out / "claims" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for _ in range(2):
-        try:
-            with open(path, "x") as f:
-                f.write(str(os.getpid()))
-            return True
-        except FileExistsError:
-            text = path.read_text().strip()
-            if text.isdigit() and _alive(int(text)):
-                return False
-            path.unlink(missing_ok=True)  # its process is gone: an interrupted run
-    return False
-
-
-def release(out: Path, name: str) -> None:
-    (out / "claims" / name).unlink(missing_ok=True)
-
-
-def busy(out: Path) -> bool:
-    """Whether another living process holds a run of this folder."""
-    folder = out / "claims"
-    pids = [p.read_text().strip() for p in folder.glob("*")] if folder.is_dir() else []
-    return any(p.isdigit() and int(p) != os.getpid() and _alive(int(p)) for p in pids)
 
 
 class Budget:
@@ -261,8 +179,10 @@ class Choices:
 
     def __init__(self, rows: pd.DataFrame, scale: fc.Scale | None, families: list) -> None:
         keep = rows["phase"].isin(CHOOSING)
-        if scale is not None:  # tuned here: at this scale's step count
-            keep &= (rows["phase"] != "tune") | (rows["steps"] == scale.steps)
+        if scale is not None:  # tuned here: at this scale's step count and width
+            keep &= (rows["phase"] != "tune") | (
+                (rows["steps"] == scale.steps) & (rows["width"] == scale.width)
+            )
         val = rows.loc[keep, list(fc.VALIDATION_COLUMNS)]  # no test column can reach a choice
         tune = fc.declared_order(val[val["phase"] == "tune"])  # ties: the paper's setting
         self.tune = tune
@@ -279,13 +199,25 @@ class Choices:
         if self.family is not None:
             hp = json.dumps(self.tuned[self.family], sort_keys=True)
             mine = val[(val["loss"] == self.family) & (val["hparams"] == hp)]
-            if set(fc.RECIPE_VARIANTS) <= set(mine.loc[mine.phase == "recipe-val", "variant"]):
+            rv = mine[mine.phase == "recipe-val"]
+            base = int(mine.loc[mine.phase == "tune", "width"].min())
+            unit = int(rv["steps"].min()) if len(rv) else 0  # the scale's recipe steps
+            have = set(
+                zip(rv["variant"], rv["width"].astype(int), rv["steps"], rv["fold"], strict=True)
+            )
+            need = {
+                (v, m * base, n * unit, str(k)) for v, m, n in fc.RECIPE_CANDIDATES for k in FOLDS
+            }
+            if need <= have:  # "times": the chosen width as a multiple of the tuning width
                 self.recipe = fc.select_recipe(mine.drop(columns="phase"))
+                self.recipe["times"] = self.recipe["width"] // base
 
     @staticmethod
     def _tuned(tune: pd.DataFrame, fam: fc.LossFamily) -> bool:
-        tried = [json.loads(h) for h in tune.loc[tune["loss"] == fam.label, "hparams"]]
-        return all(dict(hp) in tried for hp in fam.grid)
+        mine = tune[tune["loss"] == fam.label]
+        pairs = zip(mine["hparams"], mine["fold"], strict=True)
+        tried = [(json.loads(h), str(k)) for h, k in pairs]
+        return all((dict(hp), str(k)) in tried for hp in fam.grid for k in FOLDS)
 
 
 def plan(args: argparse.Namespace, scale: fc.Scale, choices: Choices) -> list[dict]:
@@ -295,12 +227,14 @@ def plan(args: argparse.Namespace, scale: fc.Scale, choices: Choices) -> list[di
     if "tune" in args.phases:
         for fam in families:
             runs += [dict(phase="tune", fam=fam, hp=hp, seed=0, steps=scale.steps,
-                          variant="affine/fit") for hp in fam.grid]  # fmt: skip
+                          variant="affine/fit", fold=k) for k in FOLDS for hp in fam.grid]  # fmt: skip
     best = choices.family
     if "recipe-val" in args.phases and best is not None:
-        for variant in fc.RECIPE_VARIANTS:
-            runs.append(dict(phase="recipe-val", fam=fc.family(best), hp=choices.tuned[best],
-                             seed=0, steps=scale.recipe_steps, variant=variant))  # fmt: skip
+        for k in FOLDS:
+            for variant, times, longer in fc.RECIPE_CANDIDATES:
+                runs.append(dict(phase="recipe-val", fam=fc.family(best), hp=choices.tuned[best],
+                                 seed=0, steps=longer * scale.recipe_steps, variant=variant,
+                                 fold=k, width=times * scale.width))  # fmt: skip
     for seed in args.seeds if "final" in args.phases else ():
         for fam in families:
             if fam.label in choices.tuned:
@@ -316,9 +250,12 @@ def plan(args: argparse.Namespace, scale: fc.Scale, choices: Choices) -> list[di
     for seed in args.seeds if "recipe" in args.phases and recipe is not None else ():
         variant = f"{recipe['augment']}/{recipe['training']}"
         runs.append(dict(phase="recipe", fam=fc.family(best), hp=choices.tuned[best], seed=seed,
-                         steps=recipe["steps"], variant=variant))  # fmt: skip
+                         steps=recipe["steps"], variant=variant,
+                         width=recipe["times"] * scale.width))  # fmt: skip
     for r in runs:
         r.setdefault("sampler", "pk")
+        r.setdefault("width", scale.width)
+        r["fold"] = str(r.get("fold", "-"))
         r.update(loss=r["fam"].label, hparams=json.dumps(r["hp"], sort_keys=True))
     return runs
 
@@ -327,6 +264,8 @@ def run_one(r: dict, scale: fc.Scale, data: dict, args: argparse.Namespace) -> d
     """Train one planned run, save its model and history under ``--out``, score it."""
     cpu, wall = time.process_time(), time.perf_counter()
     augment_name, training = r["variant"].split("/")
+    part = data["folds"][int(r["fold"])] if r["fold"] != "-" else data
+    wide = replace(scale, width=int(r["width"]))
     augment = RandomAffine.shifts(2) if augment_name == "shifts" else RandomAffine()
     name, out = slug(r), args.out
     long = r["steps"] > scale.steps
@@ -335,9 +274,9 @@ def run_one(r: dict, scale: fc.Scale, data: dict, args: argparse.Namespace) -> d
         (out / sub).mkdir(parents=True, exist_ok=True)
     choosing = r["phase"] in CHOOSING
     model, history = fc.train_one(
-        r["fam"], r["hp"], data[training], scale, seed=r["seed"], steps=r["steps"],
+        r["fam"], r["hp"], part[training], wide, seed=r["seed"], steps=r["steps"],
         sampler=r["sampler"], device=args.device, augment=augment,
-        evaluate=data["val"] if choosing and long else None, every=every,
+        evaluate=part["val"] if choosing and long else None, every=every,
         checkpoint=out / "checkpoints" / f"{name}.pt" if long else None,
         log=(lambda line: print(f"  {r['phase']} {r['loss']} seed {r['seed']}: {line}",
                                 flush=True)) if long else None,
@@ -346,7 +285,7 @@ def run_one(r: dict, scale: fc.Scale, data: dict, args: argparse.Namespace) -> d
     history.round(5).to_csv(out / "histories" / f"{name}.csv", index=False)
     row = {k: r[k] for k in KEY}
     if choosing:  # validation runs: scored on the held-out training alphabets only
-        metrics = fc.score(model, data["val"], device=args.device)
+        metrics = fc.score(model, part["val"], device=args.device)
         row.update({"val MAP@R": metrics["MAP@R"], "val R@1": metrics["R@1"]})
     else:  # frozen settings: the test data, read once for this row
         test = None if training == "train+test" else data["test"]
@@ -365,20 +304,33 @@ def run_one(r: dict, scale: fc.Scale, data: dict, args: argparse.Namespace) -> d
     return {k: round(v, 5) if isinstance(v, float) and k in scores else v for k, v in row.items()}
 
 
+def carried_rows(path: Path, scale: fc.Scale) -> dict[tuple, dict]:
+    """``--carry``: the final rows of ``path`` at this scale's width, by their configuration
+    (every :data:`KEY` value but width and fold, which a final run fixes)."""
+    rows = read_runs(path)
+    rows = rows[(rows["phase"] == "final") & rows["width"].fillna(scale.width).eq(scale.width)]
+    rows = rows.assign(width=scale.width, fold="-")
+    return {key_of(r): r for r in rows.to_dict("records")}
+
+
 def load_data() -> dict:
-    """Every split a run may train or score on, by the names the variants use."""
+    """Every split a run may train or score on, by the names the variants use; ``folds``: each
+    validation fold's ``fit``, ``fit-1`` (the fit part without its last alphabet) and ``val``."""
     train = load_dataset("omniglot", "train")
-    fit_part, val = fc.validation_split(train)
+    folds = []
+    for k in FOLDS:
+        fit_part, val = fc.validation_split(train, k)
+        alphabet = [fit_part.class_names[int(c)].split("/")[1] for c in fit_part.labels]
+        dropped = sorted(set(alphabet))[-1]
+        keep = torch.tensor([a != dropped for a in alphabet]).nonzero().flatten()
+        folds.append({"fit": fit_part, "fit-1": fit_part.subset(keep), "val": val})
     test = load_dataset("omniglot", "test")
-    alphabet = [fit_part.class_names[int(c)].split("/")[1] for c in fit_part.labels]
-    dropped = sorted(set(alphabet))[-1]  # "fit-1": the fit part without its last alphabet
-    fewer = fit_part.subset(torch.tensor([a != dropped for a in alphabet]).nonzero().flatten())
     everything = EmbeddedDataset(
         inputs=torch.cat([train.inputs, test.inputs]), labels=torch.cat([train.labels, test.labels]),
         name="omniglot", split="train+test", class_names=train.class_names,
     )  # fmt: skip
-    return {"train": train, "fit": fit_part, "fit-1": fewer, "val": val, "test": test,
-            "train+test": everything, "runs": one_shot_runs()}  # fmt: skip
+    return {"train": train, "folds": folds, "test": test, "train+test": everything,
+            "runs": one_shot_runs()}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -389,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: bench/omniglot_compare.py --scale {args.scale} "
         f"--phases {' '.join(args.phases)}; {device_name(args.device)}; load average {load_average()}; "
         f"torch {torch.__version__}; {scale}"
+        + (f"; final rows of the same configuration carried over from {args.carry}" if args.carry else "")
     )  # fmt: skip
     ledger = Ledger(args.out / "runs.csv", header)
     own = ledger.rows()
@@ -400,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     data = load_data()
     families = [f for f in fc.FAMILIES if not args.losses or f.label in args.losses]
     budget, finished, stopped = Budget(args.budget_s), 0, False
+    carry = carried_rows(args.carry, scale) if args.carry is not None else {}
     while not stopped:  # passes over the phases until nothing is left that this process may run
         started = 0
         for phase in PHASES:  # in turn: every later phase needs the choices before it
@@ -409,6 +363,11 @@ def main(argv: list[str] | None = None) -> int:
             choices = Choices(source, None if args.choices else scale, families)
             todo = [r for r in plan(args, scale, choices) if r["phase"] == phase]
             for r in todo:
+                if key_of(r) in carry and key_of(r) not in ledger.done():
+                    row = carry[key_of(r)]  # the same configuration, run before
+                    ledger.append({**row, "device": f"{row['device']}, carried over"})
+                    print(f"{phase}: {r['loss']} {r['hparams']} seed {r['seed']}: carried over")
+                    continue
                 if key_of(r) in ledger.done() or not claim(args.out, slug(r)):
                     continue  # finished, or running in another process on this folder
                 if not budget.allows_another():

@@ -82,11 +82,12 @@ def choices_text(choices: pd.DataFrame) -> list[str]:
     if tune.empty:
         return out
     tuned = fc.select_tuned(tune)
+    means = fc.fold_means(tune, ("loss", "hparams"))
     order = [
         [json.dumps(h, sort_keys=True) for h in fc.family(loss).grid].index(hp) + 1
-        for loss, hp in zip(tune["loss"], tune["hparams"], strict=True)
+        for loss, hp in zip(means["loss"], means["hparams"], strict=True)
     ]
-    table = tune.assign(**{"val MAP@R": 100 * tune["val MAP@R"], "setting": order}).pivot_table(
+    table = means.assign(**{"val MAP@R": 100 * means["val MAP@R"], "setting": order}).pivot_table(
         index="loss", columns="setting", values="val MAP@R", sort=False
     )
     table = table.loc[
@@ -95,11 +96,13 @@ def choices_text(choices: pd.DataFrame) -> list[str]:
     table.columns = [f"setting {c}" for c in table.columns]
     table["chosen"] = [json.dumps(tuned[f]) for f in table.index]
     out.append(
-        f"## tune ({fc.TRIALS} settings per family, seed 0, {int(tune['steps'].max())} steps)\n"
+        f"## tune ({fc.TRIALS} settings per family, seed 0, {int(tune['steps'].max())} steps, "
+        f"{tune['fold'].nunique()} validation folds)\n"
     )
     out.append(
         block(
-            "val MAP@R (percent) of each declared setting, in the order of fc.FAMILIES:",
+            "val MAP@R (percent, mean over the validation folds) of each declared setting, in "
+            "the order of fc.FAMILIES:",
             table.round(1),
         )
     )
@@ -108,15 +111,25 @@ def choices_text(choices: pd.DataFrame) -> list[str]:
     trials = val[
         (val["loss"] == family) & (val["hparams"] == json.dumps(tuned[family], sort_keys=True))
     ]
-    if set(fc.RECIPE_VARIANTS) <= set(trials.loc[trials.phase == "recipe-val", "variant"]):
-        shown = trials[["phase", "steps", "variant", "val MAP@R", "val R@1"]].copy()
-        shown[["val MAP@R", "val R@1"]] = (100 * shown[["val MAP@R", "val R@1"]]).round(1)
-        out.append("## recipe-val (seed 0, scored on the validation alphabets)\n")
-        out.append(block("the recipe's candidates:", shown.set_index("phase")))
+    if (trials.phase == "recipe-val").sum() == len(fc.RECIPE_CANDIDATES) * tune["fold"].nunique():
+        out.append("## recipe-val (seed 0, scored on the validation alphabets of each fold)\n")
+        out.append(block("the recipe's candidates (val MAP@R, percent, per fold and mean):",
+                         candidates_table(trials)))  # fmt: skip
         out.append(
             f"validation-chosen recipe: {json.dumps(fc.select_recipe(trials.drop(columns='phase')))}\n"
         )
     return out
+
+
+def candidates_table(trials: pd.DataFrame) -> pd.DataFrame:
+    """The recipe's candidates (the tune run of the chosen setting and the recipe-val runs):
+    val MAP@R of each fold and the mean that :func:`fc.select_recipe` reads, percent."""
+    t = trials.pivot_table(index=["phase", "steps", "width", "variant"], columns="fold",
+                           values="val MAP@R", sort=False)  # fmt: skip
+    t.columns = [f"fold {c}" for c in t.columns]
+    means = fc.fold_means(trials, ("phase", "steps", "width", "variant"))
+    t["mean"] = means.set_index(["phase", "steps", "width", "variant"])["val MAP@R"]
+    return (100 * t).round(1)
 
 
 def design_text(rows: pd.DataFrame) -> str:
@@ -124,14 +137,29 @@ def design_text(rows: pd.DataFrame) -> str:
     parts = []
     for phase, g in rows.groupby("phase", sort=False):
         steps = ", ".join(f"{s:,}" for s in sorted(g["steps"].unique()))
+        carried = int(g["device"].astype(str).str.endswith("carried over").sum())
         parts.append(f"{phase}: {len(g)} runs of {steps} steps, seeds "
-                     f"{', '.join(map(str, sorted(g['seed'].unique())))}")  # fmt: skip
+                     f"{', '.join(map(str, sorted(g['seed'].unique())))}"
+                     + (f" ({carried} carried over from an earlier run of the same configuration, "
+                        "see the # lines of runs.csv)" if carried else ""))  # fmt: skip
+    own = rows[~rows["device"].astype(str).str.endswith("carried over")]
     return (
-        "## design\n\n" + "; ".join(parts) + f". CPU in all: {rows['cpu_s'].sum() / 60:.0f} "
-        "minutes of one core (one torch thread per run). Every family tries the same "
-        f"{fc.TRIALS} declared settings; one validation fold (two held-out training alphabets); "
-        "the width is fixed by the budget, not chosen.\n"
+        "## design\n\n" + "; ".join(parts) + f". CPU in all: {own['cpu_s'].sum() / 60:.0f} "
+        "minutes of one core (one torch thread per run; carried rows not counted). Every family "
+        "tries the same "
+        f"{fc.TRIALS} declared settings (no extension) on each of {len(fc.VALIDATION_FOLDS)} "
+        "class-disjoint validation folds ("
+        + "; ".join(" + ".join(f) for f in fc.VALIDATION_FOLDS)
+        + "); every choice (setting, family, recipe steps, width "
+        + "/".join(str(w) for w in widths(rows))
+        + ", training set) takes the best mean val MAP@R over the folds, ties to the declared "
+        "order; the test runs are read only by runs whose settings are frozen.\n"
     )
+
+
+def widths(rows: pd.DataFrame) -> list[int]:
+    """The network widths the rows tried."""
+    return sorted({int(w) for w in rows["width"].dropna()})
 
 
 def summary(rows: pd.DataFrame, choices: pd.DataFrame) -> str:
@@ -152,7 +180,8 @@ def summary(rows: pd.DataFrame, choices: pd.DataFrame) -> str:
         if part.empty:
             continue
         out.append(
-            f"## {phase} ({', '.join(str(s) for s in sorted(part['steps'].unique()))} steps)\n"
+            f"## {phase} ({', '.join(str(s) for s in sorted(part['steps'].unique()))} steps, "
+            f"width {', '.join(str(w) for w in widths(part))})\n"
         )
         out.append(block(
             "one-shot error (percent; mean, 95 % t-interval over seeds, 95 % bootstrap interval "

@@ -9,11 +9,12 @@ protocol for the shipped Omniglot copy:
 1. **One model, one budget.** :func:`make_model` (``SmallCNN(stride=1)``, 64-d), Adam with a
    cosine decay of the learning rate, P x K batches with Koch et al.'s affine distortions, the
    same number of steps for every loss (:data:`SCALES`), trained by :func:`train_one`.
-2. **Every choice on validation.** :func:`validation_split` holds out two of the five training
-   alphabets; each family's declared search (:data:`TRIALS` settings, :data:`FAMILIES`) is
-   trained on the other three and scored by MAP@R on the held-out ones; :func:`select_tuned`,
+2. **Every choice on validation folds.** :func:`validation_split` holds out two of the five
+   training alphabets, once per fold of :data:`VALIDATION_FOLDS` (:mod:`~dmlbook.studies.fair_folds`);
+   each family's declared search (:data:`TRIALS` settings, :data:`FAMILIES`) is trained on the
+   other three and scored by MAP@R on the held-out ones; :func:`select_tuned`,
    :func:`select_family` and :func:`select_recipe` (:mod:`~dmlbook.studies.fair_selection`,
-   re-exported here) choose from those validation rows and refuse a table holding a test column.
+   re-exported here) choose by the mean over the folds and refuse a table holding a test column.
 3. **Test once, >= 3 seeds.** The frozen settings are trained on all 136 training characters;
    :func:`score` measures the 20-way one-shot error on Lake et al.'s 20 runs (with each run's
    error) and MAP@R and R@1 on the 106 ``test`` characters. :func:`mean_intervals` and
@@ -52,10 +53,12 @@ from ..models import SmallCNN, embed
 from ..training.in_memory import _to_device, cosine_factor, inputs_and_labels
 from ..training.loop import Trainer
 from ..training.optim import make_optimizer
+from .fair_folds import VALIDATION_ALPHABETS, VALIDATION_FOLDS, validation_split
 from .fair_selection import (
-    RECIPE_VARIANTS,
+    RECIPE_CANDIDATES,
     TEST_COLUMNS,
     VALIDATION_COLUMNS,
+    fold_means,
     select_family,
     select_recipe,
     select_tuned,
@@ -63,17 +66,19 @@ from .fair_selection import (
 
 __all__ = [
     "FAMILIES",
-    "RECIPE_VARIANTS",
+    "RECIPE_CANDIDATES",
     "RUN_KEY",
     "SCALES",
     "TEST_COLUMNS",
     "TRIALS",
     "VALIDATION_COLUMNS",
     "VALIDATION_ALPHABETS",
+    "VALIDATION_FOLDS",
     "LossFamily",
     "Scale",
     "declared_order",
     "family",
+    "fold_means",
     "make_model",
     "mean_intervals",
     "paired_intervals",
@@ -85,9 +90,6 @@ __all__ = [
     "train_one",
     "validation_split",
 ]
-
-#: The training alphabets held out for tuning (46 of the 136 characters); the other three train.
-VALIDATION_ALPHABETS = ("Balinese", "Early_Aramaic")
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,8 @@ class LossFamily:
         return get_loss(self.name, **dict(hparams))
 
 
-#: The tuning budget of every family: this many settings, each one 600-step run on seed 0.
+#: The tuning budget of every family: this many settings, each trained once per validation fold
+#: (seed 0, the scale's steps).
 TRIALS = 3
 
 
@@ -228,7 +231,9 @@ SCALES: dict[str, Scale] = {
 
 
 #: The columns that name one run of the bench (``bench/omniglot_compare.py``'s ledger).
-RUN_KEY = ("phase", "loss", "hparams", "seed", "steps", "sampler", "variant")
+#: ``width`` is the network's, ``fold`` the validation fold of a choosing run (``-`` for a run on
+#: the whole training set).
+RUN_KEY = ("phase", "loss", "hparams", "seed", "steps", "sampler", "variant", "width", "fold")
 
 
 def declared_order(tuning: pd.DataFrame) -> pd.DataFrame:
@@ -258,23 +263,6 @@ def run_name(run: Mapping[str, Any]) -> str:
 def make_model(scale: Scale) -> SmallCNN:
     """The one network of the comparison: ``SmallCNN(in_channels=1, width, dim, stride=1)``."""
     return SmallCNN(in_channels=1, dim=scale.dim, width=scale.width, stride=1)
-
-
-def validation_split(train: EmbeddedDataset) -> tuple[EmbeddedDataset, EmbeddedDataset]:
-    """``(fit_part, validation_part)`` of Omniglot's ``train`` split, disjoint in alphabets.
-
-    The validation part holds every drawing of the :data:`VALIDATION_ALPHABETS`; the test
-    alphabets and the one-shot runs are never touched.
-    """
-    alphabet = [train.class_names[int(c)].split("/")[1] for c in train.labels]
-    held = torch.tensor([a in VALIDATION_ALPHABETS for a in alphabet])
-    if not held.any() or held.all():
-        raise ValueError(
-            f"the data set holds {'none' if not held.any() else 'only'} of the validation "
-            f"alphabets {VALIDATION_ALPHABETS}; pass Omniglot's train split."
-        )
-    index = torch.arange(len(train))
-    return train.subset(index[~held]), train.subset(index[held])
 
 
 def train_one(

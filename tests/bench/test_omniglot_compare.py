@@ -40,16 +40,19 @@ def first(script, tmp_path_factory):
 
 
 def rows(out: Path) -> pd.DataFrame:
-    return pd.read_csv(out / "runs.csv", comment="#")
+    return pd.read_csv(out / "runs.csv", comment="#", dtype={"fold": str})
 
 
 @pytest.mark.slow
 def test_every_phase_writes_its_rows_models_and_histories(first):
     table = rows(first)
     counts = table.groupby("phase").size().to_dict()
-    # tuning: 3 settings x 2 families; recipe-val: 3 variants of the chosen family; final:
-    # 2 families x 2 seeds; Table II: 3 rows x 2 seeds; the recipe: 2 seeds
-    assert counts == {"tune": 6, "recipe-val": 3, "final": 4, "sampler": 6, "recipe": 2}
+    # tuning: 3 settings x 2 families x 2 folds; recipe-val: 4 candidates of the chosen family
+    # x 2 folds; final: 2 families x 2 seeds; Table II: 3 rows x 2 seeds; the recipe: 2 seeds
+    assert counts == {"tune": 12, "recipe-val": 8, "final": 4, "sampler": 6, "recipe": 2}
+    assert set(table.loc[table.phase.isin(["tune", "recipe-val"]), "fold"]) == {"0", "1"}
+    assert set(table.loc[~table.phase.isin(["tune", "recipe-val"]), "fold"]) == {"-"}
+    assert set(table.loc[table.phase == "recipe-val", "width"]) == {2, 4}  # 1 and 2 x smoke's
     choosing = table[table.phase.isin(["tune", "recipe-val"])]
     assert choosing[list(fc.TEST_COLUMNS)].isna().all().all()  # no test score on a choosing run
     assert choosing["val MAP@R"].between(0, 1).all()
@@ -61,7 +64,8 @@ def test_every_phase_writes_its_rows_models_and_histories(first):
     assert set(table.loc[table.phase.isin(["recipe-val", "recipe"]), "loss"]) == {chosen}
     assert len(list((first / "models").glob("*.pt"))) == len(table)
     histories = sorted((first / "histories").glob("recipe-val-*.csv"))
-    assert len(histories) == 3 and "MAP@R" in pd.read_csv(histories[0]).columns
+    assert len(histories) == 8 and "MAP@R" in pd.read_csv(histories[0]).columns
+    assert set(table.loc[table.phase == "recipe-val", "steps"]) == {4, 8}  # 1 and 2 x smoke's
     assert not list((first / "checkpoints").glob("*.pt"))  # removed once a run is recorded
     text = (first / "runs.csv").read_text()
     assert text.count("# ") == 1 and "load average" in text  # the machine and load, once per call
@@ -70,21 +74,29 @@ def test_every_phase_writes_its_rows_models_and_histories(first):
     assert (
         "validation-chosen family" in summary and "bootstrap interval over the 20 runs" in summary
     )
+    assert "on each of 2 class-disjoint validation folds" in summary  # the design line
+    assert "per fold and mean" in summary and "validation-chosen recipe" in summary
 
 
 def test_choices_read_validation_columns_only(script):
-    """Test scores written into tuning rows (as a leak would) change no choice."""
+    """Test scores written into tuning rows (as a leak would) change no choice; the choice is
+    the mean over both folds (fold 1 alone would choose N-pair and MS's first setting)."""
     tune = pd.DataFrame(
-        {"phase": "tune", "loss": ["MS"] * 3 + ["N-pair"] * 3, "seed": 0, "steps": 3,
-         "variant": "affine/fit", "val R@1": 0.5, "val MAP@R": [0.1, 0.3, 0.2, 0.25, 0.1, 0.1],
-         "hparams": [json.dumps(hp, sort_keys=True) for f in ("MS", "N-pair") for hp in fc.family(f).grid]}
+        {"phase": "tune", "loss": (["MS"] * 3 + ["N-pair"] * 3) * 2, "seed": 0, "steps": 3,
+         "width": 2, "variant": "affine/fit", "val R@1": 0.5, "fold": ["0"] * 6 + ["1"] * 6,
+         "val MAP@R": [0.1, 0.5, 0.2, 0.25, 0.1, 0.1] + [0.3, 0.1, 0.2, 0.33, 0.1, 0.1],
+         "hparams": [json.dumps(hp, sort_keys=True) for f in ("MS", "N-pair") for hp in fc.family(f).grid] * 2}
     ).reindex(columns=script.COLUMNS)  # fmt: skip
+    # means by hand: MS 0.2, 0.3, 0.2; N-pair 0.29, 0.1, 0.1
     families = [fc.family("MS"), fc.family("N-pair")]
     clean = script.Choices(tune, fc.SCALES["smoke"], families)
-    leaked = tune.assign(**{"one-shot error": [0.9, 0.9, 0.9, 0.0, 0.0, 0.0], "MAP@R": 0.5})
+    leaked = tune.assign(**{"one-shot error": [0.9, 0.9, 0.9, 0.0, 0.0, 0.0] * 2, "MAP@R": 0.5})
     poisoned = script.Choices(leaked, fc.SCALES["smoke"], families)
     assert clean.family == poisoned.family == "MS"
     assert clean.tuned == poisoned.tuned and clean.tuned["MS"] == dict(fc.family("MS").grid[1])
+    assert (
+        script.Choices(tune.iloc[:11], fc.SCALES["smoke"], families).family is None
+    )  # a fold short
 
 
 @pytest.mark.slow
@@ -110,6 +122,22 @@ def test_one_phase_and_seed_reproduce_into_a_new_folder(script, first, tmp_path,
     assert again["one-shot error"].iloc[0] == stored["one-shot error"]  # the same run, here
     assert again["run errors"].iloc[0] == stored["run errors"]
     assert (first / "runs.csv").read_text() == ledger  # the source ledger is untouched
+
+
+@pytest.mark.slow
+def test_carried_final_rows_are_copied_not_retrained(script, first, tmp_path, capsys):
+    out = tmp_path / "carried"
+    source = first / "runs.csv"
+    args = [*SUBSET, "--phases", "final", "--choices", str(source), "--carry", str(source)]
+    assert script.main([*args, "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.count(": carried over") == 4 and "0 run(s) finished in this invocation" in text
+    again, stored = rows(out), rows(first).query("phase == 'final'")
+    assert len(again) == 4 and list(again["run errors"]) == list(stored["run errors"])
+    assert "carried over from" in (out / "runs.csv").read_text()
+    assert again["device"].str.endswith(", carried over").all()
+    assert "4 carried over from an earlier run" in (out / "summary.md").read_text()
+    assert not (out / "models").is_dir()  # nothing trained
 
 
 @pytest.mark.slow
