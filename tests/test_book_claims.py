@@ -24,6 +24,7 @@ SYMBOLIC_CHAPTERS = [
     "02_general_pair_weighting",
     "03_contrastive",
     "05_lifted_structure",
+    "07_npair",
     "10_multi_similarity",
 ]
 
