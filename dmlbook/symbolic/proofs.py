@@ -21,7 +21,7 @@ callable that *reads* one (``lambda: w4`` for a ``w4`` computed earlier) or retu
 value SymPy derives is passed with its definition, ``derived(sp.diff, lambda: L, s)``: the
 definition is built as typed and the conditions where it is undefined are carried to the proof.
 ``prebuilt(lambda: w4)`` is the explicit, unchecked form (a statement about the value as SymPy
-built it); ``derived(value)``, the earlier form, is the same.
+built it); ``derived(value)``, the earlier unchecked form, is refused.
 
 :func:`~dmlbook.symbolic.counterexample.counterexample` is the evidence for ``a != b``: a point where the two sides differ, with
 both values (exact with Rationals where SymPy can evaluate them so).

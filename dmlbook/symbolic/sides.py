@@ -169,12 +169,15 @@ def derived(
         its own divisions and logs count; a differentiating one is not (SymPy cannot
         differentiate, solve or simplify an unevaluated expression in reasonable time).
 
-    A single argument, ``derived(value)``, is the earlier form: the value as SymPy built it,
-    unchecked, the same as :func:`prebuilt` (kept so that existing call sites run; write
-    ``derived(op, lambda: definition, ...)`` instead).
+    A single argument, ``derived(value)``, the earlier unchecked form, is refused: every call
+    site now derives from a definition, and the unchecked form is spelled :func:`prebuilt`.
     """
     if definition is None and not args:
-        return Prebuilt(lambda: op)
+        raise TypeError(
+            "derived(value) took a value as SymPy built it, unchecked; derive it from its "
+            "definition, derived(sp.diff, lambda: <definition as typed>, s), or say that it "
+            "is unchecked: sy.prebuilt(lambda: value)."
+        )
     if not callable(op) or not (callable(definition) or isinstance(definition, Derived)):
         raise TypeError(
             "derived(op, definition, *args) takes the operation (sp.diff) and the definition "
