@@ -92,7 +92,7 @@ class Prebuilt:
 
 
 def _latex(r: Requirement) -> str:
-    """``r`` in LaTeX, with its summation range (``D_k \neq 0 \text{ for } k = 1..P``)."""
+    r"""``r`` in LaTeX, with its summation range (``D_k \neq 0 \text{ for } k = 1..P``)."""
     rel = {"nonzero": r" \neq 0", "nonnegative": r" \geq 0"}.get(r.kind, r" \in \mathbb{R}")
     ranges = [rf"{sp.latex(k)} = {sp.latex(lo)}..{sp.latex(hi)}" for k, lo, hi in r.bound]
     return sp.latex(r.quantity) + rel + (r"\text{ for }" + ", ".join(ranges) if ranges else "")
