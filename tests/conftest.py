@@ -33,3 +33,12 @@ def chromium() -> str:
             pytest.fail(message + "; DMLBOOK_REQUIRE_BROWSER=1 requires it")
         pytest.skip(message)
     return found
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Close every matplotlib figure a test opened (only where pyplot was imported at all)."""
+    yield
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close("all")

@@ -12,7 +12,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -23,12 +22,6 @@ from dmlbook.chapters.pair_figures import (  # noqa: E402
     plot_threshold_mining,
     three_similarities,
 )
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 def _by_hand(angles):

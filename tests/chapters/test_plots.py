@@ -19,12 +19,6 @@ from matplotlib.figure import Figure  # noqa: E402
 from dmlbook.chapters.plots import compare_histories, plot_embeddings, plot_history, project_2d  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
 def _history(shift: float = 0.0) -> pd.DataFrame:
     return pd.DataFrame(
         {

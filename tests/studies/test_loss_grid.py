@@ -9,7 +9,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -25,12 +24,6 @@ from dmlbook.studies import (  # noqa: E402
     recall_columns,
     summarize,
 )
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 def _blobs(n_classes: int, per_class: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
