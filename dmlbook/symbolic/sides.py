@@ -74,7 +74,8 @@ class Derived:
         return ", ".join(dict.fromkeys(r.text() for r in self.open_conditions())) or "everywhere"
 
     def __repr__(self) -> str:
-        return f"{self.value}  (defined {'where ' if self.open_conditions() else ''}{self.where()})"
+        where = self.where()
+        return f"{self.value}  (defined {'' if where == 'everywhere' else 'where '}{where})"
 
     def _repr_latex_(self) -> str:  # a notebook shows the value and where it is defined
         body = sp.latex(sp.Matrix([list(self.value.values())]) if isinstance(self.value, dict)
