@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from .similarity import cosine_similarity, pair_masks
-from .validation import as_embeddings, as_labels, check_loss_batch, check_same_length
+from .validation import Mask, as_embeddings, as_labels, check_loss_batch, check_same_length
 
 __all__ = [
     "FORMS",
@@ -54,8 +54,6 @@ __all__ = [
 ]
 
 Form = Literal["similarity", "distance", "squared_distance"]
-#: An optional bool mask of pairs (B, B) or triplets (B, B, B) from a miner; ``None``: all.
-Mask = torch.Tensor | None
 #: The three ways a pair-based loss can read a pair: cosine similarity ``S`` (Wang et al. 2019),
 #: Euclidean distance ``D`` and squared distance ``D^2`` of unit vectors (Liu et al., Sec. III).
 FORMS: tuple[str, ...] = ("similarity", "distance", "squared_distance")

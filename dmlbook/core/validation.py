@@ -37,6 +37,8 @@ __all__ = [
     "hyper_parameters",
     "is_integer",
     "is_number",
+    "loss_frame",
+    "Mask",
 ]
 
 
@@ -265,6 +267,39 @@ NonNegative = Annotated[float, Number(0.0, 1e6, "a margin or exponent >= 0")]
 Count = Annotated[int, Number(1, 2**31 - 1, "a count", integer=True)]
 #: The reductions of a pure loss function (a module: ``"mean"`` and ``"sum"``).
 Reduction = Literal["mean", "sum", "none"]
+#: An optional bool mask of pairs (B, B) or triplets (B, B, B) from a miner; ``None``: all.
+Mask = torch.Tensor | None
+
+
+def loss_frame(
+    S: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    reduction: Reduction = "mean",
+    pos_mask: Mask = None,
+    neg_mask: Mask = None,
+    triplet_mask: Mask = None,
+) -> None:
+    """The frame every pure loss function and miner shares, declared once.
+
+    A :func:`declared` function names these parameters bare (``def circle_loss(S, labels, gamma:
+    Scale = 80.0, ..., *, reduction, pos_mask, neg_mask)``) and takes their annotation and
+    default from here, so its signature lists them without repeating what they are.
+
+    Parameters
+    ----------
+    S : Tensor of shape (B, B)
+        Cosine similarities of the batch (``S_ij = <f_i, f_j>`` for unit embeddings).
+    labels : int Tensor of shape (B,)
+        Class labels; ``y_i = y_j`` makes ``(i, j)`` a positive pair.
+    reduction : {"mean", "sum", "none"}
+        Over the anchors (or pairs) a loss counts; ``"none"`` returns one value each.
+    pos_mask, neg_mask : bool Tensor of shape (B, B), optional
+        Pairs kept by a miner; they narrow the label masks (``None``: every pair).
+    triplet_mask : bool Tensor of shape (B, B, B), optional
+        Triplets ``(a, p, n)`` kept by a triplet miner.
+    """
+
 
 #: True while a :func:`declared` function runs: the declared functions it calls check nothing.
 _TRUSTED = contextvars.ContextVar("dmlbook_trusted_hyper_parameters", default=False)
@@ -322,15 +357,19 @@ def _check(name: str, value: Any, options: tuple[Any, ...]) -> Any:
     return value
 
 
-def _take_declaration(function: Callable[..., Any], like: Callable[..., Any]) -> None:
-    """Give ``function``'s bare parameters the annotation and default of ``like``'s (see
-    :func:`declared`); ``TypeError`` for a bare name that ``like`` does not declare."""
-    source = inspect.signature(like, eval_str=True).parameters
+def _take_declaration(function: Callable[..., Any], like: Callable[..., Any] | None) -> None:
+    """Give ``function``'s bare parameters (no annotation, no default) the annotation and default
+    of ``like``'s parameter of that name, else of :func:`loss_frame`'s (see :func:`declared`);
+    ``TypeError`` for a bare name that neither declares."""
+    source = dict(inspect.signature(loss_frame, eval_str=True).parameters)
+    if like is not None:
+        source |= inspect.signature(like, eval_str=True).parameters
     own = inspect.signature(function).parameters.values()
     bare = {p.name for p in own if p.annotation is p.empty and p.default is p.empty}
     if bare - set(source):
         missing = sorted(bare - set(source))
-        raise TypeError(f"{function.__name__}: {missing} are not declared by {like.__name__}.")
+        by = f"{like.__name__} nor by loss_frame" if like is not None else "loss_frame"
+        raise TypeError(f"{function.__name__}: {missing} are not declared by {by}.")
     for name in bare:
         function.__annotations__[name] = source[name].annotation
     defaults = [source[p.name].default if p.name in bare else p.default for p in own]
@@ -374,12 +413,14 @@ def declared(
     ``like=other`` says that ``function`` shares the declaration of the declared function
     ``other`` (``binomial_weights`` takes ``binomial_deviance_loss``'s): each of its parameters
     written bare (no annotation, no default) takes ``other``'s annotation and default of that
-    name, and ``other``'s rules come along where ``function`` has all their parameters.
+    name, and ``other``'s rules come along where ``function`` has all their parameters. A bare
+    name that ``other`` does not declare (or any bare name, without ``like``) takes the frame's
+    declaration, :func:`loss_frame`: ``S``, ``labels``, ``reduction`` and the miner's masks.
     """
     if function is None:
         return functools.partial(declared, like=like, rules=rules)
+    _take_declaration(function, like)
     if like is not None:
-        _take_declaration(function, like)
         names = set(inspect.signature(function).parameters)
         inherited = [r for r in like.rules if set(inspect.signature(r).parameters) <= names]
         rules = tuple(dict.fromkeys((*rules, *inherited)))

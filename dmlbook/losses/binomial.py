@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import torch
 
-from ..core.pairs import Mask, masked_logsumexp, masked_softmax, pair_sets, reduce, softplus
-from ..core.validation import Real, Reduction, Scale, declared
+from ..core.pairs import masked_logsumexp, masked_softmax, pair_sets, reduce, softplus
+from ..core.validation import Real, Scale, declared
 from .base import PairLoss
 
 __all__ = [
@@ -48,15 +48,15 @@ __all__ = [
 # Eq. 9 fixes no values. BinLifted and the weights functions take the same ones (like=).
 @declared
 def binomial_deviance_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     alpha: Scale = 2.0,
     beta: Scale = 50.0,
     margin: Real = 0.5,
     *,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    reduction,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """Binomial deviance loss, Wang et al. 2019, Eq. 9.
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from ..core.pairs import Mask, masked_logsumexp, pair_sets, reduce, softplus
-from ..core.validation import Real, Reduction, Scale, declared
+from ..core.pairs import masked_logsumexp, pair_sets, reduce, softplus
+from ..core.validation import Real, Scale, declared
 from .base import PairLoss
 
 __all__ = ["CircleLoss", "circle_loss"]
@@ -29,15 +29,15 @@ __all__ = ["CircleLoss", "circle_loss"]
 
 @declared
 def circle_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     gamma: Scale = 80.0,
     margin: Real = 0.4,
     *,
     detach_weights: bool = True,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    reduction,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """Circle loss of a batch (Sun et al. 2020, pair-wise form; Xuan & Pless, Table 1).
 

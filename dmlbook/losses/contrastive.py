@@ -31,8 +31,8 @@ from typing import Annotated, Literal
 
 import torch
 
-from ..core.pairs import Mask, dissimilarity, pair_sets, reduce
-from ..core.validation import NonNegative, Number, Reduction, declared
+from ..core.pairs import dissimilarity, pair_sets, reduce
+from ..core.validation import NonNegative, Number, declared
 from .base import PairLoss
 
 __all__ = [
@@ -55,14 +55,7 @@ CONTRASTIVE_VARIANTS: dict[str, str] = {
 
 
 @declared
-def contrastive_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: Cosine = 0.5,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
-) -> torch.Tensor:
+def contrastive_loss(S, labels, margin: Cosine = 0.5, *, pos_mask, neg_mask) -> torch.Tensor:
     """Mean of Wang et al. 2019, Eq. 4 over the batch's ordered pairs ``i != j``.
 
     Parameters
@@ -112,15 +105,15 @@ def ordered_margins(pos_margin: float, neg_margin: float) -> None:
 
 @declared(rules=(ordered_margins,))
 def contrastive_distance_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     pos_margin: NonNegative = 0.0,
     neg_margin: NonNegative = 1.0,
     *,
     variant: Literal["hinge", "squared_hinge", "squared_distance"] = "hinge",
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    reduction,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """Contrastive loss on Euclidean distances of unit vectors (Liu et al., Eq. 11, 35, 36).
 

@@ -98,7 +98,7 @@ def even_k_for_topk_pn(uncertainty: str, K: int) -> None:
 
 @declared
 def pair_losses(
-    S: torch.Tensor,
+    S,
     pos: torch.Tensor,
     neg: torch.Tensor,
     base: Base = "margin",
@@ -235,8 +235,8 @@ def chi2_weights(losses: torch.Tensor, rho: float) -> torch.Tensor:
 
 @declared(rules=(even_k_for_topk_pn,))
 def dro_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     uncertainty: Uncertainty = "topk",
     base: Base = "margin",
     K: Count = 160,
@@ -248,8 +248,8 @@ def dro_loss(
     beta: Scale = 50.0,
     *,
     drop_zero: bool = True,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """The robust loss ``F`` of Eq. 1 for one uncertainty set (a scalar).
 

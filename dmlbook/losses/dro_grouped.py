@@ -42,7 +42,7 @@ from typing import Annotated
 import torch
 
 from ..core.pairs import Mask, pair_sets, reduce
-from ..core.validation import Number, Real, Reduction, Scale, declared
+from ..core.validation import Number, Real, Scale, declared
 from .base import PairLoss
 from .dro import Base, dro_candidates, dro_loss, pair_losses
 
@@ -165,8 +165,8 @@ def _group_value(l: torch.Tensor, mask: torch.Tensor, gamma: float, l0: float | 
 
 @declared
 def dro_kl_grouped_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     gamma_pos: Scale = 0.1,
     gamma_neg: Scale = 0.1,
     base: Base = "margin",
@@ -178,9 +178,9 @@ def dro_kl_grouped_loss(
     pseudo_pairs: bool = False,
     pseudo_loss: Real = 0.0,
     drop_zero: bool = True,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    reduction,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """DRO-KL-G, the closed form of Eq. 7 (or Eq. 23 with ``pseudo_pairs``).
 
@@ -247,14 +247,7 @@ def dro_kl_grouped_weights(
 
 @declared
 def hap2s_e_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: Real = 0.2,
-    gamma: Scale = 0.1,
-    *,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, margin: Real = 0.2, gamma: Scale = 0.1, *, reduction, pos_mask, neg_mask
 ) -> torch.Tensor:
     """HAP2S with exponential weights (supplement Eq. 30-32; Yu et al. 2018).
 

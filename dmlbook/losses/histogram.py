@@ -29,7 +29,7 @@ from typing import Annotated
 
 import torch
 
-from ..core.pairs import Mask, pair_sets
+from ..core.pairs import pair_sets
 from ..core.validation import Number, declared
 from .base import PairLoss
 
@@ -52,12 +52,7 @@ def _histogram(s: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
 
 @declared
 def histograms(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    R: Nodes = 101,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, R: Nodes = 101, *, pos_mask, neg_mask
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The histograms ``h^+`` and ``h^-`` of Wang et al.'s supplement, Eq. 4-5.
 

@@ -36,14 +36,13 @@ import torch
 
 from ..core.pairs import (
     Form,
-    Mask,
     dissimilarity,
     masked_logsumexp,
     masked_softmax,
     pair_sets,
     reduce,
 )
-from ..core.validation import Real, Reduction, Scale, declared
+from ..core.validation import Real, Scale, declared
 from .base import PairLoss
 
 __all__ = [
@@ -59,14 +58,7 @@ __all__ = [
 
 @declared
 def lifted_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    margin: Real = 1.0,
-    *,
-    form: Form = "similarity",
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, margin: Real = 1.0, *, form: Form = "similarity", reduction, pos_mask, neg_mask
 ) -> torch.Tensor:
     """Lifted structure loss per anchor, Wang et al. 2019, Eq. 6 (and its distance form).
 
@@ -134,16 +126,16 @@ def lifted_weights(S, labels, margin, *, pos_mask, neg_mask) -> tuple[torch.Tens
 
 @declared
 def lifted_structure_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     margin: Real = 1.0,
     *,
     form: Form = "distance",
     squared_hinge: bool = True,
     joint_negatives: bool = True,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    reduction,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """The original, pairwise lifted structure loss (Song et al.; Liu et al., Eq. 14).
 
@@ -206,14 +198,7 @@ def lifted_structure_loss(
 
 @declared
 def lifted_star_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    *,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, alpha: Scale = 2.0, beta: Scale = 50.0, *, reduction, pos_mask, neg_mask
 ) -> torch.Tensor:
     """LiftedStruct*, Wang et al. 2019, Eq. 16.
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from ..core.pairs import Mask, dissimilarity, pair_sets, reduce
-from ..core.validation import NonNegative, Reduction, declared
+from ..core.pairs import dissimilarity, pair_sets, reduce
+from ..core.validation import NonNegative, declared
 from .base import PairLoss
 from .liu_weighting import Normalization, Weighting, liu_weights, log_weights
 from .triplet import triplet_sums
@@ -40,15 +40,15 @@ __all__ = [
 
 @declared
 def triplet_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     margin: NonNegative = 0.1,
     *,
     weighting: Weighting = "power",
     exponent: NonNegative = 5.0,
     normalization: Normalization = "anchor",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """The detached triplet weights ``w_ijk`` of Eq. 25, 28, 31, 34, shape (B, B, B).
 
@@ -79,16 +79,7 @@ def _largest_log_weight(D, pos, neg, margin, weighting, exponent) -> torch.Tenso
 
 @declared(like=triplet_weights)
 def triplet_weighted_loss(
-    S,
-    labels,
-    margin,
-    *,
-    weighting,
-    exponent,
-    normalization,
-    reduction: Reduction = "mean",
-    pos_mask,
-    neg_mask,
+    S, labels, margin, *, weighting, exponent, normalization, reduction, pos_mask, neg_mask
 ) -> torch.Tensor:
     """Liu et al.'s triplet-based weighting loss, Eq. 21, with any weighting of Eq. 25-34.
 

@@ -55,8 +55,8 @@ from typing import Literal
 
 import torch
 
-from ..core.pairs import Mask, dissimilarity, masked_logsumexp, masked_softmax, pair_sets, reduce
-from ..core.validation import NonNegative, Reduction, Scale, declared
+from ..core.pairs import dissimilarity, masked_logsumexp, masked_softmax, pair_sets, reduce
+from ..core.validation import NonNegative, Scale, declared
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
 from ..mining.distance import margins_in_order
 from .base import PairLoss
@@ -126,8 +126,8 @@ def liu_weights(
 
 @declared(rules=(margins_in_order,))
 def pair_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     pos_margin: NonNegative = 0.0,
     neg_margin: NonNegative = 0.8,
     *,
@@ -136,8 +136,8 @@ def pair_weights(
     neg_exponent: NonNegative = 1.0,
     normalization: Normalization = "anchor",
     epsilon: NonNegative | None = None,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    pos_mask,
+    neg_mask,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The detached pair weights ``w+`` and ``w-`` of Eq. 24-27, 29-30, 32-33.
 
@@ -170,7 +170,7 @@ def pair_weighted_loss(
     neg_exponent,
     normalization,
     epsilon,
-    reduction: Reduction = "mean",
+    reduction,
     pos_mask,
     neg_mask,
 ) -> torch.Tensor:
@@ -267,17 +267,17 @@ def _ms_distance_terms(S, labels, margin, alpha, beta, epsilon, pos_mask, neg_ma
 
 @declared
 def ms_distance_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     margin: NonNegative = 1.0,
     alpha: Scale = 2.0,
     beta: Scale = 50.0,
     *,
     version: Literal["v1", "v2"] = "v2",
     epsilon: NonNegative | None = 0.1,
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    reduction,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """MS v1 or v2 on distances (Liu et al., the MS loss above Eq. 39, and Fig. 5).
 

@@ -74,8 +74,8 @@ from typing import Annotated
 
 import torch
 
-from ..core.pairs import Mask, masked_logsumexp, masked_softmax, pair_sets, reduce
-from ..core.validation import NonNegative, Number, Real, Reduction, Scale, declared
+from ..core.pairs import masked_logsumexp, masked_softmax, pair_sets, reduce
+from ..core.validation import NonNegative, Number, Real, Scale, declared
 from ..mining.multi_similarity import ms_mining_masks
 from .base import PairLoss
 
@@ -97,14 +97,7 @@ __all__ = [
 
 @declared
 def ms_weights(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    margin: Real = 0.5,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, alpha: Scale = 2.0, beta: Scale = 50.0, margin: Real = 0.5, *, pos_mask, neg_mask
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """MS pair weighting with *Similarity-S* and *Similarity-N*, Wang et al. 2019, Eq. 13-14.
 
@@ -228,7 +221,7 @@ def multi_similarity_loss(
     epsilon: NonNegative = 0.1,
     *,
     mining: bool = True,
-    reduction: Reduction = "mean",
+    reduction,
     pos_mask,
     neg_mask,
 ) -> torch.Tensor:

@@ -39,7 +39,7 @@ from ..core.pairs import (
     softplus,
 )
 from ..core.similarity import cosine_similarity
-from ..core.validation import Reduction, declared
+from ..core.validation import declared
 from ..mining import npair_pairs
 from .base import PairLoss
 
@@ -54,14 +54,14 @@ NPAIR_SAMPLING: dict[str, str] = {
 
 @declared
 def npair_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     *,
     form: Form = "similarity",
     sampling: Literal["npair", "all"] = "npair",
-    reduction: Reduction = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    reduction,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """N-pair loss, Liu et al. Eq. 13, averaged over its positive pairs.
 

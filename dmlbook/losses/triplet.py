@@ -121,15 +121,15 @@ def triplet_sums(
 
 @declared
 def triplet_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     margin: NonNegative = 0.1,
     *,
     form: Form = "similarity",
     reduction: Literal["mean", "mean_nonzero", "sum", "none"] = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
-    triplet_mask: Mask = None,
+    pos_mask,
+    neg_mask,
+    triplet_mask,
 ) -> torch.Tensor:
     """Triplet loss over the batch's triplets (Wang et al. 2019, Eq. 5; Liu et al., Eq. 12, 37).
 
@@ -230,14 +230,14 @@ class TripletLoss(PairLoss):
 
 @declared
 def cosine_triplet_loss(
-    S: torch.Tensor,
-    labels: torch.Tensor,
+    S,
+    labels,
     tau: Scale = 16.0,
     *,
     mining: Literal["ephn", "all"] = "ephn",
     reduction: Literal["mean", "sum"] = "mean",
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    pos_mask,
+    neg_mask,
 ) -> torch.Tensor:
     """Cosine / NCA triplet loss (Xuan & Pless, Eq. 4), averaged (or summed) over triplets.
 

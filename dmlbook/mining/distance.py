@@ -12,7 +12,7 @@ from typing import Annotated
 
 import torch
 
-from ..core.pairs import Mask, dissimilarity, pair_sets
+from ..core.pairs import dissimilarity, pair_sets
 from ..core.validation import Number, declared
 from .multi_similarity import hardest, ms_mining_masks
 
@@ -39,13 +39,7 @@ def margins_in_order(pos_margin: float, neg_margin: float) -> None:
 
 @declared(rules=(margins_in_order,))
 def threshold_pair_masks(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    pos_margin: Threshold = 0.0,
-    neg_margin: Threshold = 0.8,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, pos_margin: Threshold = 0.0, neg_margin: Threshold = 0.8, *, pos_mask, neg_mask
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Positive and negative thresholds on distances, Liu et al., Eq. 16-17.
 

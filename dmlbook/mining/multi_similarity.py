@@ -11,7 +11,7 @@ from typing import Annotated
 
 import torch
 
-from ..core.pairs import Mask, pair_sets
+from ..core.pairs import pair_sets
 from ..core.validation import Number, declared
 
 #: The mining margin ``epsilon`` of Eq. 11-12 (and of Liu et al.'s Eq. 22-23 on distances).
@@ -30,12 +30,7 @@ def hardest(
 
 @declared
 def ms_mining_masks(
-    S: torch.Tensor,
-    labels: torch.Tensor,
-    epsilon: Epsilon = 0.1,
-    *,
-    pos_mask: Mask = None,
-    neg_mask: Mask = None,
+    S, labels, epsilon: Epsilon = 0.1, *, pos_mask, neg_mask
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """MS pair mining with *Similarity-P*, Wang et al. 2019, Eq. 11-12.
 

@@ -7,7 +7,7 @@ import ast
 import pytest
 
 from dmlbook.chapters.notebook import check_close, show_signature, show_source
-from dmlbook.losses import TripletLoss, contrastive_loss
+from dmlbook.losses import TripletLoss, contrastive_loss, dro_loss
 
 
 def shown(capsys, obj, **kwargs) -> str:
@@ -21,11 +21,22 @@ def test_show_source_keeps_the_code_and_a_one_line_docstring(capsys):
     assert '"""Mean of Wang et al. 2019, Eq. 4' in text
     assert "----------" not in text and "return reduce(per_pair" in text
     ast.parse(text)  # still valid Python
-    # the signature packed into lines of at most 100 characters, the same parameters
+    # the signature as written (the frame's S, labels and masks bare), packed into one line
     assert text.splitlines()[1] == (
-        "def contrastive_loss(S: torch.Tensor, labels: torch.Tensor, margin: Cosine = 0.5, *,"
+        "def contrastive_loss(S, labels, margin: Cosine = 0.5, *, pos_mask, neg_mask) -> torch.Tensor:"
     )
-    assert all(len(line) <= 100 for line in text.splitlines())
+    # a long signature is packed into lines of at most 100 characters, the same parameters
+    long = shown(capsys, dro_loss).splitlines()
+    header = long[
+        1 : next(i for i, line in enumerate(long) if line.endswith(") -> torch.Tensor:")) + 1
+    ]
+    assert len(header) > 1 and all(len(line) <= 100 for line in long)
+    names = ast.parse("\n".join(long)).body[0].args
+    assert [a.arg for a in names.args + names.kwonlyargs][-3:] == [
+        "drop_zero",
+        "pos_mask",
+        "neg_mask",
+    ]
 
 
 def test_show_source_docstring_choices(capsys):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -218,15 +219,15 @@ def test_like_gives_bare_parameters_the_other_declaration_and_its_rules():
             raise ValueError("low > high")
 
     @declared(rules=(ordered,))
-    def root(x, low: Real = 0.0, high: Real = 1.0, *, scale: Scale = 2.0, flag: bool = False):
+    def root(S, low: Real = 0.0, high: Real = 1.0, *, scale: Scale = 2.0, flag: bool = False):
         return (low, high, scale, flag)
 
     @declared(like=root)
-    def sibling(x, low, high, *, scale: Scale = 5.0, flag):
+    def sibling(S, low, high, *, scale: Scale = 5.0, flag):
         return (low, high, scale, flag)
 
     @declared(like=root)
-    def part(x, *, scale, flag):
+    def part(S, *, scale, flag):
         return (scale, flag)
 
     assert sibling(None) == (0.0, 1.0, 5.0, False)  # root's defaults, its own scale
@@ -241,11 +242,60 @@ def test_like_gives_bare_parameters_the_other_declaration_and_its_rules():
         part(None, scale=0.0)
     with pytest.raises(TypeError, match="flag must be True or False"):
         sibling(None, flag="yes")
-    with pytest.raises(TypeError, match=r"\['other'\] are not declared by root"):
+    with pytest.raises(TypeError, match=r"\['other'\] are not declared by root nor by loss_frame"):
 
         @declared(like=root)
-        def stray(x, other):
+        def stray(S, other):
             return other
+
+
+def test_bare_frame_parameters_take_the_declaration_of_loss_frame():
+    """Issue 37: the frame every loss shares (S, labels, reduction, the miner's masks) is declared
+    once; a declared function names it bare and gets its annotation and default; any other bare
+    name is refused."""
+
+    @declared
+    def f(S, labels, margin: Real = 1.0, *, reduction, pos_mask, neg_mask, triplet_mask):
+        return margin, reduction, pos_mask, neg_mask, triplet_mask
+
+    params = inspect.signature(f).parameters
+    assert [p.name for p in params.values()][:2] == ["S", "labels"]
+    assert params["S"].annotation is torch.Tensor and params["S"].default is params["S"].empty
+    assert params["labels"].annotation is torch.Tensor
+    assert params["reduction"].annotation == Literal["mean", "sum", "none"]
+    assert params["reduction"].default == "mean"
+    for mask in ("pos_mask", "neg_mask", "triplet_mask"):
+        assert params[mask].annotation == (torch.Tensor | None) and params[mask].default is None
+        assert params[mask].kind is params[mask].KEYWORD_ONLY
+    assert f(None, None) == (1.0, "mean", None, None, None)
+    assert list(hyper_parameters(f)) == ["margin", "reduction"]
+    with pytest.raises(ValueError, match="reduction must be one of 'mean', 'sum', 'none'"):
+        f(None, None, reduction="average")
+    with pytest.raises(TypeError, match=r"\['x'\] are not declared by loss_frame"):
+
+        @declared
+        def stray(S, x):
+            return x
+
+
+def test_the_losses_signatures_spell_out_the_frame_they_declare_bare():
+    """What a reader of ``help(circle_loss)`` sees: the frame's annotations and defaults, written
+    out here by hand (Sun et al.'s gamma = 80, m = 0.4 are the function's own)."""
+    from dmlbook.losses import circle_loss
+
+    params = inspect.signature(circle_loss).parameters
+    kinds = {p.name: (p.kind.name, p.default) for p in params.values()}
+    assert kinds == {
+        "S": ("POSITIONAL_OR_KEYWORD", inspect.Parameter.empty),
+        "labels": ("POSITIONAL_OR_KEYWORD", inspect.Parameter.empty),
+        "gamma": ("POSITIONAL_OR_KEYWORD", 80.0),
+        "margin": ("POSITIONAL_OR_KEYWORD", 0.4),
+        "detach_weights": ("KEYWORD_ONLY", True),
+        "reduction": ("KEYWORD_ONLY", "mean"),
+        "pos_mask": ("KEYWORD_ONLY", None),
+        "neg_mask": ("KEYWORD_ONLY", None),
+    }
+    assert params["S"].annotation is torch.Tensor and params["labels"].annotation is torch.Tensor
 
 
 from hypothesis import given  # noqa: E402 (the numpy-integer tests of issue 38)
