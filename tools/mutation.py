@@ -126,12 +126,13 @@ def undecorate(source: str, decorator: str = "declared") -> str:
         d, name = node.decorator_list[0], node.name
         assign = f"{name} = {ast.get_source_segment(source, d)}({name})\n"
         like = [k.value for k in getattr(d, "keywords", []) if k.arg == "like"]
-        if like:
-            # ``like=`` gives the bare parameters their defaults on the function it is handed,
-            # here mutmut's trampoline: the original (whose signature the trampoline shows) and
-            # mutmut's copies of it, which the trampoline calls, need them too (each copy keeps
-            # its own defaults of the parameters it writes out, mutated ones included)
-            other = ast.get_source_segment(source, like[0])
+        if any(a.annotation is None for a in node.args.args + node.args.kwonlyargs):
+            # ``declared`` gives the bare parameters (the frame's, or ``like=``'s) their defaults
+            # on the function it is handed, here mutmut's trampoline: the original (whose
+            # signature the trampoline shows) and mutmut's copies of it, which the trampoline
+            # calls, need them too (each copy keeps its own defaults of the parameters it writes
+            # out, mutated ones included)
+            other = ast.get_source_segment(source, like[0]) if like else "None"
             assign = (
                 f"if hasattr({name}, '__wrapped__'):  # mutmut's trampoline\n"
                 "    from dmlbook.core.validation import _take_declaration\n\n"
