@@ -1,7 +1,8 @@
 """What every loss module shares: the thin ``nn.Module`` built from its loss function's signature.
 
 A loss function's signature declares its hyper-parameters (literal defaults, annotations from
-:mod:`dmlbook.core.validation`: ``alpha: Scale = 2.0``, ``reduction: Reduction = "mean"``) and
+:mod:`dmlbook.core.validation`: ``alpha: Scale = 2.0``; the frame's ``S``, ``labels``,
+``reduction`` and masks bare, declared by :func:`~dmlbook.core.validation.loss_frame`) and
 :func:`~dmlbook.core.validation.declared` checks them at each call. :class:`PairLoss` is the thin
 ``nn.Module``: its constructor, ``repr``, hyper-parameter list, the registry and the configs are
 derived from that signature; it checks the values once, at construction, and its
