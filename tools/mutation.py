@@ -21,11 +21,16 @@ selection: the losses area (about 4,000 mutants) can then be run file by file, a
 after new tests. Without it the whole area runs. Prints, per area, the mutants run, killed,
 survived (argued equivalent or not), timed out, and the CPU time it took; fails on a survivor
 neither killed nor argued, and on a mutant mutmut never ran.
+
+A commit that renumbers the mutants of a function (a signature default added or removed) leaves
+the list naming other edits: ``tools/mutation_remap.py AREA REV`` renames its entries from the
+mutants of commit REV to the same edits now, without running the tests.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import resource
@@ -68,19 +73,22 @@ def config_section(area: str, only: list[str] | None = None) -> str:
     )
 
 
-def scratch_copy(area: str, only: list[str] | None = None) -> Path:
-    """``build/mutation/AREA`` (``AREA-STEM...`` for the files ``only``) with the package, the
-    tests and a pyproject for this area."""
-    name = "-".join([area, *(Path(f).stem for f in only or [])])
+def scratch_copy(
+    area: str, only: list[str] | None = None, root: Path = ROOT, prefix: str = ""
+) -> Path:
+    """``build/mutation/AREA`` (``AREA-STEM...`` for the files ``only``; ``PREFIXAREA...`` with a
+    ``prefix``) with the package, the tests and a pyproject for this area, copied from ``root``
+    (the working tree, or a commit's files: :func:`commit_tree`)."""
+    name = prefix + "-".join([area, *(Path(f).stem for f in only or [])])
     work = ROOT / "build" / "mutation" / name
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
     for name in ("dmlbook", "tests", "configs", "tools"):
-        if (ROOT / name).exists():
-            shutil.copytree(ROOT / name, work / name, ignore=ignore)
-    write_settings(work, area, only)
+        if (root / name).exists():
+            shutil.copytree(root / name, work / name, ignore=ignore)
+    write_settings(work, area, only, root)
     for pattern in only or AREAS[area][0]:
         for path in sorted(work.glob(pattern)):
             if path.suffix == ".py":
@@ -88,17 +96,17 @@ def scratch_copy(area: str, only: list[str] | None = None) -> Path:
     return work
 
 
-def write_settings(work: Path, area: str, only: list[str] | None = None) -> None:
+def write_settings(work: Path, area: str, only: list[str] | None = None, root: Path = ROOT) -> None:
     """The scratch copy's ``pyproject.toml`` (with the area's mutmut section) and ``conftest.py``
     (the project's, with hypothesis reporting a mutant's failure unshrunk: shrinking took longer
     than the test, and the verdict is the same; and derandomized, so that a test draws the same
     examples in every mutant's run: in whole-file runs without it, hypothesis tests let mutants
     survive that they killed when mutmut re-ran those mutants alone, cause not found)."""
-    text = (ROOT / "pyproject.toml").read_text()
+    text = (root / "pyproject.toml").read_text()
     text = re.sub(r"\n\[tool\.mutmut\][^\[]*", "\n", text)
     (work / "pyproject.toml").write_text(text + config_section(area, only))
     (work / "conftest.py").write_text(
-        (ROOT / "conftest.py").read_text() + "\n\nfrom hypothesis import Phase, settings\n\n"
+        (root / "conftest.py").read_text() + "\n\nfrom hypothesis import Phase, settings\n\n"
         'settings.register_profile("mutation", database=None, derandomize=True, '
         "phases=(Phase.explicit, Phase.reuse, Phase.generate))\n"
         'settings.load_profile("mutation")\n'
@@ -109,8 +117,6 @@ def undecorate(source: str, decorator: str = "declared") -> str:
     """``source`` with each ``@declared``/``@declared(...)`` function ``f`` written as the plain
     ``def f`` followed by ``f = declared(...)(f)``: the same module (a decorator is that call),
     but one mutmut mutates, since mutmut 3 leaves every decorated function alone."""
-    import ast
-
     lines = source.splitlines(keepends=True)
     edits = []  # (first decorator line, def line, last line, the assignment), 1-based
     for node in ast.walk(ast.parse(source)):
