@@ -206,8 +206,9 @@ def fit(
         are trained together with the model.
     train, test : dataset or (inputs, labels)
         Objects with ``.inputs`` and ``.labels`` (:func:`dmlbook.data.load_dataset`). ``test`` is
-        embedded with :func:`dmlbook.models.embed` and scored by
-        :func:`dmlbook.evaluate.recall_at_k` (each test sample queries all the others).
+        embedded with :func:`dmlbook.models.embed` (on a CPU :data:`EVAL_BATCH_CPU` samples at a
+        time) and scored by :func:`dmlbook.evaluate.recall_at_k` (each test sample queries all
+        the others).
     epochs : int
         Passes over the PK sampler.
     batch_size, k : int
