@@ -261,3 +261,30 @@ def test_a_numpy_integer_k_is_one_recall_k():
     model, loss = _model(), ContrastiveLoss(0.5)
     for k in (np.int64(4), np.uint8(4), 4):
         assert _check_args(model, loss, 1, 1, k, None, None, "random", None) == (4,)
+
+
+def test_evaluation_in_small_batches_records_the_one_batch_recall():
+    """fit embeds the test set EVAL_BATCH_CPU samples at a time (a cache-sized batch, for speed);
+    the recorded Recall@K must be that of the whole test set embedded in one forward pass, bit for
+    bit, for the chapters' SmallCNN (convolutions, BatchNorm in eval mode) as for an MLP."""
+    from dmlbook.data import load_dataset
+    from dmlbook.evaluate import recall_at_k
+    from dmlbook.losses import TripletLoss
+    from dmlbook.models import SmallCNN
+    from dmlbook.training.in_memory import EVAL_BATCH_CPU
+
+    train, test = load_dataset("synthetic", "train"), load_dataset("synthetic", "test")
+    picks = torch.arange(0, 3000, 10)  # 300 test images of all 100 classes: 3 batches of 128
+    test_x, test_y = test.inputs[picks], test.labels[picks]
+    assert len(picks) > 2 * EVAL_BATCH_CPU
+    torch.manual_seed(0)
+    model = SmallCNN(dim=16, width=4)
+    history = fit(model, TripletLoss(0.1), train, (test_x, test_y), epochs=1,
+                  batches_per_epoch=3, **FAST | {"k": 5, "batch_size": 30})  # fmt: skip
+    model.eval()
+    with torch.no_grad():
+        whole = model(test_x)  # one forward pass over all 300
+    expected = recall_at_k(whole, test_y, (1, 2, 4, 8))
+    assert history.iloc[-1][["R@1", "R@2", "R@4", "R@8"]].tolist() == [
+        float(expected[k]) for k in (1, 2, 4, 8)
+    ]
