@@ -219,6 +219,21 @@ def test_cosine_triplet_matches_eq4_on_every_triplet(batch, mining, reduction, s
     torch.testing.assert_close(g_got, g_want, rtol=1e-10, atol=1e-13)
 
 
+def test_cosine_triplet_mean_of_a_single_triplet_is_its_own_loss():
+    """One triplet (a, p, n) = (0, 1, 2) left by the masks: the mean is that triplet's Eq. 4,
+    softplus(tau (S_an - S_ap)), computed here with math, not divided by anything else."""
+    S = torch.tensor([[1.0, 0.3, 0.6], [0.3, 1.0, -0.2], [0.6, -0.2, 1.0]], dtype=torch.float64)
+    y = torch.tensor([0, 0, 1])
+    pos_mask = torch.zeros(3, 3, dtype=torch.bool)
+    neg_mask = torch.zeros(3, 3, dtype=torch.bool)
+    pos_mask[0, 1] = neg_mask[0, 2] = True
+    tau = 4.0
+    want = math.log1p(math.exp(tau * (0.6 - 0.3)))
+    for mining in ("all", "ephn"):
+        got = cosine_triplet_loss(S, y, tau, mining=mining, pos_mask=pos_mask, neg_mask=neg_mask)
+        assert float(got) == pytest.approx(want, rel=1e-12)
+
+
 def test_cosine_triplet_without_a_triplet_float32_and_registration():
     S = torch.eye(3, dtype=torch.float64, requires_grad=True)
     for mining in ("ephn", "all"):
