@@ -287,12 +287,12 @@ def fit(
         else RandomBatchSampler(train_y, batch_size, seed=seed, batches_per_epoch=batches_per_epoch)
     )
     n_batches = len(batch_sampler)
-    eval_batch = EVAL_BATCH_CPU if device.type == "cpu" else 512
+    eval_batch = {"batch_size": EVAL_BATCH_CPU} if device.type == "cpu" else {}  # else embed's
 
     def recall() -> dict[str, float]:
         if test_x is None:
             return {}
-        embeddings = embed(model, test_x, batch_size=eval_batch, device=device)
+        embeddings = embed(model, test_x, device=device, **eval_batch)
         scores = recall_at_k(embeddings, test_y, ks)
         return {f"R@{kk}": float(scores[kk]) for kk in ks}
 
