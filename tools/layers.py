@@ -27,7 +27,8 @@ LAYERS: tuple[Layer, ...] = (
         "pair algebra and the basics",
         "`similarity` (`S`, distances, `D^2 = 2 - 2S`), `pairs` (pair masks, masked log-sum-exp "
         "and means, the one `reduce`), `pair_lists`, `validation` (input checks that name the "
-        "fix), `gpw` (General Pair Weighting: `w_ij = dL/dS_ij` by autograd), `reproducibility` "
+        "fix, the declared ranges), `declaration` (`@declared`: hyper-parameters and the loss "
+        "frame declared once in a signature), `gpw` (General Pair Weighting: `w_ij = dL/dS_ij` by autograd), `reproducibility` "
         "(seeding) and `progress` (when to show a bar)",
     ),
     Layer(

@@ -141,7 +141,7 @@ def undecorate(source: str, decorator: str = "declared") -> str:
             other = ast.get_source_segment(source, like[0]) if like else "None"
             assign = (
                 f"if hasattr({name}, '__wrapped__'):  # mutmut's trampoline\n"
-                "    from dmlbook.core.validation import _take_declaration\n\n"
+                "    from dmlbook.core.declaration import _take_declaration\n\n"
                 f"    for _f in (*mutants_x_{name}__mutmut.values(), {name}.__wrapped__):\n"
                 f"        _take_declaration(_f, {other})\n" + assign
             )

@@ -5,7 +5,7 @@ chapters print is the code that trains: autograd differentiates it), the paper's
 ``w_ij = dL/dS_ij`` as a separately named function where the paper prints them (the tests and
 chapters hold them equal to autograd: the General Pair Weighting view made concrete), its
 hyper-parameters, declared by the function's signature (literal defaults and ranges,
-:func:`dmlbook.core.validation.declared`), and its thin ``nn.Module`` built from that signature;
+:func:`dmlbook.core.declaration.declared`), and its thin ``nn.Module`` built from that signature;
 each opens with where its chapter section, its proof and its tests are. Which pairs a loss sees is decided once, by the miners of :mod:`dmlbook.mining`.
 
 Which module holds which loss, with its equations, its weights function, its proof, its
@@ -17,7 +17,7 @@ Every loss function takes ``S``, the (B, B) similarity matrix of a batch, and ``
 class ids, and the keywords ``pos_mask`` and ``neg_mask``: optional bool (B, B) pairs from a
 miner, which narrow the label masks (:func:`dmlbook.core.pairs.pair_sets`). A docstring documents
 them only where its function reads them differently. A family that reuses another's
-hyper-parameters says so once, ``@declared(like=...)`` (:func:`dmlbook.core.validation.declared`).
+hyper-parameters says so once, ``@declared(like=...)`` (:func:`dmlbook.core.declaration.declared`).
 
 ``get_loss(name, **hparams)`` builds any module by name (see :mod:`dmlbook.losses.registry`).
 The layers below: the miners that produce ``pos_mask``/``neg_mask`` (and triplet masks) are in

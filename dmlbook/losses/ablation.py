@@ -38,8 +38,9 @@ from typing import Any
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import Mask
-from ..core.validation import NonNegative, Real, Scale, declared
+from ..core.validation import NonNegative, Real, Scale
 from ..mining.multi_similarity import ms_mining_masks
 from .base import PairLoss
 from .binomial import binlifted_loss, binomial_deviance_loss

@@ -2,8 +2,8 @@
 
 A loss function's signature declares its hyper-parameters (literal defaults, annotations from
 :mod:`dmlbook.core.validation`: ``alpha: Scale = 2.0``; the frame's ``S``, ``labels``,
-``reduction`` and masks bare, declared by :func:`~dmlbook.core.validation.loss_frame`) and
-:func:`~dmlbook.core.validation.declared` checks them at each call. :class:`PairLoss` is the thin
+``reduction`` and masks bare, declared by :func:`~dmlbook.core.declaration.loss_frame`) and
+:func:`~dmlbook.core.declaration.declared` checks them at each call. :class:`PairLoss` is the thin
 ``nn.Module``: its constructor, ``repr``, hyper-parameter list, the registry and the configs are
 derived from that signature; it checks the values once, at construction, and its
 ``loss(embeddings, labels)`` forms ``S`` and calls the function without checking them again.
@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from ..core.declaration import check_argument, hyper_parameters
 from ..core.pairs import Mask, dissimilarity, pair_sets, prepare_batch, resolve_masks
-from ..core.validation import check_argument, hyper_parameters
 from .first_order import first_order_only, second_derivative_refusal
 
 #: Re-exported for the chapters' ``dmlbook.losses.base.dissimilarity`` and the package face.
@@ -45,7 +45,7 @@ class PairLoss(nn.Module):
     """Base class of the thin loss modules: ``loss(embeddings, labels)`` like pytorch-metric-learning.
 
     A subclass names the pure function of ``S`` it wraps (:attr:`loss_function`, decorated
-    with :func:`~dmlbook.core.validation.declared`); the constructor takes that function's
+    with :func:`~dmlbook.core.declaration.declared`); the constructor takes that function's
     hyper-parameters (and :attr:`module_options`'), checks them once and stores each as an
     attribute (:attr:`hyper_parameters`, shown by ``repr``). :meth:`loss_on_similarity` calls
     the function with them and the masks of :meth:`mine` (a built-in miner overrides it). A

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import masked_logsumexp, masked_softmax, pair_sets, reduce, softplus
-from ..core.validation import Real, Scale, declared
+from ..core.validation import Real, Scale
 from .base import PairLoss
 
 __all__ = [

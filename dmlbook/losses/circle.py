@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import masked_logsumexp, pair_sets, reduce, softplus
-from ..core.validation import Real, Scale, declared
+from ..core.validation import Real, Scale
 from .base import PairLoss
 
 __all__ = ["CircleLoss", "circle_loss"]

@@ -31,8 +31,9 @@ from typing import Annotated, Literal
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import dissimilarity, pair_sets, reduce
-from ..core.validation import NonNegative, Number, declared
+from ..core.validation import NonNegative, Number
 from .base import PairLoss
 
 __all__ = [

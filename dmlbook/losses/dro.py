@@ -55,8 +55,9 @@ from typing import Literal, get_args
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import Mask, pair_sets, softplus
-from ..core.validation import Count, Real, Scale, declared
+from ..core.validation import Count, Real, Scale
 from .base import PairLoss
 from .first_order import CHI2, first_order_only
 

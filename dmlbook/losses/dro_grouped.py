@@ -41,8 +41,9 @@ from typing import Annotated
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import Mask, pair_sets, reduce
-from ..core.validation import Number, Real, Scale, declared
+from ..core.validation import Number, Real, Scale
 from .base import PairLoss
 from .dro import Base, dro_candidates, dro_loss, pair_losses
 

@@ -29,8 +29,9 @@ from typing import Annotated
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import pair_sets
-from ..core.validation import Number, declared
+from ..core.validation import Number
 from .base import PairLoss
 
 __all__ = ["HistogramLoss", "histogram_loss", "histograms"]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import (
     Form,
     dissimilarity,
@@ -42,7 +43,7 @@ from ..core.pairs import (
     pair_sets,
     reduce,
 )
-from ..core.validation import Real, Scale, declared
+from ..core.validation import Real, Scale
 from .base import PairLoss
 
 __all__ = [

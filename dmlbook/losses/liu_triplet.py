@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import dissimilarity, pair_sets, reduce
-from ..core.validation import NonNegative, declared
+from ..core.validation import NonNegative
 from .base import PairLoss
 from .liu_weighting import Normalization, Weighting, liu_weights, log_weights
 from .triplet import triplet_sums

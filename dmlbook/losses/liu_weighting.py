@@ -55,8 +55,9 @@ from typing import Literal
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import dissimilarity, masked_logsumexp, masked_softmax, pair_sets, reduce
-from ..core.validation import NonNegative, Scale, declared
+from ..core.validation import NonNegative, Scale
 from ..mining import ms_distance_mining_masks, threshold_pair_masks
 from ..mining.distance import margins_in_order
 from .base import PairLoss

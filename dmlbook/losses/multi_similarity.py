@@ -74,8 +74,9 @@ from typing import Annotated
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import masked_logsumexp, masked_softmax, pair_sets, reduce
-from ..core.validation import NonNegative, Number, Real, Scale, declared
+from ..core.validation import NonNegative, Number, Real, Scale
 from ..mining.multi_similarity import ms_mining_masks
 from .base import PairLoss
 

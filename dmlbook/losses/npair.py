@@ -28,6 +28,7 @@ from typing import Literal
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import (
     Form,
     Mask,
@@ -39,7 +40,6 @@ from ..core.pairs import (
     softplus,
 )
 from ..core.similarity import cosine_similarity
-from ..core.validation import declared
 from ..mining import npair_pairs
 from .base import PairLoss
 

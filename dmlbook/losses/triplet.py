@@ -39,9 +39,10 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from .. import mining as miners
+from ..core.declaration import declared
 from ..core.pair_lists import positive_lists
 from ..core.pairs import Form, Mask, check_triplet_mask, dissimilarity, pair_sets, softplus
-from ..core.validation import NonNegative, Scale, declared
+from ..core.validation import NonNegative, Scale
 from .base import PairLoss
 
 __all__ = [

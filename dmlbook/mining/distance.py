@@ -12,8 +12,9 @@ from typing import Annotated
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import dissimilarity, pair_sets
-from ..core.validation import Number, declared
+from ..core.validation import Number
 from .multi_similarity import hardest, ms_mining_masks
 
 #: Liu et al.'s thresholds ``m1``, ``m2`` of Eq. 16-17, distances of unit vectors.

@@ -11,8 +11,9 @@ from typing import Annotated
 
 import torch
 
+from ..core.declaration import declared
 from ..core.pairs import pair_sets
-from ..core.validation import Number, declared
+from ..core.validation import Number
 
 #: The mining margin ``epsilon`` of Eq. 11-12 (and of Liu et al.'s Eq. 22-23 on distances).
 Epsilon = Annotated[float, Number(0.0, 1e6, "a mining margin; both papers use 0.1")]

@@ -27,7 +27,8 @@ from typing import Any
 
 import torch
 
-from ..core.validation import Real, Scale, check_argument
+from ..core.declaration import check_argument
+from ..core.validation import Real, Scale
 from .directions import DIRECTIONS, unit_directions
 from .triplets import Triplets, ephn_triplets, relative_sets
 from .weights import (
