@@ -128,23 +128,19 @@ class NPairLoss(PairLoss):
     loss_function = staticmethod(npair_loss)
 
     def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor,
-        *,
-        pos_mask: Mask = None,
-        neg_mask: Mask = None,
+        self, embeddings: torch.Tensor, labels: torch.Tensor, **masks: Mask
     ) -> torch.Tensor:
         """The loss of a batch; with the N-pair sampling, only the ``C x C`` block of ``S``.
 
         Every pair of the N-pair construction is between an anchor and a positive (one of each
         per class), so the similarities of anchors against positives are all :func:`npair_loss`
         reads: this forms that block alone (a ``C x C`` product instead of ``B x B``) and applies
-        the same :func:`npair_block_terms`. With masks, or ``sampling="all"``, the whole ``S``
-        is formed and :func:`npair_loss` called.
+        the same :func:`npair_block_terms`. Given any of :meth:`PairLoss.forward`'s masks
+        (``pos_mask``, ``neg_mask``), or with ``sampling="all"``, that method forms the whole
+        ``S`` and calls :func:`npair_loss`.
         """
-        if self.sampling != "npair" or pos_mask is not None or neg_mask is not None:
-            return super().forward(embeddings, labels, pos_mask=pos_mask, neg_mask=neg_mask)
+        if self.sampling != "npair" or masks:
+            return super().forward(embeddings, labels, **masks)
         x, y = check_batch(embeddings, labels)
         anchors, positives = npair_pairs(y)
         d = dissimilarity(cosine_similarity(x[anchors], x[positives]), self.form)

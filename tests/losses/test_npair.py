@@ -156,3 +156,12 @@ def test_npair_module_with_either_mask_or_none_matches_the_loop(reduction):
         want = sum(terms.values()) / (len(terms) if reduction == "mean" else 1)
         got = NPairLoss(reduction=reduction)(x, y, **kw)
         assert float(got) == pytest.approx(want, rel=1e-12), kw
+
+
+def test_npair_module_refuses_a_misspelt_mask_instead_of_taking_its_shortcut():
+    """A keyword ``forward`` does not know is refused, as ``PairLoss.forward`` refuses it: the
+    shortcut must not drop it silently and return the unmasked loss."""
+    x = torch.randn(6, 4, dtype=torch.float64)
+    y = torch.arange(3).repeat_interleave(2)
+    with pytest.raises(TypeError, match="pos_mak"):
+        NPairLoss()(x, y, pos_mak=torch.ones(6, 6, dtype=torch.bool))
