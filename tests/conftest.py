@@ -35,6 +35,14 @@ def chromium() -> str:
     return found
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that drives the browser is slow (``make test-quick`` runs none): marked here from
+    its fixtures, so that no browser test can be left out of the marker by hand."""
+    for item in items:
+        if "chromium" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _close_figures():
     """Close every matplotlib figure a test opened (only where pyplot was imported at all)."""

@@ -101,7 +101,9 @@ def chapter() -> nbformat.NotebookNode:
     return nb
 
 
-def build_small_book(out: Path, config_edit=None, offline: bool = True, api: bool = False) -> Path:
+def build_small_book(
+    out: Path, config_edit=None, offline: bool = True, api: bool = False, intro: str = INTRO
+) -> Path:
     """Build the small book in ``out`` through tools/book.py; returns the HTML folder.
 
     ``render`` returns 0 for a book that reads offline and 1 when a page needs the network.
@@ -112,7 +114,7 @@ def build_small_book(out: Path, config_edit=None, offline: bool = True, api: boo
     if config_edit:
         config_edit(config)
     (src / "_config.yml").write_text(yaml.safe_dump(config))
-    (src / "intro.md").write_text(INTRO)
+    (src / "intro.md").write_text(intro)
     if (ROOT / "book" / "_static").is_dir():
         (src / "_static").symlink_to(ROOT / "book" / "_static")
     site = out / "site"
@@ -122,6 +124,14 @@ def build_small_book(out: Path, config_edit=None, offline: bool = True, api: boo
     assert book_tool.render(site) == (0 if offline else 1)
     assert (site / "_build" / "html" / "01_demo.html").is_file(), "Jupyter Book rendered nothing"
     return site / "_build" / "html"
+
+
+def test_a_sphinx_warning_fails_the_build(tmp_path, capsys):
+    """``make book`` renders with ``-W --keep-going``: a page that makes Sphinx warn (here a link
+    to a document that does not exist) fails the build, and the warning is printed."""
+    with pytest.raises(AssertionError, match="assert 1 == 0"):
+        build_small_book(tmp_path, intro=INTRO + "\nSee {doc}`no_such_page`.\n")
+    assert re.search(r"WARNING: unknown document: .?no_such_page", capsys.readouterr().out)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ such. Its CPU time is measured against the one the README states.
 The README's other facts are read from its text and checked against the code and the data: the
 number of chapters and appendices and the chapter table (``book/``), the per-chapter CPU budget
 (``tools/book.py``), the Omniglot split and the baselines the example is read against; the dry
-run's default utilisation stated in ``docs/research.md`` (``dmlbook.engine.dry_run``).
+run's default utilisation stated in ``docs/research.md`` (``dmlbook.engine.dry_run``), and the
+number of GPU runs the pages under ``docs/`` state (the committed run folders).
 """
 
 from __future__ import annotations
@@ -233,6 +234,17 @@ def test_research_page_states_the_dry_runs_default_utilization():
     match = re.search(r"`--utilization`, default ([\d.]+)", text)
     assert match, "docs/research.md: state the dry run's default utilisation"
     assert float(match[1]) == DEFAULT_UTILIZATION
+
+
+def test_the_pages_count_the_committed_gpu_runs():
+    """``docs/benchmarks.md`` and ``docs/research.md`` say how many H200 runs of ``make gpu-check``
+    there are; each run's files are a folder ``bench/results/gpu_check_h200*/``."""
+    runs = [p for p in (ROOT / "bench" / "results").glob("gpu_check_h200*") if p.is_dir()]
+    words = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+    for page in ("benchmarks.md", "research.md"):
+        stated = re.findall(r"\b(\w+) H200s\b", (ROOT / "docs" / page).read_text(), re.I)
+        assert stated, f"docs/{page}: say how many H200 runs there are"
+        assert {words.get(w.lower()) for w in stated} == {len(runs)}, (page, stated, runs)
 
 
 def test_readme_states_the_python_the_package_needs_and_the_chapters_were_run_with():

@@ -388,12 +388,14 @@ def render(out: Path) -> int:
     """Render ``out`` with Jupyter Book, then scan the HTML for anything fetched from the network.
 
     Sphinx's lines are shortened to one per page read and one per page written, its warnings are
-    printed as they come, and a line every 10 s says it is still at work; on failure the end of
-    its whole output is printed.
+    printed as they come, and a line every 10 s says it is still at work. Any warning fails the
+    build (``-W``), after every page has been read and written (``--keep-going``); on failure the
+    end of its whole output is printed.
     """
     print("rendering HTML with Jupyter Book ...", flush=True)
     jb = Path(sys.executable).with_name("jupyter-book")
-    code, tail = run_filtered([str(jb), "build", str(out)], _sphinx_line, _rendering, cwd=ROOT)
+    command = [str(jb), "build", "-W", "--keep-going", str(out)]  # a Sphinx warning fails it
+    code, tail = run_filtered(command, _sphinx_line, _rendering, cwd=ROOT)
     if code:
         print("\n".join(tail), file=sys.stderr)
         return code

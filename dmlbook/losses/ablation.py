@@ -32,6 +32,7 @@ over all ``B`` anchors); with Adam a constant factor on the loss changes nothing
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,12 +41,11 @@ import torch
 
 from ..core.declaration import declared
 from ..core.pairs import Mask
-from ..core.validation import NonNegative, Real, Scale
 from ..mining.multi_similarity import ms_mining_masks
 from .base import PairLoss
 from .binomial import binlifted_loss, binomial_deviance_loss
 from .lifted import lifted_star_loss
-from .multi_similarity import MSMiningLoss, MultiSimilarityLoss
+from .multi_similarity import MSMiningLoss, MultiSimilarityLoss, multi_similarity_loss
 
 __all__ = [
     "TABLE_2",
@@ -134,7 +134,8 @@ class MinedPairLoss(PairLoss):
         A pure loss ``loss_fn(S, labels, **hparams, pos_mask=..., neg_mask=...)`` such as
         :func:`~dmlbook.losses.binomial_deviance_loss`.
     hparams : mapping
-        Its hyper-parameters.
+        Its hyper-parameters; a :func:`~dmlbook.core.declaration.declared` function's are
+        checked here, once, and an unknown name is refused here.
     mining : bool
         Mine with :func:`~dmlbook.mining.ms_mining_masks` first and pass the masks on.
     epsilon : float
@@ -157,6 +158,11 @@ class MinedPairLoss(PairLoss):
             raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}.")
         self.loss_fn = loss_fn
         self.hparams = dict(hparams or {})
+        check = getattr(loss_fn, "check", None)  # a declared loss: its settings checked once
+        if check is not None:
+            inspect.signature(loss_fn).bind_partial(**self.hparams)  # an unknown name: TypeError
+            checked = check(**self.hparams)
+            self.hparams = {name: checked[name] for name in self.hparams}
         self.mining = bool(mining)
         self.epsilon = ms_mining_masks.check(epsilon=epsilon)["epsilon"]
         self.name = name or getattr(loss_fn, "__name__", "loss")
@@ -165,8 +171,8 @@ class MinedPairLoss(PairLoss):
         self, S: torch.Tensor, labels: torch.Tensor, pos_mask: Mask, neg_mask: Mask
     ) -> dict[str, Mask]:
         """MS mining (Eq. 11-12) of the candidates, when ``mining``."""
-        if self.mining:
-            pos_mask, neg_mask = ms_mining_masks(
+        if self.mining:  # epsilon was checked at construction
+            pos_mask, neg_mask = ms_mining_masks.trusted(
                 S, labels, self.epsilon, pos_mask=pos_mask, neg_mask=neg_mask
             )
         return {"pos_mask": pos_mask, "neg_mask": neg_mask}
@@ -174,8 +180,9 @@ class MinedPairLoss(PairLoss):
     def loss_on_similarity(
         self, S: torch.Tensor, labels: torch.Tensor, *, pos_mask: Mask = None, neg_mask: Mask = None
     ) -> torch.Tensor:
-        """``loss_fn`` with its hyper-parameters, on the mined pairs."""
-        return self.loss_fn(S, labels, **self.hparams, **self.mine(S, labels, pos_mask, neg_mask))
+        """``loss_fn`` with its hyper-parameters (checked at construction), on the mined pairs."""
+        masks = self.mine(S, labels, pos_mask, neg_mask)
+        return getattr(self.loss_fn, "trusted", self.loss_fn)(S, labels, **self.hparams, **masks)
 
     def extra_repr(self) -> str:
         hp = ", ".join(f"{k}={v}" for k, v in self.hparams.items())
@@ -183,15 +190,8 @@ class MinedPairLoss(PairLoss):
         return f"{self.name}: {hp}, mining={self.mining}{mined}"
 
 
-@declared
-def ablation_loss(
-    name: str,
-    *,
-    alpha: Scale = 2.0,
-    beta: Scale = 50.0,
-    margin: Real = 0.5,
-    epsilon: NonNegative = 0.1,
-) -> PairLoss:
+@declared(like=multi_similarity_loss)  # the MS loss's alpha, beta, lambda and epsilon
+def ablation_loss(name: str, *, alpha, beta, margin, epsilon) -> PairLoss:
     """The loss of one row of Wang et al. 2019, Table 2, configured.
 
     Parameters

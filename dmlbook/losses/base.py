@@ -90,6 +90,7 @@ class PairLoss(nn.Module):
         if self.hyper is not None:
             spec = self.hyper(**values)
             values = {name: getattr(spec, name) for name in values}
+            self._hyper_spec, self._hyper_values = spec, dict(values)  # checked: kept for calls
         else:
             values = {n: v if n in self._passed else check_argument(n, v, self._declaration
                       .parameters[n].annotation) for n, v in values.items()}  # fmt: skip

@@ -16,6 +16,7 @@ from ..core.pairs import (
     check_similarity,
     dissimilarity,
     pair_masks,
+    pair_sets,
     resolve_masks,
 )
 from ..core.validation import as_labels
@@ -122,10 +123,8 @@ def _one_triplet_per_anchor(
     easiest_positive: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One positive (the least or the most similar) and the most similar negative per anchor."""
-    y = check_similarity(S, labels)
+    s, pos, neg = pair_sets(S.detach(), labels, pos_mask, neg_mask)
     B = S.shape[0]
-    pos, neg = resolve_masks(y, pos_mask, neg_mask, (B, B))
-    s = S.detach()
     inf = torch.tensor(float("inf"), dtype=s.dtype, device=s.device)
     if easiest_positive:
         chosen_p = torch.where(pos, s, -inf).argmax(dim=1)

@@ -142,3 +142,29 @@ def test_table_2_names_forgive_case_spaces_and_hyphens_and_refusals_say_what_to_
     with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
         table_2_variant("foo")
     assert MinedPairLoss(functools.partial(binomial_deviance_loss)).name == "loss"  # no __name__
+
+
+def test_mined_pair_loss_checks_a_declared_loss_once_at_construction(monkeypatch):
+    """``MinedPairLoss`` checks a declared loss's settings (and refuses an unknown one) when built,
+    and its forward checks none again: neither the loss's nor the miner's epsilon."""
+    import dmlbook.core.declaration as declaration
+    from dmlbook.core.similarity import cosine_similarity
+
+    with pytest.raises(ValueError, match="beta"):
+        MinedPairLoss(binomial_deviance_loss, {"beta": 0.0})
+    with pytest.raises(TypeError, match="betta"):
+        MinedPairLoss(binomial_deviance_loss, {"betta": 40.0})
+    loss = MinedPairLoss(binomial_deviance_loss, {"alpha": 3, "beta": 40.0})
+    assert loss.hparams == {"alpha": 3.0, "beta": 40.0}
+    lifted = ablation_loss("LiftedStruct*_m")
+    checked = []
+    real = declaration.check_argument
+    monkeypatch.setattr(
+        declaration, "check_argument", lambda *a: (checked.append(a[0]), real(*a))[1]
+    )
+    x, y, _ = _ablation_batch()
+    loss(x, y)
+    lifted(x, y)
+    assert checked == []
+    binomial_deviance_loss(cosine_similarity(x), y, beta=40.0)  # the counter sees a call's check
+    assert checked == ["beta"]

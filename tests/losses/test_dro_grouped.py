@@ -288,3 +288,24 @@ def test_sampled_kl_with_one_candidate_is_its_loss_and_names_a_bad_generator():
                r"so the draws are reproducible; got int\.$")  # fmt: skip
     with pytest.raises(TypeError, match=message):
         dro_kl_sampled_loss(S, y, 50, 0)
+
+
+def test_the_grouped_losses_restate_dro_losss_declarations_without_drift():
+    """DRO-KL-G cannot take ``dro_loss``'s declarations with ``like=`` (its own ``gamma_pos`` and
+    ``gamma_neg`` come first, with defaults, so the shared names cannot be written bare): the
+    module comment says its defaults are ``dro_loss``'s. Each shared name, and each ``gamma``,
+    must keep ``dro_loss``'s annotation and default."""
+    import inspect
+
+    from dmlbook.losses import dro_loss
+
+    dro = inspect.signature(dro_loss, eval_str=True).parameters
+    renamed = {"gamma_pos": "gamma", "gamma_neg": "gamma"}
+    compared = []
+    for function in (dro_kl_grouped_loss, hap2s_e_loss):
+        for name, p in inspect.signature(function, eval_str=True).parameters.items():
+            source = dro.get(renamed.get(name, name))
+            if source is not None and source.default is not source.empty:
+                assert (p.annotation, p.default) == (source.annotation, source.default), name
+                compared.append(name)
+    assert len(compared) == 14, compared  # 10 of DRO-KL-G, 4 of HAP2S_E (masks included)

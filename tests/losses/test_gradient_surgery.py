@@ -69,6 +69,26 @@ def test_module_spec_round_trips():
     )
 
 
+def test_module_checks_its_settings_at_construction_and_after_a_change_only(monkeypatch):
+    """Forward calls reuse the spec checked at construction (no SurgerySpec.check per call); an
+    attribute changed afterwards is checked at the next call, and a bad one refused there."""
+    loss = GradientSurgeryLoss(direction="cos-orth", pair_weight="lin_ms")
+    checks = []
+    real = SurgerySpec.check
+    monkeypatch.setattr(SurgerySpec, "check", lambda spec: (checks.append(1), real(spec))[1])
+    x, y = torch.randn(8, 4, dtype=torch.float64), torch.arange(4).repeat_interleave(2)
+    for _ in range(3):
+        loss(x, y)
+    assert checks == [] and loss.spec.direction == "cos_orth"
+    loss.alpha = 3.0
+    assert loss.spec.alpha == 3.0 and checks == [1]
+    loss(x, y)
+    assert checks == [1]
+    loss.alpha = -1.0
+    with pytest.raises(ValueError, match="alpha"):
+        loss(x, y)
+
+
 @settings(max_examples=20, deadline=None)
 @given(unit_batches())
 def test_module_backward_goes_through_the_normalisation(batch):
