@@ -168,3 +168,20 @@ def test_mined_pair_loss_checks_a_declared_loss_once_at_construction(monkeypatch
     assert checked == []
     binomial_deviance_loss(cosine_similarity(x), y, beta=40.0)  # the counter sees a call's check
     assert checked == ["beta"]
+
+
+def test_mined_pair_loss_calls_a_plain_function_of_its_own_as_given():
+    """A loss function that is not declared (a student's own) is called as it is, with its
+    settings and the mined masks."""
+    from dmlbook.core.similarity import cosine_similarity
+
+    def pulled_apart(S, labels, *, scale=1.0, pos_mask=None, neg_mask=None):
+        return scale * (S[neg_mask].sum() - S[pos_mask].sum())
+
+    x, y, _ = _ablation_batch()
+    S = cosine_similarity(x)
+    pm, nm = ms_mining_masks(S, y, 0.2)
+    loss = MinedPairLoss(pulled_apart, {"scale": 3.0}, epsilon=0.2)
+    assert loss.hparams == {"scale": 3.0}
+    want = 3.0 * (S[nm].sum() - S[pm].sum())
+    assert float(loss(x, y)) == pytest.approx(float(want), rel=1e-12)
