@@ -298,3 +298,20 @@ def test_margin_slope_is_zero_where_the_hinge_is_exactly_closed():
     slope = base_loss_slope(S, pos, neg, "margin", 0.25, 0.5)
     want = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]], dtype=torch.float64)
     torch.testing.assert_close(slope, want, rtol=0, atol=0)
+
+
+def test_dro_loss_restates_pair_losses_declarations_without_drift():
+    """``dro_loss`` cannot take :func:`pair_losses`' declarations with ``like=`` (its
+    ``uncertainty`` comes first, with a default, so the shared names cannot be written bare):
+    each of the five base-loss settings must keep ``pair_losses``' annotation and default."""
+    import inspect
+
+    source = inspect.signature(pair_losses, eval_str=True).parameters
+    own = inspect.signature(dro_loss, eval_str=True).parameters
+    shared = [
+        name for name in own if name in source and source[name].default is not own[name].empty
+    ]
+    assert shared == ["base", "margin", "threshold", "alpha", "beta"]
+    for name in shared:
+        assert (own[name].annotation, own[name].default) == (
+            source[name].annotation, source[name].default), name  # fmt: skip

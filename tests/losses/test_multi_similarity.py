@@ -449,3 +449,21 @@ def test_ms_loss_epsilon_reaches_the_mining():
         want = multi_similarity_loss_reference(S, y, 2.0, 10.0, 0.5, epsilon)
         got = multi_similarity_loss(S, y, 2.0, 10.0, 0.5, epsilon)
         assert float(got) == pytest.approx(float(want), rel=1e-10)
+
+
+def test_the_ms_losss_epsilon_accepts_what_its_miner_accepts_with_its_default():
+    """The MS loss declares ``epsilon`` (it also takes the weights' declarations with ``like=``,
+    so it cannot take the miner's): it must allow the same range, with the same default, as
+    :func:`dmlbook.mining.ms_mining_masks`, which it calls trusted."""
+    import dataclasses
+    import inspect
+    import typing
+
+    from dmlbook.mining import ms_mining_masks
+
+    def declared_range(function):
+        p = inspect.signature(function, eval_str=True).parameters["epsilon"]
+        (number,) = typing.get_args(p.annotation)[1:]
+        return dataclasses.replace(number, meaning=""), p.default
+
+    assert declared_range(multi_similarity_loss) == declared_range(ms_mining_masks)
