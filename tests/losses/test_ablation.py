@@ -185,3 +185,10 @@ def test_mined_pair_loss_calls_a_plain_function_of_its_own_as_given():
     assert loss.hparams == {"scale": 3.0}
     want = 3.0 * (S[nm].sum() - S[pm].sum())
     assert float(loss(x, y)) == pytest.approx(float(want), rel=1e-12)
+
+
+def test_a_setting_the_row_does_not_use_is_still_checked():
+    """LiftedStruct* has no lambda, so no module it builds reads ``margin``: ``ablation_loss``'s
+    own declaration is what refuses a bad one."""
+    with pytest.raises(ValueError, match="margin must be a finite number"):
+        ablation_loss("LiftedStruct*", margin=float("nan"))
