@@ -29,7 +29,7 @@ from ..evaluate import chance_recall_at_k
 from ..training.checkpoint import save_checkpoint, write_csv, write_json
 from ..training.loop import Stop, Trainer
 from .build import build_loss, build_model, build_optimizer, lr_factor, milestones
-from .config import Config
+from .config import Config, ConfigError
 from .data import build_splits
 from .distributed import (
     DistContext,
@@ -82,6 +82,8 @@ class EngineRun:
         self.epoch_iters = len(self.sampler)
         self.total = t.iterations or t.epochs * self.epoch_iters
         steps = milestones(cfg, self.total)
+        if state is not None:
+            self._check_schedule_kept(state["config"], steps)
         ddp = wrap_model(model, ctx, device, find_unused=o.freeze_backbone_epochs > 0)
         self.trainer = Trainer(
             model,
@@ -120,6 +122,19 @@ class EngineRun:
         self.tb = tensorboard(cfg, self.out) if ctx.is_main else None
         self.bar: tqdm | None = None  # made by run()
         self.last_save = self.tick = time.perf_counter()
+
+    def _check_schedule_kept(self, saved: dict[str, Any], steps: list[int]) -> None:
+        """Refuse a resumption whose new length moves the step decay: fractional milestones are
+        taken of the run's length, so a longer run would raise the learning rate back up."""
+        t = saved.get("train", {})
+        before = milestones(self.cfg, t.get("iterations") or t["epochs"] * self.epoch_iters)
+        if before != steps:
+            raise ConfigError(
+                f"cannot resume with another run length: optim.milestones "
+                f"{self.cfg.optim.milestones} are fractions of the run, so the learning rate "
+                f"would step at iterations {steps} instead of {before}, where the run stepped so "
+                "far. Keep train.iterations and train.epochs as they were, or start a fresh run."
+            )
 
     # ---------------------------------------------------------------- the loop's parts
 

@@ -47,7 +47,7 @@ class PairLoss(nn.Module):
     A subclass names the pure function of ``S`` it wraps (:attr:`loss_function`, decorated
     with :func:`~dmlbook.core.declaration.declared`); the constructor takes that function's
     hyper-parameters (and :attr:`module_options`'), checks them once and stores each as an
-    attribute (:attr:`hyper_parameters`, shown by ``repr``). :meth:`loss_on_similarity` calls
+    attribute (:attr:`hyper_parameters`, shown by ``repr``; one assigned later is checked again). :meth:`loss_on_similarity` calls
     the function with them and the masks of :meth:`mine` (a built-in miner overrides it). A
     module without a loss function may name a class whose constructor checks its settings
     (:attr:`hyper`, e.g. :class:`dmlbook.surgery.SurgerySpec`).
@@ -87,10 +87,23 @@ class PairLoss(nn.Module):
         super().__init__()
         values = self._declaration.bind(*args, **kwargs).arguments
         values = {p.name: p.default for p in self._declaration.parameters.values()} | values
-        if self.hyper is not None:
-            spec = self.hyper(**values)
+        for name, value in self._checked(values).items():
+            super().__setattr__(name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A setting assigned after construction (``loss.alpha = 3.0``) is checked as the
+        constructor checks it, with the other settings; a bad one is refused and not stored."""
+        if name in type(self).hyper_parameters and name in self.__dict__:
+            settings = {n: getattr(self, n) for n in self.hyper_parameters}
+            value = self._checked(settings | {name: value})[name]
+        super().__setattr__(name, value)
+
+    def _checked(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Every setting checked and normalised (the annotations, the function's rules, the
+        :attr:`hyper` class, the module's reductions); the calls then trust them."""
+        spec = self.hyper(**values) if self.hyper is not None else None
+        if spec is not None:
             values = {name: getattr(spec, name) for name in values}
-            self._hyper_spec, self._hyper_values = spec, dict(values)  # checked: kept for calls
         else:
             values = {n: v if n in self._passed else check_argument(n, v, self._declaration
                       .parameters[n].annotation) for n, v in values.items()}  # fmt: skip
@@ -103,8 +116,9 @@ class PairLoss(nn.Module):
                 f"reduction must be one of {allowed} for a module (it returns a scalar); "
                 f"got {values['reduction']!r}."
             )
-        for name, value in values.items():
-            setattr(self, name, value)
+        if spec is not None:
+            super().__setattr__("_hyper_spec", spec)  # checked: what the calls use
+        return values
 
     def forward(
         self,

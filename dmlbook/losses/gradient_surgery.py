@@ -44,11 +44,8 @@ class GradientSurgeryLoss(PairLoss):
 
     @property
     def spec(self) -> SurgerySpec:
-        """The module's settings as a :class:`~dmlbook.surgery.SurgerySpec`: the one checked at
-        construction, built and checked again only after one of the attributes has changed."""
-        values = {name: getattr(self, name) for name in self.hyper_parameters}
-        if values != self._hyper_values:
-            self._hyper_spec, self._hyper_values = SurgerySpec(**values), values
+        """The module's settings as a :class:`~dmlbook.surgery.SurgerySpec`, the one checked at
+        construction or at the last assignment of a setting (not rebuilt at each call)."""
         return self._hyper_spec
 
     def forward(

@@ -106,6 +106,17 @@ def test_fuzz_random_text_loads_or_raises_config_error(text):
     _loads_or_config_error(text, [])
 
 
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n", "3\n"])
+@pytest.mark.parametrize("extra", [{"overrides": ["train.iterations=3"]}, {"data_dir": "/d"}, {}])
+def test_a_file_that_is_no_mapping_is_one_config_error_with_set_or_data_too(tmp_path, text, extra):
+    """``--set`` and ``--data`` write into the values: a list or a scalar at the top is refused
+    first, naming the file, instead of failing inside the override."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"c\.yaml: a config must be a mapping of sections"):
+        load_config(path, **extra)
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_shipped_configs_are_valid(path):
     cfg = load_config(path)

@@ -146,9 +146,10 @@ def test_overwrite_moves_the_old_run_aside_and_keeps_it_whole(tmp_path, capsys):
 
 
 def test_resuming_the_folders_own_run_is_not_a_fresh_run(tmp_path):
-    cfg = load_config(tiny_config(tmp_path / "run", train={"iterations": 4}))
+    steps = ["optim.milestones=[2]"]  # whole iterations: a longer run keeps the schedule
+    cfg = load_config(tiny_config(tmp_path / "run", train={"iterations": 4}), steps)
     train(cfg, progress=False, verbose=False)
-    longer = load_config(tiny_config(tmp_path / "run", train={"iterations": 8}))
+    longer = load_config(tiny_config(tmp_path / "run", train={"iterations": 8}), steps)
     assert (
         train(longer, resume=True, progress=False, verbose=False).history.iloc[-1]["iteration"] == 8
     )

@@ -272,9 +272,17 @@ def test_resume_refuses_a_changed_config(tmp_path):
     train(load_config(tiny(tmp_path)), resume="auto", progress=False, verbose=False)  # fresh
     with pytest.raises(ConfigError, match=r"cannot resume.*optim.lr: 0.001 -> 0.01"):
         train(load_config(tiny(tmp_path), ["optim.lr=1e-2"]), resume=True, progress=False)
-    more = train(load_config(tiny(tmp_path), ["train.iterations=16"]), resume=True, progress=False)
+    before = (tmp_path / "run" / "last.pt").read_bytes()
+    with pytest.raises(ConfigError, match=r"another run length: optim.milestones \[0.5\] .* at "
+                       r"iterations \[8\] instead of \[6\]"):  # fmt: skip
+        train(load_config(tiny(tmp_path), ["train.iterations=16"]), resume=True, progress=False)
+    assert (tmp_path / "run" / "last.pt").read_bytes() == before  # refused before any step
+    steps = ["optim.milestones=[6]", "train.out_dir=" + str(tmp_path / "whole")]  # iterations
+    train(load_config(tiny(tmp_path), steps), progress=False, verbose=False)
+    longer = load_config(tiny(tmp_path), [*steps, "train.iterations=16"])
+    more = train(longer, resume=True, progress=False)
     assert list(more.history["iteration"]) == [0, 4, 8, 12, 16]
-    auto = train(load_config(tiny(tmp_path), ["train.iterations=16"]), resume="auto")
+    auto = train(longer, resume="auto")
     assert list(auto.history["iteration"]) == [0, 4, 8, 12, 16]  # complete: nothing retrained
     with pytest.raises(FileNotFoundError):
         train(load_config(tiny(tmp_path)), resume=tmp_path / "none.pt", progress=False)
@@ -363,7 +371,7 @@ def test_real_torch_compile_trains_like_eager_and_checkpoints_plain_keys(tmp_pat
     embeddings when the suite ran with ``ATEN_CPU_CAPABILITY=avx2`` (issue 46's settings) after a
     run with the machine's defaults."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
-    overrides = ["train.iterations=4", "train.epoch_iters=2"]
+    overrides = ["train.iterations=4", "train.epoch_iters=2", "optim.milestones=[2]"]
     eager = train(load_config(tiny(tmp_path / "eager"), overrides), progress=False, verbose=False)
     cfg = load_config(tiny(tmp_path / "compiled"), [*overrides, "train.compile=true"])
     compiled = train(cfg, progress=False, verbose=False)

@@ -18,6 +18,7 @@ from dmlbook.losses import (
     LiftedLoss,
     PairLoss,
     TripletLoss,
+    available_losses,
     binlifted_loss,
     binomial_deviance_loss,
     contrastive_distance_loss,
@@ -197,3 +198,23 @@ def test_a_subclass_with_only_a_settings_class_declares_its_parameters():
 
     assert list(inspect.signature(OnlySettings).parameters) == ["a"]
     assert OnlySettings(a=2).a == 2.0
+
+
+@pytest.mark.parametrize("name", available_losses())
+def test_a_setting_assigned_after_construction_is_checked_and_a_bad_one_not_stored(name):
+    """``loss.alpha = nan`` is refused as the constructor refuses it (the calls trust the stored
+    settings, so an unchecked one would reach the loss: NaN, or an unknown reduction read as
+    the mean); the module keeps its value, and a good value is taken."""
+    module = get_loss(name)
+    for setting, default in loss_parameters(name).items():
+        if isinstance(default, bool):
+            bad = "maybe"
+        elif isinstance(default, str):
+            bad = "no such choice"
+        else:  # a number, or None where a number may be given
+            bad = float("nan")
+        with pytest.raises((ValueError, TypeError), match=setting):
+            setattr(module, setting, bad)
+        assert getattr(module, setting) == default, setting
+        setattr(module, setting, default)
+        assert getattr(module, setting) == default
