@@ -66,10 +66,16 @@ def load_yaml(stream: Any, where: str) -> Any:
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: dict[Any, int] = {}
             for key_node, _ in node.value:
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                if not isinstance(key_node, yaml.ScalarNode):
                     continue
-                key = self.construct_object(key_node)
                 line = key_node.start_mark.line + 1
+                if key_node.tag.endswith(":merge"):
+                    raise ConfigError(
+                        f"{where}, line {line}: the YAML merge key << is not accepted in a config "
+                        "(a key the mapping also gives would silently win over the merged one); "
+                        "write the keys out."
+                    )
+                key = self.construct_object(key_node)
                 if key in seen:
                     raise ConfigError(
                         f"{where}, line {line}: the key {key!r} is given twice in one mapping "

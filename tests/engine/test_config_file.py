@@ -55,6 +55,14 @@ def test_a_key_given_twice_in_a_set_value_or_a_toml_file(tmp_path):
         read_file(path)
 
 
+def test_a_yaml_merge_key_is_refused_with_the_line(tmp_path):
+    """``<<: {name: z}`` beside ``name: tiny`` keeps ``tiny`` silently in YAML: refused."""
+    path = tmp_path / "merge.yaml"
+    path.write_text("name: tiny\n<<: {name: z}\n")
+    with pytest.raises(ConfigError, match=r"merge.yaml, line 2: the YAML merge key << is not"):
+        load_config(path)
+
+
 def test_same_keys_in_different_mappings_are_fine():
     values = load_yaml("a: {x: 1}\nb: {x: 2}\nc: [{x: 3}, {x: 4}]\n", "test")
     assert values == {"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 3}, {"x": 4}]}
