@@ -263,8 +263,11 @@ def _type_name(tp: Any) -> str:
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in args)
-    if origin is list:
-        return f"a list of {_type_name(args[0]).removeprefix('an ').removeprefix('a ')}s"
+    if origin is list:  # "a list of integers or numbers"
+        union = typing.get_origin(args[0]) in (typing.Union, types.UnionType)
+        kinds = typing.get_args(args[0]) if union else args
+        plural = [_type_name(k).removeprefix("an ").removeprefix("a ") + "s" for k in kinds]
+        return "a list of " + " or ".join(plural)
     if origin is dict:
         return "a mapping"
     return str(tp)

@@ -106,6 +106,12 @@ def test_fuzz_random_text_loads_or_raises_config_error(text):
     _loads_or_config_error(text, [])
 
 
+def test_a_list_of_numbers_is_named_in_plain_words():
+    with pytest.raises(ConfigError, match=r"optim.milestones must be a list of integers or "
+                       r"numbers, got 0.5 \(float\)"):  # fmt: skip
+        load_config(tiny_config(Path("/tmp/unused")), ["optim.milestones=0.5"])
+
+
 @pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n", "3\n"])
 @pytest.mark.parametrize("extra", [{"overrides": ["train.iterations=3"]}, {"data_dir": "/d"}, {}])
 def test_a_file_that_is_no_mapping_is_one_config_error_with_set_or_data_too(tmp_path, text, extra):
