@@ -27,6 +27,7 @@ import os
 import pickle
 import re
 import urllib.parse
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,8 +206,13 @@ def read_torch_file(path: str | os.PathLike[str], fix: str) -> object:
     The message names ``path``, says what is wrong in a few words (torch's own messages run to
     several lines and advise ``weights_only=False``, which would run code from the file) and ends
     with ``fix``. Shared by the weight files and the engine's checkpoints.
+
+    ``torch.load`` checks a file's structure, not its numbers: a flipped bit inside a weight loads
+    as a wrong weight. The file's own CRC-32 of each record (``torch.save`` writes a zip) is
+    checked first, so such a file is refused as damaged.
     """
     try:
+        _check_records(path)
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         text = str(err)
@@ -223,3 +229,15 @@ def read_torch_file(path: str | os.PathLike[str], fix: str) -> object:
         f"{path} cannot be read ({type(cause).__name__}: {why}): it is truncated, damaged or not "
         f"a file written by torch.save. {fix}"
     ) from cause
+
+
+def _check_records(path: str | os.PathLike[str]) -> None:
+    """Raise ``zipfile.BadZipFile`` when a record of the zip at ``path`` fails its CRC-32; a file
+    that is not a whole zip is left to ``torch.load`` (which names what is wrong with it)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError):
+        return
+    if bad is not None:
+        raise zipfile.BadZipFile(f"Bad CRC-32 for record {bad!r}")

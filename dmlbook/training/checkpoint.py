@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import errno
-import hashlib
 import io
 import json
 import os
@@ -27,7 +26,6 @@ from ..models.weight_files import read_torch_file
 __all__ = [
     "FORMAT",
     "atomic_write",
-    "content_digest",
     "save_checkpoint",
     "load_checkpoint",
     "write_csv",
@@ -116,42 +114,9 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> Path:
     return path
 
 
-def content_digest(value: Any) -> str:
-    """SHA-256 of a checkpoint's content: every tensor's dtype, shape and bytes and every other
-    value's ``repr``, in order, with the keys that lead to them.
-
-    ``torch.load`` checks a file's structure, not its numbers: a flipped bit inside a tensor
-    loads as a wrong weight. :func:`save_checkpoint` stores this digest and
-    :func:`load_checkpoint` recomputes it (about 1 s per GB on a CPU).
-    """
-    digest = hashlib.sha256()
-
-    def visit(node: Any) -> None:
-        if isinstance(node, torch.Tensor):
-            t = node.detach().to("cpu").contiguous()
-            digest.update(f"tensor {t.dtype} {tuple(t.shape)};".encode())
-            digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-        elif isinstance(node, dict):
-            digest.update(f"dict {len(node)};".encode())
-            for key, item in node.items():
-                digest.update(f"{key!r}:".encode())
-                visit(item)
-        elif isinstance(node, list | tuple):
-            digest.update(f"{type(node).__name__} {len(node)};".encode())
-            for item in node:
-                visit(item)
-        else:
-            digest.update(f"{type(node).__name__} {node!r};".encode())
-
-    visit(value)
-    return digest.hexdigest()
-
-
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
-    """``torch.save`` a checkpoint dict atomically (adds the ``format`` tag and the
-    :func:`content_digest` that :func:`load_checkpoint` checks)."""
-    data = {"format": FORMAT, **{k: v for k, v in payload.items() if k != "digest"}}
-    data["digest"] = content_digest(data)
+    """``torch.save`` a checkpoint dict atomically (adds the ``format`` tag)."""
+    data = {"format": FORMAT, **payload}
     return atomic_write(path, lambda f: torch.save(data, f))
 
 
@@ -181,12 +146,6 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         )
     if not isinstance(data.get("model"), dict):
         raise ValueError(f"{p} is a damaged dmlbook checkpoint (it holds no model). {fix}")
-    stored = data.pop("digest", None)  # checkpoints written before the digest have none
-    if stored is not None and stored != content_digest(data):
-        raise ValueError(
-            f"{p} is a damaged dmlbook checkpoint: its numbers differ from those it was written "
-            f"with (the SHA-256 of its content does not match). {fix}"
-        )
     return data
 
 
