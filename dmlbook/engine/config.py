@@ -398,11 +398,6 @@ def load_config(
         For a missing file, bad syntax, unknown keys, wrong types or inconsistent values.
     """
     values = copy.deepcopy(path) if isinstance(path, dict) else read_file(path)
-    if not isinstance(values, dict):  # before --set and --data write into it
-        where = "" if isinstance(path, dict) else f"{path}: "
-        raise ConfigError(
-            f"{where}a config must be a mapping of sections, got {type(values).__name__}."
-        )
     apply_overrides(values, list(overrides or []))
     if data_dir is not None:
         values.setdefault("data", {})["root"] = str(data_dir)

@@ -154,7 +154,11 @@ def read_file(path: str | Path) -> dict[str, Any]:
     import yaml
 
     try:
-        values = load_yaml(text, str(p))
+        values = load_yaml(text, str(p)) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"{p} is not valid YAML: {err}") from err
-    return values or {}
+    if not isinstance(values, dict):  # a list or a scalar: nothing a config or --set can use
+        raise ConfigError(
+            f"{p}: a config must be a mapping of sections, got {type(values).__name__}."
+        )
+    return values
